@@ -1,0 +1,91 @@
+//! `render --check`: compare a fresh render with a directory on disk, as `cargo fmt --check` does.
+
+use crate::error::Error;
+use crate::render::Artifact;
+use similar::TextDiff;
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+/// What differs between the directory and the render.
+#[derive(Debug, Default)]
+pub struct Staleness {
+    pub changed: Vec<String>,
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// A unified diff of every difference, `a/` = on disk, `b/` = freshly rendered.
+    pub diff: String,
+}
+
+impl Staleness {
+    pub fn is_current(&self) -> bool {
+        self.changed.is_empty() && self.added.is_empty() && self.removed.is_empty()
+    }
+
+    pub fn summary(&self) -> String {
+        format!(
+            "{} changed, {} to add, {} to remove; the output is stale: run `wmrender render` again",
+            self.changed.len(),
+            self.added.len(),
+            self.removed.len()
+        )
+    }
+}
+
+pub fn compare(dir: &Path, files: &[Artifact]) -> Result<Staleness, Error> {
+    let mut on_disk = BTreeMap::new();
+    if dir.is_dir() {
+        read_tree(dir, dir, &mut on_disk)?;
+    }
+    let mut s = Staleness::default();
+    for f in files {
+        match on_disk.remove(&f.path) {
+            Some(old) if old == f.bytes => {}
+            Some(old) => {
+                s.diff.push_str(&unified(&f.path, &old, &f.bytes));
+                s.changed.push(f.path.clone());
+            }
+            None => {
+                s.diff.push_str(&unified(&f.path, b"", &f.bytes));
+                s.added.push(f.path.clone());
+            }
+        }
+    }
+    for (path, old) in on_disk {
+        s.diff.push_str(&unified(&path, &old, b""));
+        s.removed.push(path);
+    }
+    Ok(s)
+}
+
+fn unified(path: &str, old: &[u8], new: &[u8]) -> String {
+    let (old, new) = (String::from_utf8_lossy(old), String::from_utf8_lossy(new));
+    TextDiff::from_lines(old.as_ref(), new.as_ref())
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{path}"), &format!("b/{path}"))
+        .to_string()
+}
+
+fn read_tree(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) -> Result<(), Error> {
+    let entries =
+        fs::read_dir(dir).map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
+        let path = entry.path();
+        if path.is_dir() {
+            read_tree(root, &path, out)?;
+        } else {
+            let rel = path.strip_prefix(root).unwrap_or(&path);
+            let key = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("/");
+            let bytes =
+                fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+            out.insert(key, bytes);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,5 @@
+//! Stage 5a: the only place rendering output touches the disk or stdout.
+
+pub mod check;
+pub mod directory;
+pub mod manifest;

@@ -1,0 +1,28 @@
+//! The library's errors. `main.rs` maps each to an exit code: invalid input or usage 2, operational failure 3.
+
+use crate::diagnostics::Diagnostics;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The inputs broke one or more rules; the diagnostics say which and where.
+    #[error("invalid inputs ({} error(s))", .0.error_count())]
+    Invalid(Diagnostics),
+    /// The command line asked for something that cannot be done.
+    #[error("{0}")]
+    Usage(String),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}

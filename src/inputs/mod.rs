@@ -1,0 +1,169 @@
+//! Stage 1: read the inputs file, decode it with source locations, and check the files it references.
+
+pub mod schema;
+pub mod yaml;
+
+use crate::diagnostics::{Diagnostic, Diagnostics, Loc};
+use schema::ClusterInputs;
+use sha2::{Digest, Sha256};
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+/// The inputs as read from disk.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    pub inputs: ClusterInputs,
+    /// Referenced files (`spec.mirrors.files`), resolved and checked to stay inside the repository.
+    pub mirror_files: Vec<PathBuf>,
+    /// Warnings found while loading, and the source text for snippets.
+    pub diagnostics: Diagnostics,
+}
+
+impl Loaded {
+    /// `sha256:<hex>` of the inputs' meaning (canonical JSON, keys sorted): the same whatever the key order,
+    /// comments or formatting of the file.
+    pub fn digest(&self) -> String {
+        // Serialising the inputs (strings, numbers, lists) to a JSON value cannot fail.
+        let value = serde_json::to_value(&self.inputs).unwrap_or_default();
+        let canonical = serde_json::to_string(&value).unwrap_or_default();
+        format!(
+            "sha256:{}",
+            crate::hex(&Sha256::digest(canonical.as_bytes()))
+        )
+    }
+}
+
+/// Reads and decodes `path`. On any error, every diagnostic found is returned.
+pub fn load(path: &Path) -> Result<Loaded, Diagnostics> {
+    let file: Arc<str> = Arc::from(path.display().to_string());
+    let mut diags = Diagnostics::default();
+    let text = match std::fs::read(path) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(_) => {
+                return Err(one(Diagnostic::error(
+                    &Loc::file_only(&file),
+                    "",
+                    "the inputs file is not UTF-8 text",
+                )));
+            }
+        },
+        Err(e) => {
+            return Err(one(Diagnostic::error(
+                &Loc::file_only(&file),
+                "",
+                format!("cannot read the inputs file: {e}"),
+            )
+            .hint(
+                "pass the inputs with -f PATH (default: wmrender.yaml in the current directory)",
+            )));
+        }
+    };
+    let text: Arc<str> = Arc::from(text);
+    diags.add_source(&file, &text);
+    load_text(path, &file, &text, diags)
+}
+
+fn load_text(
+    path: &Path,
+    file: &Arc<str>,
+    text: &str,
+    mut diags: Diagnostics,
+) -> Result<Loaded, Diagnostics> {
+    if text.trim().is_empty() {
+        diags.push(
+            Diagnostic::error(&Loc::file_only(file), "", "the inputs file is empty")
+                .expected("a ClusterInputs document"),
+        );
+        return Err(diags);
+    }
+    let node = match yaml::parse(file, text) {
+        Ok(n) => n,
+        Err(e) => {
+            diags.push(e);
+            return Err(diags);
+        }
+    };
+    let inputs = schema::decode_document(&node, &mut diags);
+    let (Some(inputs), false) = (inputs, diags.has_errors()) else {
+        return Err(diags);
+    };
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let base = if base.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        base
+    };
+    let root = repository_root(&base);
+    let mut mirror_files = Vec::new();
+    for f in &inputs.spec.mirrors.files {
+        match resolve_inside(&base, &root, f) {
+            Ok(p) => mirror_files.push(p),
+            Err(e) => diags.push(e),
+        }
+    }
+    if diags.has_errors() {
+        return Err(diags);
+    }
+    Ok(Loaded {
+        inputs,
+        mirror_files,
+        diagnostics: diags,
+    })
+}
+
+fn one(d: Diagnostic) -> Diagnostics {
+    let mut ds = Diagnostics::default();
+    ds.push(d);
+    ds
+}
+
+/// The nearest ancestor holding `.git`, else the inputs file's own directory.
+fn repository_root(base: &Path) -> PathBuf {
+    let abs = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_path_buf());
+    abs.ancestors()
+        .find(|dir| dir.join(".git").exists())
+        .map(Path::to_path_buf)
+        .unwrap_or(abs)
+}
+
+/// Resolves a path written in the inputs relative to the inputs file, refusing absolute paths and paths that
+/// leave the repository: in an Argo CD plugin the inputs come from Git and must not read the host.
+fn resolve_inside(
+    base: &Path,
+    root: &Path,
+    rel: &yaml::Located<String>,
+) -> Result<PathBuf, Diagnostic> {
+    let written = Path::new(rel.as_str());
+    let expected = "a path relative to the inputs file, inside the repository";
+    if rel.is_empty()
+        || written.is_absolute()
+        || written
+            .components()
+            .any(|c| matches!(c, Component::Prefix(_) | Component::RootDir))
+    {
+        return Err(rel
+            .error(format!("`{}` is an absolute path", rel.value))
+            .expected(expected));
+    }
+    let joined = base.join(written);
+    let real = std::fs::canonicalize(&joined).map_err(|e| {
+        rel.error(format!("cannot read `{}`: {e}", joined.display()))
+            .expected("an existing file")
+    })?;
+    if !real.starts_with(root) {
+        return Err(rel
+            .error(format!(
+                "`{}` is outside the repository ({})",
+                rel.value,
+                root.display()
+            ))
+            .expected(expected));
+    }
+    if !real.is_file() {
+        return Err(rel
+            .error(format!("`{}` is not a file", rel.value))
+            .expected("an existing file"));
+    }
+    Ok(real)
+}

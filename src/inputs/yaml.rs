@@ -1,0 +1,519 @@
+//! YAML with source locations, and decoding it into typed inputs while collecting every problem.
+//!
+//! serde-saphyr parses the text into a tree of [`Node`]s that remember where they came from. Typed input structs
+//! are then read from that tree by hand ([`Decode`], [`Fields`]) rather than by `#[derive(Deserialize)]`: serde
+//! stops at the first unknown key or wrong type, while the inputs contract asks for every error in one run, each
+//! with its file, line, column and field path.
+
+use crate::diagnostics::{Diagnostic, Diagnostics, Loc};
+use serde::Serialize;
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_saphyr::Spanned;
+use std::sync::Arc;
+
+/// One YAML node with the place it starts at.
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub value: Value,
+    pub loc: Loc,
+    /// The source text of a plain (unquoted) number or boolean, so a string field given `2022` or `1` reads the
+    /// digits the user wrote rather than a re-printed number.
+    pub plain: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Seq(Vec<Node>),
+    Map(Vec<(Key, Node)>),
+}
+
+#[derive(Clone, Debug)]
+pub struct Key {
+    pub name: String,
+    pub loc: Loc,
+}
+
+impl Value {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Int(_) => "an integer",
+            Value::Float(_) => "a number",
+            Value::Str(_) => "a string",
+            Value::Seq(_) => "a list",
+            Value::Map(_) => "a mapping",
+        }
+    }
+}
+
+/// Parses one YAML document. A syntax error comes back as a diagnostic pointing at the offending place.
+pub fn parse(file: &Arc<str>, text: &str) -> Result<Node, Diagnostic> {
+    let raw: Spanned<RawNode> = serde_saphyr::from_str(text).map_err(|e| syntax_error(file, &e))?;
+    Ok(convert(file, text, raw))
+}
+
+/// Parses every document of a multi-document stream (`---` separated).
+pub fn parse_all(file: &Arc<str>, text: &str) -> Result<Vec<Node>, Diagnostic> {
+    let raws: Vec<Spanned<RawNode>> =
+        serde_saphyr::from_multiple(text).map_err(|e| syntax_error(file, &e))?;
+    Ok(raws.into_iter().map(|r| convert(file, text, r)).collect())
+}
+
+fn syntax_error(file: &Arc<str>, e: &serde_saphyr::Error) -> Diagnostic {
+    let loc = e
+        .location()
+        .map(|l| Loc {
+            file: file.clone(),
+            line: l.line() as u32,
+            column: l.column() as u32,
+        })
+        .unwrap_or_else(|| Loc::file_only(file));
+    // The library's message starts with its own "line X column Y:" and may carry a snippet; keep the first line,
+    // without the position, since ours is printed beside it.
+    let text = e.without_snippet().to_string();
+    let first = text
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("error: ");
+    let message = match first.split_once(": ") {
+        Some((pos, rest)) if pos.starts_with("line ") => rest.to_string(),
+        _ => first.to_string(),
+    };
+    Diagnostic::error(&loc, "", format!("invalid YAML: {message}"))
+        .expected("a well-formed YAML document")
+}
+
+fn convert(file: &Arc<str>, text: &str, raw: Spanned<RawNode>) -> Node {
+    let loc = Loc {
+        file: file.clone(),
+        line: raw.referenced.line() as u32,
+        column: raw.referenced.column() as u32,
+    };
+    let span = raw.referenced.span();
+    let plain = match raw.value {
+        RawNode::Bool(_) | RawNode::Int(_) | RawNode::Float(_) => {
+            let start = span.byte_offset().unwrap_or(0) as usize;
+            let len = span.byte_len().unwrap_or(0) as usize;
+            text.get(start..start + len).map(str::to_string)
+        }
+        _ => None,
+    };
+    let value = match raw.value {
+        RawNode::Null => Value::Null,
+        RawNode::Bool(b) => Value::Bool(b),
+        RawNode::Int(i) => Value::Int(i),
+        RawNode::Float(f) => Value::Float(f),
+        RawNode::Str(s) => Value::Str(s),
+        RawNode::Seq(items) => {
+            Value::Seq(items.into_iter().map(|n| convert(file, text, n)).collect())
+        }
+        RawNode::Map(entries) => Value::Map(
+            entries
+                .into_iter()
+                .map(|(k, v)| {
+                    let kloc = Loc {
+                        file: file.clone(),
+                        line: k.referenced.line() as u32,
+                        column: k.referenced.column() as u32,
+                    };
+                    (
+                        Key {
+                            name: k.value,
+                            loc: kloc,
+                        },
+                        convert(file, text, v),
+                    )
+                })
+                .collect(),
+        ),
+    };
+    Node { value, loc, plain }
+}
+
+/// What serde-saphyr hands us; converted to [`Node`] right away.
+enum RawNode {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Seq(Vec<Spanned<RawNode>>),
+    Map(Vec<(Spanned<String>, Spanned<RawNode>)>),
+}
+
+struct RawVisitor;
+
+impl<'de> Visitor<'de> for RawVisitor {
+    type Value = RawNode;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any YAML value")
+    }
+    fn visit_unit<E>(self) -> Result<RawNode, E> {
+        Ok(RawNode::Null)
+    }
+    fn visit_none<E>(self) -> Result<RawNode, E> {
+        Ok(RawNode::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<RawNode, D::Error> {
+        d.deserialize_any(RawVisitor)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<RawNode, E> {
+        Ok(RawNode::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<RawNode, E> {
+        Ok(RawNode::Int(v))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawNode, E> {
+        i64::try_from(v)
+            .map(RawNode::Int)
+            .map_err(|_| E::custom("integer too large"))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<RawNode, E> {
+        Ok(RawNode::Float(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<RawNode, E> {
+        Ok(RawNode::Str(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<RawNode, E> {
+        Ok(RawNode::Str(v))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<RawNode, A::Error> {
+        let mut items = Vec::new();
+        while let Some(x) = a.next_element()? {
+            items.push(x);
+        }
+        Ok(RawNode::Seq(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<RawNode, A::Error> {
+        let mut entries = Vec::new();
+        while let Some(k) = a.next_key::<Spanned<String>>()? {
+            entries.push((k, a.next_value()?));
+        }
+        Ok(RawNode::Map(entries))
+    }
+}
+
+impl<'de> Deserialize<'de> for RawNode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RawNode, D::Error> {
+        d.deserialize_any(RawVisitor)
+    }
+}
+
+/// A value from the inputs together with where it was written and its field path, so that validation, which
+/// runs after decoding, can still point at the exact place.
+#[derive(Clone, Debug)]
+pub struct Located<T> {
+    pub value: T,
+    pub loc: Loc,
+    pub field: String,
+}
+
+impl<T> Located<T> {
+    pub fn error(&self, message: impl Into<String>) -> Diagnostic {
+        Diagnostic::error(&self.loc, &self.field, message)
+    }
+    pub fn warning(&self, message: impl Into<String>) -> Diagnostic {
+        Diagnostic::warning(&self.loc, &self.field, message)
+    }
+}
+
+impl<T> std::ops::Deref for Located<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+/// Located values serialise as the bare value: the inputs digest must not change when only positions do.
+impl<T: Serialize> Serialize for Located<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.value.serialize(s)
+    }
+}
+
+/// A type that can be read from a [`Node`]. On a problem it records a diagnostic and returns `None`.
+pub trait Decode: Sized {
+    fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Self>;
+}
+
+fn wrong_type(node: &Node, field: &str, expected: &str) -> Diagnostic {
+    Diagnostic::error(
+        &node.loc,
+        field,
+        format!("expected {expected}, found {}", node.value.type_name()),
+    )
+    .expected(expected.to_string())
+}
+
+impl Decode for String {
+    fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<String> {
+        match (&node.value, &node.plain) {
+            (Value::Str(s), _) => Some(s.clone()),
+            // `windowsVersion: 2022`, Azure `zone: 1` or a network named `n` (a YAML 1.1 boolean) mean the text
+            // the user typed.
+            (Value::Int(_) | Value::Float(_) | Value::Bool(_), Some(raw)) => Some(raw.clone()),
+            _ => {
+                diags.push(wrong_type(node, field, "a string"));
+                None
+            }
+        }
+    }
+}
+
+impl Decode for bool {
+    fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<bool> {
+        match node.value {
+            Value::Bool(b) => Some(b),
+            _ => {
+                diags.push(wrong_type(node, field, "true or false"));
+                None
+            }
+        }
+    }
+}
+
+macro_rules! decode_int {
+    ($($t:ty),*) => {$(
+        impl Decode for $t {
+            fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<$t> {
+                let expected = format!("a whole number from {} to {}", <$t>::MIN, <$t>::MAX);
+                let expected = expected.as_str();
+                match node.value {
+                    Value::Int(i) => match <$t>::try_from(i) {
+                        Ok(v) => Some(v),
+                        Err(_) => {
+                            diags.push(Diagnostic::error(&node.loc, field, format!("{i} is out of range")).expected(expected));
+                            None
+                        }
+                    },
+                    _ => {
+                        diags.push(wrong_type(node, field, expected));
+                        None
+                    }
+                }
+            }
+        }
+    )*};
+}
+decode_int!(u16, u32, i32, i64);
+
+impl<T: Decode> Decode for Vec<T> {
+    fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Vec<T>> {
+        let Value::Seq(items) = &node.value else {
+            diags.push(wrong_type(node, field, "a list"));
+            return None;
+        };
+        let mut out = Vec::with_capacity(items.len());
+        let mut ok = true;
+        for (i, item) in items.iter().enumerate() {
+            match T::decode(item, &format!("{field}[{i}]"), diags) {
+                Some(v) => out.push(v),
+                None => ok = false,
+            }
+        }
+        ok.then_some(out)
+    }
+}
+
+impl<T: Decode> Decode for Located<T> {
+    fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Located<T>> {
+        let value = T::decode(node, field, diags)?;
+        Some(Located {
+            value,
+            loc: node.loc.clone(),
+            field: field.to_string(),
+        })
+    }
+}
+
+/// Reads the fields of one mapping. Every key asked for is remembered; [`Fields::finish`] reports the keys
+/// nobody asked for as unknown, with the nearest known name as a hint.
+pub struct Fields<'n> {
+    node: &'n Node,
+    field: String,
+    entries: &'n [(Key, Node)],
+    known: Vec<&'static str>,
+}
+
+impl<'n> Fields<'n> {
+    /// `None` (with a diagnostic) when the node is not a mapping. `null` reads as an empty mapping.
+    pub fn new(node: &'n Node, field: &str, diags: &mut Diagnostics) -> Option<Fields<'n>> {
+        let entries: &[(Key, Node)] = match &node.value {
+            Value::Map(entries) => entries,
+            Value::Null => &[],
+            _ => {
+                diags.push(wrong_type(node, field, "a mapping"));
+                return None;
+            }
+        };
+        Some(Fields {
+            node,
+            field: field.to_string(),
+            entries,
+            known: Vec::new(),
+        })
+    }
+
+    pub fn path(&self, key: &str) -> String {
+        if self.field.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}.{key}", self.field)
+        }
+    }
+
+    /// The node under `key`, unless absent or `null`.
+    pub fn node(&mut self, key: &'static str) -> Option<&'n Node> {
+        self.known.push(key);
+        self.entries
+            .iter()
+            .find(|(k, _)| k.name == key)
+            .map(|(_, v)| v)
+            .filter(|v| !matches!(v.value, Value::Null))
+    }
+
+    /// Whether `key` is written at all (even as `null` or an empty list).
+    pub fn has(&self, key: &str) -> bool {
+        self.entries.iter().any(|(k, _)| k.name == key)
+    }
+
+    pub fn opt<T: Decode>(&mut self, key: &'static str, diags: &mut Diagnostics) -> Option<T> {
+        let node = self.node(key)?;
+        T::decode(node, &self.path(key), diags)
+    }
+
+    pub fn req<T: Decode>(
+        &mut self,
+        key: &'static str,
+        expected: &str,
+        diags: &mut Diagnostics,
+    ) -> Option<T> {
+        match self.node(key) {
+            Some(node) => T::decode(node, &self.path(key), diags),
+            None => {
+                diags.push(
+                    Diagnostic::error(
+                        &self.node.loc,
+                        &self.path(key),
+                        format!("missing required field `{key}`"),
+                    )
+                    .expected(expected.to_string()),
+                );
+                None
+            }
+        }
+    }
+
+    pub fn loc(&self) -> &Loc {
+        &self.node.loc
+    }
+
+    pub fn finish(self, diags: &mut Diagnostics) {
+        for (k, _) in self.entries {
+            if self.known.contains(&k.name.as_str()) {
+                continue;
+            }
+            let mut d = Diagnostic::error(
+                &k.loc,
+                &self.path(&k.name),
+                format!("unknown field `{}`", k.name),
+            )
+            .expected(format!("one of: {}", self.known.join(", ")));
+            if let Some(near) = nearest(&k.name, &self.known) {
+                d = d.hint(format!("did you mean `{near}`?"));
+            }
+            diags.push(d);
+        }
+    }
+}
+
+/// The known name closest to a typo, if it is close enough to be a plausible intent.
+fn nearest<'a>(typo: &str, known: &[&'a str]) -> Option<&'a str> {
+    let typo = typo.to_ascii_lowercase();
+    known
+        .iter()
+        .map(|k| (levenshtein(&typo, &k.to_ascii_lowercase()), *k))
+        .filter(|(d, k)| *d <= 2.max(k.len() / 4))
+        .min()
+        .map(|(_, k)| k)
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur.push(
+                (prev[j] + usize::from(ca != *cb))
+                    .min(prev[j + 1] + 1)
+                    .min(cur[j] + 1),
+            );
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file() -> Arc<str> {
+        Arc::from("t.yaml")
+    }
+
+    #[test]
+    fn plain_numbers_read_as_the_text_written() {
+        let node = parse(&file(), "v: 2022\nz: 1\n").unwrap();
+        let mut d = Diagnostics::default();
+        let mut f = Fields::new(&node, "", &mut d).unwrap();
+        let v: Located<String> = f.opt("v", &mut d).unwrap();
+        let z: String = f.opt("z", &mut d).unwrap();
+        f.finish(&mut d);
+        assert_eq!(
+            (v.value.as_str(), v.loc.line, v.loc.column, z.as_str()),
+            ("2022", 1, 4, "1")
+        );
+        assert!(d.is_empty());
+    }
+
+    #[test]
+    fn unknown_keys_are_all_reported_with_a_suggestion() {
+        let node = parse(&file(), "replica: 1\nzonee: a\nname: x\n").unwrap();
+        let mut d = Diagnostics::default();
+        let mut f = Fields::new(&node, "spec.machineSets[0]", &mut d).unwrap();
+        let _: Option<u32> = f.opt("replicas", &mut d);
+        let _: Option<String> = f.opt("zone", &mut d);
+        let _: Option<String> = f.opt("name", &mut d);
+        f.finish(&mut d);
+        let all = d.sorted();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].field, "spec.machineSets[0].replica");
+        assert_eq!(all[0].hint.as_deref(), Some("did you mean `replicas`?"));
+        assert_eq!((all[1].loc.line, all[1].loc.column), (2, 1));
+    }
+
+    #[test]
+    fn wrong_types_name_what_was_expected() {
+        let node = parse(&file(), "replicas: two\n").unwrap();
+        let mut d = Diagnostics::default();
+        let mut f = Fields::new(&node, "x", &mut d).unwrap();
+        assert_eq!(f.opt::<u32>("replicas", &mut d), None);
+        assert!(d.sorted()[0].message.contains("found a string"));
+    }
+
+    #[test]
+    fn syntax_errors_point_at_the_place() {
+        let e = parse(&file(), "a: [1\nb: 2\n").unwrap_err();
+        assert_eq!(e.loc.line, 2);
+        assert!(e.message.starts_with("invalid YAML"));
+    }
+}

@@ -1,0 +1,42 @@
+//! The BYOH `windows-instances` ConfigMap (reference wmco-cluster-objects §4).
+
+use super::object::{ClusterObject, Order, annotations, labels, object_meta};
+use crate::plan::Plan;
+use k8s_openapi::api::core::v1::ConfigMap;
+
+/// Deleting this ConfigMap deconfigures every BYOH node, so neither Argo CD nor Flux may ever prune or delete it:
+/// removing a host from the inputs removes its key, which deconfigures just that host.
+const NEVER_PRUNE: [(&str, &str); 2] = [
+    (
+        "argocd.argoproj.io/sync-options",
+        "Prune=false,Delete=false",
+    ),
+    ("kustomize.toolkit.fluxcd.io/prune", "disabled"),
+];
+
+pub fn render(plan: &Plan) -> Vec<ClusterObject> {
+    let Some(hosts) = &plan.byoh else {
+        return Vec::new();
+    };
+    // WMCO splits on the first `=` and keeps the rest verbatim: no trailing newline.
+    let data = hosts
+        .iter()
+        .map(|h| (h.address.clone(), format!("username={}", h.username)))
+        .collect();
+    let cm = ConfigMap {
+        metadata: object_meta(
+            "windows-instances",
+            Some(&plan.operator.namespace),
+            labels([]),
+            annotations(Order::ConfigMap, NEVER_PRUNE),
+        ),
+        data: Some(data),
+        ..Default::default()
+    };
+    vec![ClusterObject::new(
+        "ConfigMap",
+        "windows-instances",
+        Order::ConfigMap,
+        &cm,
+    )]
+}

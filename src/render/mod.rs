@@ -1,0 +1,59 @@
+//! Stage 4: pure functions from the [`Plan`] to files. No clock, environment or I/O; maps are BTreeMaps, so the
+//! same plan gives the same bytes on every machine.
+
+mod byoh;
+mod kustomization;
+pub mod machineset;
+mod object;
+mod operator;
+mod runtimeclass;
+
+use crate::plan::Plan;
+pub use object::ClusterObject;
+
+/// One rendered file. `path` is relative to the output directory and always uses `/`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Artifact {
+    pub path: String,
+    pub bytes: Vec<u8>,
+}
+
+/// Everything one render produces.
+#[derive(Clone, Debug)]
+pub struct ArtifactSet {
+    /// Cluster objects in apply order (see [`ClusterObject::order`]); the `--stdout` stream prints these.
+    pub objects: Vec<ClusterObject>,
+    /// Every file of the output tree except `manifest.json`, sorted by path.
+    pub files: Vec<Artifact>,
+}
+
+/// Renders every artifact of the plan.
+pub fn render(plan: &Plan) -> ArtifactSet {
+    let mut objects = Vec::new();
+    objects.extend(operator::render(plan));
+    objects.extend(runtimeclass::render(plan));
+    objects.extend(machineset::render(plan));
+    objects.extend(byoh::render(plan));
+    objects.sort_by(|a, b| (a.order, &a.name).cmp(&(b.order, &b.name)));
+
+    let mut files: Vec<Artifact> = objects
+        .iter()
+        .map(|o| Artifact {
+            path: format!("cluster/{}", o.file_name()),
+            bytes: o.yaml.clone().into_bytes(),
+        })
+        .collect();
+    files.push(kustomization::render(&objects));
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    ArtifactSet { objects, files }
+}
+
+/// The cluster objects as one `---`-separated YAML stream, in apply order: what Argo CD's plugin reads.
+pub fn stream(objects: &[ClusterObject]) -> String {
+    let mut out = String::new();
+    for o in objects {
+        out.push_str("---\n");
+        out.push_str(&o.yaml);
+    }
+    out
+}

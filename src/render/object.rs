@@ -1,0 +1,102 @@
+//! What every rendered cluster object shares: its identity, apply order, common labels and YAML encoding.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "wmrender");
+pub const SYNC_WAVE: &str = "argocd.argoproj.io/sync-wave";
+
+/// Apply order: the WMCO install objects first, then RuntimeClasses, then what creates nodes. The number is
+/// both the position in the `--stdout` stream and the Argo CD sync wave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Order {
+    Namespace = 1,
+    OperatorGroup = 2,
+    Subscription = 3,
+    RuntimeClass = 4,
+    MachineSet = 5,
+    ConfigMap = 6,
+}
+
+impl Order {
+    /// Argo CD sync wave: operator (1) → RuntimeClasses (2) → MachineSets and the BYOH ConfigMap (3).
+    pub fn wave(self) -> &'static str {
+        match self {
+            Order::Namespace | Order::OperatorGroup | Order::Subscription => "1",
+            Order::RuntimeClass => "2",
+            Order::MachineSet | Order::ConfigMap => "3",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ClusterObject {
+    pub kind: &'static str,
+    pub name: String,
+    pub order: Order,
+    pub yaml: String,
+}
+
+impl ClusterObject {
+    /// Serialises a typed object. Our own structs and k8s-openapi types hold only strings, numbers, lists and
+    /// BTreeMaps, which always serialise; the fallback is never reached.
+    pub fn new<T: Serialize>(
+        kind: &'static str,
+        name: &str,
+        order: Order,
+        object: &T,
+    ) -> ClusterObject {
+        let yaml = serde_saphyr::to_string(object)
+            .unwrap_or_else(|e| format!("# serialisation failed: {e}\n"));
+        ClusterObject {
+            kind,
+            name: name.to_string(),
+            order,
+            yaml,
+        }
+    }
+
+    /// `<kind>-<name>.yaml`, lower case.
+    pub fn file_name(&self) -> String {
+        format!(
+            "{}-{}.yaml",
+            self.kind.to_ascii_lowercase(),
+            self.name.to_ascii_lowercase()
+        )
+    }
+}
+
+/// Labels every object carries: `app.kubernetes.io/managed-by: wmrender`, never a version (it would churn every
+/// object on upgrade).
+pub fn labels<const N: usize>(extra: [(&str, &str); N]) -> BTreeMap<String, String> {
+    std::iter::once(MANAGED_BY)
+        .chain(extra)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+pub fn annotations<const N: usize>(
+    order: Order,
+    extra: [(&str, &str); N],
+) -> BTreeMap<String, String> {
+    std::iter::once((SYNC_WAVE, order.wave()))
+        .chain(extra)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// `metadata` in the form k8s-openapi types take.
+pub fn object_meta(
+    name: &str,
+    namespace: Option<&str>,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: namespace.map(str::to_string),
+        labels: Some(labels),
+        annotations: Some(annotations),
+        ..Default::default()
+    }
+}

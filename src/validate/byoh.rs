@@ -1,0 +1,74 @@
+//! BYOH hosts: what WMCO's `windows-instances` parser accepts (IPv4 or a DNS name, `username=<user>`), and the
+//! support matrix for the hosts' Windows versions.
+
+use super::matrix::support;
+use super::{has_control_chars, is_dns1123_subdomain};
+use crate::diagnostics::Diagnostics;
+use crate::inputs::schema::ClusterInputs;
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
+    let row = support(inputs.spec.platform.name());
+    let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+    for host in inputs.spec.byoh.iter().flatten() {
+        let addr = &host.address;
+        if addr.parse::<Ipv6Addr>().is_ok() || addr.contains(':') {
+            d.push(
+                addr.error(format!(
+                    "`{}` is an IPv6 address; WMCO reaches BYOH hosts over IPv4 only",
+                    addr.value
+                ))
+                .expected("an IPv4 address or a DNS name that resolves to IPv4"),
+            );
+        } else if addr.parse::<Ipv4Addr>().is_err() && !is_dns1123_subdomain(addr) {
+            let looks_numeric = addr.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+            d.push(
+                addr.error(format!(
+                    "`{}` is not an IPv4 address or DNS name",
+                    addr.value.escape_debug()
+                ))
+                .expected(if looks_numeric {
+                    "four numbers 0-255, e.g. 10.1.42.1"
+                } else {
+                    "a lower-case DNS name, e.g. win1.example.com"
+                }),
+            );
+        }
+        let key = addr.to_ascii_lowercase();
+        if let Some(first) = seen.insert(key, addr.loc.line) {
+            d.push(
+                addr.error(format!(
+                    "BYOH host `{}` is listed twice (first at line {first})",
+                    addr.value
+                ))
+                .expected("each host once"),
+            );
+        }
+        let user = &host.username;
+        if user.is_empty() || user.trim() != user.as_str() || has_control_chars(user) {
+            let what = if user.is_empty() {
+                "the user name is empty".to_string()
+            } else {
+                format!("`{}` is not a usable user name", user.value.escape_debug())
+            };
+            d.push(
+                user.error(what)
+                    .expected("a non-empty Windows user name without surrounding spaces or control characters")
+                    .hint("WMCO takes everything after `username=` verbatim, so a stray space or newline becomes part of the name"),
+            );
+        }
+        if let Some(v) = &host.windows_version
+            && !row.versions.contains(&v.value)
+        {
+            let allowed: Vec<String> = row.versions.iter().map(|v| format!("\"{v}\"")).collect();
+            d.push(
+                v.error(format!(
+                    "Windows Server {} is not supported on {}",
+                    v.value, row.display
+                ))
+                .expected(allowed.join(" or ")),
+            );
+        }
+    }
+}

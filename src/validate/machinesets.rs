@@ -1,0 +1,310 @@
+//! MachineSets: the support matrix, names, zones, images and each platform's webhook rules.
+
+use super::matrix::support;
+use super::{has_control_chars, is_dns1123_subdomain};
+use crate::diagnostics::{Diagnostic, Diagnostics};
+use crate::inputs::schema::{ClusterInputs, MachineSetInput, NutanixId, Platform};
+use crate::plan::{DEFAULT_WINDOWS_VERSION, derived_machine_set_name};
+use crate::quantity;
+use std::collections::BTreeMap;
+
+pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
+    let spec = &inputs.spec;
+    let platform = &spec.platform.value;
+    let row = support(platform.name());
+
+    if let Some(v) = &spec.windows_version
+        && !row.versions.contains(&v.value)
+    {
+        d.push(unsupported_version(v.value, row, v.error(String::new())));
+    }
+    if !row.machine_sets {
+        for m in &spec.machine_sets {
+            d.push(
+                m.at.error(format!("MachineSets are not supported on {}", row.display))
+                    .expected("no machineSets; Windows nodes come from `byoh` hosts only")
+                    .hint("list the Windows hosts under `spec.byoh` instead"),
+            );
+        }
+        if spec.byoh.as_ref().is_none_or(|b| b.is_empty()) {
+            d.push(
+                spec.platform
+                    .error("platform `none` needs at least one BYOH host")
+                    .expected("a `spec.byoh` list with the Windows hosts to configure"),
+            );
+        }
+        return;
+    }
+
+    let default_version = spec
+        .windows_version
+        .as_ref()
+        .map(|v| v.value)
+        .unwrap_or(DEFAULT_WINDOWS_VERSION);
+    let mut names: BTreeMap<String, &MachineSetInput> = BTreeMap::new();
+    for m in &spec.machine_sets {
+        if let Some(v) = &m.windows_version
+            && !row.versions.contains(&v.value)
+        {
+            d.push(unsupported_version(v.value, row, v.error(String::new())));
+        }
+        if m.windows_version.is_none()
+            && spec.windows_version.is_none()
+            && !row.versions.contains(&default_version)
+        {
+            d.push(unsupported_version(
+                default_version,
+                row,
+                m.at.error(String::new()),
+            ));
+        }
+        check_zone(platform, m, d);
+        check_image(platform, m, d);
+
+        let derived = derived_machine_set_name(
+            &spec.infrastructure_id,
+            platform,
+            m.zone.as_ref().map(|z| z.as_str()),
+        );
+        let (name, at) = match (&m.name, derived) {
+            (Some(n), _) => (n.value.clone(), n.error(String::new())),
+            (None, Some(n)) => (n, m.at.error(String::new())),
+            (None, None) => {
+                d.push(
+                    m.at.error(format!("a MachineSet on {} needs an explicit `name`", row.display))
+                        .expected(format!("a name of at most {} characters", row.max_machine_set_name))
+                        .hint("e.g. `name: winworker`; Windows computer names are limited to 15 characters, and Machines add `-xxxxx`"),
+                );
+                continue;
+            }
+        };
+        let explain = if m.name.is_some() {
+            String::new()
+        } else {
+            " (derived from infrastructureID and zone)".to_string()
+        };
+        if name.len() > row.max_machine_set_name {
+            let mut e = at.clone();
+            e.message = format!(
+                "MachineSet name `{name}`{explain} is {} characters; {} allows at most {}",
+                name.len(),
+                row.display,
+                row.max_machine_set_name
+            );
+            e = e.expected(format!("at most {} characters", row.max_machine_set_name));
+            if row.max_machine_set_name == 9 {
+                e = e.hint("Windows computer names are limited to 15 characters: the name, `-` and 5 random characters; try `winworker`");
+            } else {
+                e = e.hint("set a shorter `name`");
+            }
+            d.push(e);
+        } else if !is_dns1123_subdomain(&name) {
+            let mut e = at.clone();
+            e.message = format!(
+                "MachineSet name `{}`{explain} is not a valid Kubernetes name",
+                name.escape_debug()
+            );
+            d.push(e.expected("lower-case letters, digits, `-` and `.`, starting and ending with a letter or digit"));
+        }
+        if let Some(first) = names.insert(name.clone(), m) {
+            let mut e = at.clone();
+            e.message = format!(
+                "MachineSet name `{name}` is used twice (first at line {})",
+                first.at.loc.line
+            );
+            d.push(
+                e.expected("a unique name per MachineSet")
+                    .hint("give one of them an explicit `name`"),
+            );
+        }
+    }
+    check_platform(platform, d);
+}
+
+fn unsupported_version(
+    v: crate::windows::WindowsVersion,
+    row: &super::matrix::PlatformSupport,
+    mut at: Diagnostic,
+) -> Diagnostic {
+    let allowed: Vec<String> = row.versions.iter().map(|v| format!("\"{v}\"")).collect();
+    at.message = format!("Windows Server {v} is not supported on {}", row.display);
+    let at = at.expected(allowed.join(" or "));
+    if row.note.is_empty() {
+        at
+    } else {
+        at.hint(row.note)
+    }
+}
+
+fn check_zone(platform: &Platform, m: &MachineSetInput, d: &mut Diagnostics) {
+    let zone = m.zone.as_ref();
+    match (platform, zone) {
+        (Platform::Aws(_), None) | (Platform::Gcp(_), None) => d.push(
+            m.at.error(format!("missing required field `zone` for a MachineSet on {}", platform.name()))
+                .expected("the availability zone, e.g. us-east-1a (AWS) or us-central1-a (GCP)"),
+        ),
+        (Platform::Gcp(g), Some(z)) if !z.starts_with(&format!("{}-", g.region.value)) => d.push(
+            z.error(format!("zone `{}` is not in region `{}`", z.value, g.region.value))
+                .expected(format!("a zone of {}, e.g. {}-a", g.region.value, g.region.value)),
+        ),
+        (Platform::Azure(_), Some(z)) if !z.is_empty() && !z.bytes().all(|b| b.is_ascii_digit()) => d.push(
+            z.error(format!("`{}` is not an Azure availability zone", z.value.escape_debug()))
+                .expected("\"1\", \"2\" or \"3\", or no zone")
+                .hint("Azure zones are numbers; the region goes in `platform.azure.location`"),
+        ),
+        (Platform::Vsphere(_), Some(z)) => d.push(
+            z.error("vSphere MachineSets have no zone")
+                .expected("no `zone`; placement comes from `platform.vsphere` (datacenter, datastore, folder)"),
+        ),
+        (_, Some(z)) if z.is_empty() || !z.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') => d.push(
+            z.error(format!("`{}` is not a zone name", z.value.escape_debug()))
+                .expected("letters, digits and `-`"),
+        ),
+        _ => {}
+    }
+}
+
+fn check_image(platform: &Platform, m: &MachineSetInput, d: &mut Diagnostics) {
+    let own = m.image.as_ref();
+    match platform {
+        Platform::Aws(a) => match own.or(a.ami.as_ref()) {
+            None => d.push(
+                m.at.error("no AMI for this MachineSet")
+                    .expected("`platform.aws.ami`, or `image` on the MachineSet")
+                    .hint("find one with: aws ec2 describe-images --owners amazon --filters \"Name=name,Values=Windows_Server-2022-English-Core-Base-*\""),
+            ),
+            Some(ami) if !is_ami_id(ami) => {
+                d.push(ami.error(format!("`{}` is not an AMI ID", ami.value.escape_debug())).expected("ami- followed by 8 or 17 hex digits"))
+            }
+            Some(_) => {}
+        },
+        Platform::Azure(a) => {
+            if let Some(img) = own.or(a.image.as_ref()) {
+                let urn: Vec<&str> = img.split(':').collect();
+                let ok = (img.starts_with('/') && !img.contains(char::is_whitespace))
+                    || (urn.len() == 4 && urn.iter().all(|p| !p.is_empty() && !p.contains(char::is_whitespace)));
+                if !ok {
+                    d.push(
+                        img.error(format!("`{}` is not an Azure image", img.value.escape_debug()))
+                            .expected("publisher:offer:sku:version (e.g. MicrosoftWindowsServer:WindowsServer:2022-datacenter:latest) or a resource ID starting with /"),
+                    );
+                }
+            }
+        }
+        Platform::Gcp(g) => {
+            if let Some(img) = own.or(g.image.as_ref())
+                && (img.is_empty() || img.contains(char::is_whitespace) || has_control_chars(img))
+            {
+                d.push(img.error("the GCP image is empty or has spaces").expected("projects/<project>/global/images/<image or family/name>"));
+            }
+        }
+        Platform::Nutanix(n) => {
+            if own.or(n.image.as_ref()).is_none_or(|i| i.is_empty()) {
+                d.push(
+                    m.at.error("no Nutanix image for this MachineSet")
+                        .expected("`platform.nutanix.image` (the image name in Prism), or `image` on the MachineSet"),
+                );
+            }
+        }
+        Platform::Vsphere(v) => {
+            if own.or(v.template.as_ref()).is_none_or(|i| i.is_empty()) {
+                d.push(
+                    m.at.error("no vSphere template for this MachineSet")
+                        .expected("`platform.vsphere.template`, or `image` on the MachineSet: the Windows golden-image template"),
+                );
+            }
+        }
+        Platform::None => {}
+    }
+}
+
+fn is_ami_id(s: &str) -> bool {
+    s.strip_prefix("ami-").is_some_and(|h| {
+        (h.len() == 8 || h.len() == 17)
+            && h.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    })
+}
+
+fn check_platform(platform: &Platform, d: &mut Diagnostics) {
+    match platform {
+        Platform::Nutanix(n) => {
+            check_nutanix_id(&n.cluster, d);
+            if n.subnets.len() != 1 {
+                d.push(
+                    n.subnets
+                        .error(format!(
+                            "{} subnets given; Nutanix Windows machines take exactly one",
+                            n.subnets.len()
+                        ))
+                        .expected("a list with exactly one subnet"),
+                );
+            }
+            n.subnets.iter().for_each(|s| check_nutanix_id(s, d));
+            if let Some(p) = &n.project {
+                check_nutanix_id(p, d);
+            }
+            if let Some(b) = &n.boot_type
+                && !matches!(b.as_str(), "" | "Legacy")
+            {
+                d.push(
+                    b.error(format!(
+                        "boot type `{}` is not supported for Windows",
+                        b.value
+                    ))
+                    .expected("\"Legacy\" (or empty, which means Legacy)"),
+                );
+            }
+            for q in [&n.memory_size, &n.system_disk_size].into_iter().flatten() {
+                if quantity::canonical(q).is_none() {
+                    d.push(
+                        q.error(format!("`{}` is not a size", q.value.escape_debug()))
+                            .expected("a binary size such as 16Gi or 4096Mi"),
+                    );
+                }
+            }
+        }
+        Platform::Vsphere(v) => {
+            if v.server.trim().is_empty() {
+                d.push(
+                    v.server
+                        .error("the vCenter server is empty")
+                        .expected("the vCenter host name or address"),
+                );
+            }
+            if let Some(folder) = &v.folder {
+                let prefix = format!("/{}/vm/", v.datacenter.value);
+                if !folder.starts_with(&prefix) || folder.len() == prefix.len() {
+                    d.push(
+                        folder
+                            .error(format!(
+                                "folder `{}` is not under datacenter `{}`",
+                                folder.value, v.datacenter.value
+                            ))
+                            .expected(format!(
+                                "a path starting with {prefix}, e.g. {prefix}windows"
+                            )),
+                    );
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn check_nutanix_id(id: &NutanixId, d: &mut Diagnostics) {
+    let n = usize::from(id.uuid.is_some()) + usize::from(id.name.is_some());
+    if n != 1
+        || id
+            .uuid
+            .as_ref()
+            .or(id.name.as_ref())
+            .is_some_and(|v| v.is_empty())
+    {
+        d.push(
+            id.at
+                .error("a Nutanix resource needs exactly one of `uuid` or `name`")
+                .expected("{uuid: <uuid>} or {name: <name>}"),
+        );
+    }
+}
