@@ -35,12 +35,7 @@ wmrender render -f wmrender.yaml -o rendered --check   # in CI: fail when render
 #[derive(Args, Debug)]
 pub struct InputsArg {
     /// The cluster-inputs file. Paths inside it are relative to this file.
-    #[arg(
-        short = 'f',
-        long = "file",
-        value_name = "FILE",
-        default_value = "wmrender.yaml"
-    )]
+    #[arg(short = 'f', long = "file", value_name = "FILE", default_value = "wmrender.yaml")]
     pub file: PathBuf,
 }
 

@@ -20,11 +20,7 @@ pub struct Loc {
 impl Loc {
     /// A location for problems that concern a whole file (it could not be read, it is empty).
     pub fn file_only(file: &Arc<str>) -> Loc {
-        Loc {
-            file: file.clone(),
-            line: 0,
-            column: 0,
-        }
+        Loc { file: file.clone(), line: 0, column: 0 }
     }
 }
 
@@ -72,10 +68,7 @@ impl Diagnostic {
     }
 
     pub fn warning(loc: &Loc, field: &str, message: impl Into<String>) -> Diagnostic {
-        Diagnostic {
-            severity: Severity::Warning,
-            ..Diagnostic::error(loc, field, message)
-        }
+        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(loc, field, message) }
     }
 
     pub fn expected(mut self, expected: impl Into<String>) -> Diagnostic {
@@ -116,17 +109,11 @@ impl Diagnostics {
     }
 
     pub fn error_count(&self) -> usize {
-        self.items
-            .iter()
-            .filter(|d| d.severity == Severity::Error)
-            .count()
+        self.items.iter().filter(|d| d.severity == Severity::Error).count()
     }
 
     pub fn warning_count(&self) -> usize {
-        self.items
-            .iter()
-            .filter(|d| d.severity == Severity::Warning)
-            .count()
+        self.items.iter().filter(|d| d.severity == Severity::Warning).count()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -182,11 +169,7 @@ impl Diagnostics {
             errors: usize,
             warnings: usize,
         }
-        let report = Report {
-            diagnostics: self.sorted(),
-            errors: self.error_count(),
-            warnings: self.warning_count(),
-        };
+        let report = Report { diagnostics: self.sorted(), errors: self.error_count(), warnings: self.warning_count() };
         // Serialising plain structs of strings and numbers cannot fail.
         serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
     }
@@ -200,13 +183,11 @@ impl Diagnostics {
         // Control characters would garble the terminal; show them escaped.
         Some(
             line.chars()
-                .flat_map(|c| {
-                    if c.is_control() && c != '\t' {
-                        c.escape_default().collect::<Vec<_>>()
-                    } else {
-                        vec![c]
-                    }
-                })
+                .flat_map(
+                    |c| {
+                        if c.is_control() && c != '\t' { c.escape_default().collect::<Vec<_>>() } else { vec![c] }
+                    },
+                )
                 .collect(),
         )
     }

@@ -54,11 +54,7 @@ pub fn compile(path: &Path) -> Result<Compiled, Error> {
     let plan = plan::plan(&loaded.inputs);
     let artifacts = render::render(&plan);
     let manifest = emit::manifest::render(&artifacts.files, &loaded.digest());
-    Ok(Compiled {
-        artifacts,
-        manifest,
-        warnings,
-    })
+    Ok(Compiled { artifacts, manifest, warnings })
 }
 
 /// Lower-case hex, for digests.

@@ -51,9 +51,7 @@ fn render(args: RenderArgs) -> Result<u8, Error> {
     if args.stdout {
         let stream = wmrender::render::stream(&compiled.artifacts.objects);
         let mut out = std::io::stdout().lock();
-        out.write_all(stream.as_bytes())
-            .and_then(|()| out.flush())
-            .map_err(|e| Error::io("writing to stdout", e))?;
+        out.write_all(stream.as_bytes()).and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
         return Ok(OK);
     }
     // clap guarantees -o when --stdout is absent.

@@ -12,21 +12,12 @@ impl Cidr {
     /// Parses `10.128.0.0/14` or `fd00::/48`. Host bits must be zero, as the API server requires.
     pub fn parse(s: &str) -> Result<Cidr, String> {
         let (addr, prefix) = s.split_once('/').ok_or("missing `/prefix`")?;
-        let addr: IpAddr = addr
-            .parse()
-            .map_err(|_| format!("`{addr}` is not an IP address"))?;
+        let addr: IpAddr = addr.parse().map_err(|_| format!("`{addr}` is not an IP address"))?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix: u8 = prefix
-            .parse()
-            .ok()
-            .filter(|p| *p <= max)
-            .ok_or(format!("prefix must be 0..={max}"))?;
+        let prefix: u8 = prefix.parse().ok().filter(|p| *p <= max).ok_or(format!("prefix must be 0..={max}"))?;
         let cidr = Cidr { addr, prefix };
         if cidr.network_bits() != cidr.bits() {
-            return Err(format!(
-                "host bits are set; the network address is {}",
-                cidr.network()
-            ));
+            return Err(format!("host bits are set; the network address is {}", cidr.network()));
         }
         Ok(cidr)
     }
@@ -44,16 +35,8 @@ impl Cidr {
 
     fn mask(&self) -> u128 {
         let host = self.width() - self.prefix;
-        let all = if self.width() == 32 {
-            u32::MAX as u128
-        } else {
-            u128::MAX
-        };
-        if host >= 128 {
-            0
-        } else {
-            all & !((1u128 << host) - 1)
-        }
+        let all = if self.width() == 32 { u32::MAX as u128 } else { u128::MAX };
+        if host >= 128 { 0 } else { all & !((1u128 << host) - 1) }
     }
 
     fn network_bits(&self) -> u128 {
@@ -74,20 +57,13 @@ impl Cidr {
         if self.addr.is_ipv4() != other.addr.is_ipv4() {
             return false;
         }
-        let shorter = if self.prefix <= other.prefix {
-            self
-        } else {
-            other
-        };
+        let shorter = if self.prefix <= other.prefix { self } else { other };
         (self.bits() & shorter.mask()) == (other.bits() & shorter.mask())
     }
 
     /// Class E (240.0.0.0/4): Windows nodes cannot use these addresses.
     pub fn is_class_e(&self) -> bool {
-        let class_e = Cidr {
-            addr: IpAddr::V4([240, 0, 0, 0].into()),
-            prefix: 4,
-        };
+        let class_e = Cidr { addr: IpAddr::V4([240, 0, 0, 0].into()), prefix: 4 };
         self.overlaps(&class_e)
     }
 }
@@ -100,11 +76,7 @@ mod tests {
     fn parses_and_rejects() {
         assert!(Cidr::parse("10.128.0.0/14").is_ok());
         assert!(Cidr::parse("fd00::/48").is_ok());
-        assert!(
-            Cidr::parse("10.128.0.1/14")
-                .unwrap_err()
-                .contains("10.128.0.0/14")
-        );
+        assert!(Cidr::parse("10.128.0.1/14").unwrap_err().contains("10.128.0.0/14"));
         assert!(Cidr::parse("10.0.0.0").is_err());
         assert!(Cidr::parse("10.0.0.0/33").is_err());
         assert!(Cidr::parse("banana/8").is_err());

@@ -136,26 +136,18 @@ pub struct VspherePlan {
 /// The MachineSet name used when the inputs give none: the installer's convention for Linux workers,
 /// `<infrastructureID>-windows-worker-<zone>` (GCP: the zone's letter). Azure and vSphere have no derived name:
 /// their 9-character limit leaves no room for the infrastructure ID, so validation asks for an explicit one.
-pub fn derived_machine_set_name(
-    infrastructure_id: &str,
-    platform: &Platform,
-    zone: Option<&str>,
-) -> Option<String> {
+pub fn derived_machine_set_name(infrastructure_id: &str, platform: &Platform, zone: Option<&str>) -> Option<String> {
     let base = format!("{infrastructure_id}-windows-worker");
     match (platform, zone) {
         (Platform::Azure(_) | Platform::Vsphere(_) | Platform::None, _) => None,
-        (Platform::Gcp(_), Some(z)) => {
-            Some(format!("{base}-{}", z.rsplit('-').next().unwrap_or(z)))
-        }
+        (Platform::Gcp(_), Some(z)) => Some(format!("{base}-{}", z.rsplit('-').next().unwrap_or(z))),
         (_, Some(z)) => Some(format!("{base}-{z}")),
         (_, None) => Some(base),
     }
 }
 
 fn text(v: &Option<crate::inputs::yaml::Located<String>>, default: impl Into<String>) -> String {
-    v.as_ref()
-        .map(|l| l.value.clone())
-        .unwrap_or_else(|| default.into())
+    v.as_ref().map(|l| l.value.clone()).unwrap_or_else(|| default.into())
 }
 
 fn num(v: &Option<crate::inputs::yaml::Located<u32>>, default: u32) -> u32 {
@@ -164,14 +156,8 @@ fn num(v: &Option<crate::inputs::yaml::Located<u32>>, default: u32) -> u32 {
 
 fn nutanix_id(id: &schema::NutanixId) -> NutanixIdPlan {
     match (&id.uuid, &id.name) {
-        (Some(u), _) => NutanixIdPlan {
-            kind: "uuid",
-            value: u.value.clone(),
-        },
-        (None, n) => NutanixIdPlan {
-            kind: "name",
-            value: text(n, ""),
-        },
+        (Some(u), _) => NutanixIdPlan { kind: "uuid", value: u.value.clone() },
+        (None, n) => NutanixIdPlan { kind: "name", value: text(n, "") },
     }
 }
 
@@ -179,11 +165,7 @@ fn nutanix_id(id: &schema::NutanixId) -> NutanixIdPlan {
 pub fn plan(inputs: &ClusterInputs) -> Plan {
     let spec = &inputs.spec;
     let infra = spec.infrastructure_id.value.clone();
-    let default_version = spec
-        .windows_version
-        .as_ref()
-        .map(|v| v.value)
-        .unwrap_or(DEFAULT_WINDOWS_VERSION);
+    let default_version = spec.windows_version.as_ref().map(|v| v.value).unwrap_or(DEFAULT_WINDOWS_VERSION);
 
     let platform = match &spec.platform.value {
         Platform::Aws(a) => PlatformPlan::Aws(AwsPlan {
@@ -198,11 +180,7 @@ pub fn plan(inputs: &ClusterInputs) -> Plan {
                 .map(|v| v.iter().map(|s| s.value.clone()).collect())
                 .unwrap_or_else(|| vec![format!("{infra}-node"), format!("{infra}-lb")]),
             subnet: text(&a.subnet, format!("{infra}-subnet-private-{{zone}}")),
-            tags: a
-                .tags
-                .iter()
-                .map(|t| (t.name.value.clone(), t.value.value.clone()))
-                .collect(),
+            tags: a.tags.iter().map(|t| (t.name.value.clone(), t.value.value.clone())).collect(),
         }),
         Platform::Azure(a) => {
             let rg = text(&a.resource_group, format!("{infra}-rg"));
@@ -244,23 +222,14 @@ pub fn plan(inputs: &ClusterInputs) -> Plan {
                 .value
                 .first()
                 .map(nutanix_id)
-                .unwrap_or(NutanixIdPlan {
-                    kind: "uuid",
-                    value: String::new(),
-                }),
+                .unwrap_or(NutanixIdPlan { kind: "uuid", value: String::new() }),
             project: n.project.as_ref().map(nutanix_id),
             vcpu_sockets: num(&n.vcpu_sockets, 4),
             vcpus_per_socket: num(&n.vcpus_per_socket, 1),
-            memory_size: crate::quantity::canonical(&text(&n.memory_size, "16Gi"))
-                .unwrap_or_default(),
-            system_disk_size: crate::quantity::canonical(&text(&n.system_disk_size, "120Gi"))
-                .unwrap_or_default(),
+            memory_size: crate::quantity::canonical(&text(&n.memory_size, "16Gi")).unwrap_or_default(),
+            system_disk_size: crate::quantity::canonical(&text(&n.system_disk_size, "120Gi")).unwrap_or_default(),
             boot_type: text(&n.boot_type, ""),
-            categories: n
-                .categories
-                .iter()
-                .map(|c| (c.key.value.clone(), c.value.value.clone()))
-                .collect(),
+            categories: n.categories.iter().map(|c| (c.key.value.clone(), c.value.value.clone())).collect(),
         }),
         Platform::Vsphere(v) => PlatformPlan::Vsphere(VspherePlan {
             server: v.server.value.clone(),
@@ -282,19 +251,13 @@ pub fn plan(inputs: &ClusterInputs) -> Plan {
         .iter()
         .map(|m| {
             let zone = m.zone.as_ref().map(|z| z.value.clone());
-            let windows_version = m
-                .windows_version
-                .as_ref()
-                .map(|v| v.value)
-                .unwrap_or(default_version);
+            let windows_version = m.windows_version.as_ref().map(|v| v.value).unwrap_or(default_version);
             MachineSetPlan {
                 name: m
                     .name
                     .as_ref()
                     .map(|n| n.value.clone())
-                    .or_else(|| {
-                        derived_machine_set_name(&infra, &spec.platform.value, zone.as_deref())
-                    })
+                    .or_else(|| derived_machine_set_name(&infra, &spec.platform.value, zone.as_deref()))
                     .unwrap_or_default(),
                 replicas: num(&m.replicas, 1),
                 image: m
@@ -311,22 +274,13 @@ pub fn plan(inputs: &ClusterInputs) -> Plan {
     let byoh = spec.byoh.as_ref().map(|hosts| {
         hosts
             .iter()
-            .map(|h| ByohPlan {
-                address: h.address.value.clone(),
-                username: h.username.value.clone(),
-            })
+            .map(|h| ByohPlan { address: h.address.value.clone(), username: h.username.value.clone() })
             .collect()
     });
 
-    let mut versions: BTreeSet<WindowsVersion> =
-        machine_sets.iter().map(|m| m.windows_version).collect();
+    let mut versions: BTreeSet<WindowsVersion> = machine_sets.iter().map(|m| m.windows_version).collect();
     for h in spec.byoh.iter().flatten() {
-        versions.insert(
-            h.windows_version
-                .as_ref()
-                .map(|v| v.value)
-                .unwrap_or(default_version),
-        );
+        versions.insert(h.windows_version.as_ref().map(|v| v.value).unwrap_or(default_version));
     }
 
     let op = &spec.operator;

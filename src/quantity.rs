@@ -5,9 +5,7 @@ const UNITS: [(&str, u32); 5] = [("Ki", 1), ("Mi", 2), ("Gi", 3), ("Ti", 4), ("P
 
 /// The canonical spelling of a binary quantity, or `None` if it is not one (`16GB`, `1.5Gi`, `-1Gi`).
 pub fn canonical(s: &str) -> Option<String> {
-    let (digits, power) = UNITS
-        .iter()
-        .find_map(|(u, p)| s.strip_suffix(u).map(|d| (d, *p)))?;
+    let (digits, power) = UNITS.iter().find_map(|(u, p)| s.strip_suffix(u).map(|d| (d, *p)))?;
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }

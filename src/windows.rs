@@ -13,11 +13,7 @@ pub enum WindowsVersion {
 }
 
 impl WindowsVersion {
-    pub const ALL: [WindowsVersion; 3] = [
-        WindowsVersion::V2019,
-        WindowsVersion::V2022,
-        WindowsVersion::V2025,
-    ];
+    pub const ALL: [WindowsVersion; 3] = [WindowsVersion::V2019, WindowsVersion::V2022, WindowsVersion::V2025];
 
     /// What users write in the inputs: `"2019"`, `"2022"`, `"2025"`.
     pub fn as_str(self) -> &'static str {
@@ -50,22 +46,15 @@ impl WindowsVersion {
     /// 2022 is the documented SKU; 2019 and 2025 are the smalldisk SKUs WMCO's own tests use.
     pub fn azure_marketplace_image(self) -> &'static str {
         match self {
-            WindowsVersion::V2019 => {
-                "MicrosoftWindowsServer:WindowsServer:2019-datacenter-smalldisk:latest"
-            }
+            WindowsVersion::V2019 => "MicrosoftWindowsServer:WindowsServer:2019-datacenter-smalldisk:latest",
             WindowsVersion::V2022 => "MicrosoftWindowsServer:WindowsServer:2022-datacenter:latest",
-            WindowsVersion::V2025 => {
-                "MicrosoftWindowsServer:WindowsServer:2025-datacenter-smalldisk:latest"
-            }
+            WindowsVersion::V2025 => "MicrosoftWindowsServer:WindowsServer:2025-datacenter-smalldisk:latest",
         }
     }
 
     /// GCP public image family for this version (latest image of the family).
     pub fn gcp_image_family(self) -> String {
-        format!(
-            "projects/windows-cloud/global/images/family/windows-{}-core",
-            self.as_str()
-        )
+        format!("projects/windows-cloud/global/images/family/windows-{}-core", self.as_str())
     }
 }
 

@@ -68,8 +68,7 @@ fn unified(path: &str, old: &[u8], new: &[u8]) -> String {
 }
 
 fn read_tree(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) -> Result<(), Error> {
-    let entries =
-        fs::read_dir(dir).map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
+    let entries = fs::read_dir(dir).map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
     for entry in entries {
         let entry = entry.map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
         let path = entry.path();
@@ -77,13 +76,8 @@ fn read_tree(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) -> Re
             read_tree(root, &path, out)?;
         } else {
             let rel = path.strip_prefix(root).unwrap_or(&path);
-            let key = rel
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy())
-                .collect::<Vec<_>>()
-                .join("/");
-            let bytes =
-                fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+            let key = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+            let bytes = fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
             out.insert(key, bytes);
         }
     }

@@ -8,22 +8,16 @@ use std::path::{Path, PathBuf};
 
 /// Replaces `out` with exactly `files`. Refuses to replace a non-empty directory that wmrender did not write.
 pub fn write(out: &Path, files: &[Artifact]) -> Result<(), Error> {
-    let name = out.file_name().ok_or_else(|| {
-        Error::Usage(format!("`{}` cannot be an output directory", out.display()))
-    })?;
+    let name =
+        out.file_name().ok_or_else(|| Error::Usage(format!("`{}` cannot be an output directory", out.display())))?;
     let parent = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
     ensure_replaceable(out)?;
-    fs::create_dir_all(&parent)
-        .map_err(|e| Error::io(format!("creating {}", parent.display()), e))?;
+    fs::create_dir_all(&parent).map_err(|e| Error::io(format!("creating {}", parent.display()), e))?;
 
-    let tag = format!(
-        ".{}.wmrender-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    );
+    let tag = format!(".{}.wmrender-{}", name.to_string_lossy(), std::process::id());
     let tmp = parent.join(format!("{tag}.new"));
     let old = parent.join(format!("{tag}.old"));
     let result = write_tree(&tmp, files).and_then(|()| swap(out, &tmp, &old));
@@ -36,15 +30,10 @@ pub fn write(out: &Path, files: &[Artifact]) -> Result<(), Error> {
 fn ensure_replaceable(out: &Path) -> Result<(), Error> {
     match fs::metadata(out) {
         Err(_) => Ok(()),
-        Ok(m) if !m.is_dir() => Err(Error::Usage(format!(
-            "`{}` exists and is not a directory",
-            out.display()
-        ))),
+        Ok(m) if !m.is_dir() => Err(Error::Usage(format!("`{}` exists and is not a directory", out.display()))),
         Ok(_) => {
-            let empty = fs::read_dir(out)
-                .map_err(|e| Error::io(format!("reading {}", out.display()), e))?
-                .next()
-                .is_none();
+            let empty =
+                fs::read_dir(out).map_err(|e| Error::io(format!("reading {}", out.display()), e))?.next().is_none();
             if empty || out.join("manifest.json").is_file() {
                 Ok(())
             } else {
@@ -64,11 +53,9 @@ fn write_tree(root: &Path, files: &[Artifact]) -> Result<(), Error> {
     for f in files {
         let path = root.join(&f.path);
         if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir)
-                .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+            fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         }
-        fs::write(&path, &f.bytes)
-            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        fs::write(&path, &f.bytes).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
     }
     Ok(())
 }
@@ -78,21 +65,16 @@ fn swap(out: &Path, tmp: &Path, old: &Path) -> Result<(), Error> {
     let had_old = out.exists();
     if had_old {
         let _ = fs::remove_dir_all(old);
-        fs::rename(out, old)
-            .map_err(|e| Error::io(format!("moving {} aside", out.display()), e))?;
+        fs::rename(out, old).map_err(|e| Error::io(format!("moving {} aside", out.display()), e))?;
     }
     if let Err(e) = fs::rename(tmp, out) {
         if had_old {
             let _ = fs::rename(old, out);
         }
-        return Err(Error::io(
-            format!("moving the new output into {}", out.display()),
-            e,
-        ));
+        return Err(Error::io(format!("moving the new output into {}", out.display()), e));
     }
     if had_old {
-        fs::remove_dir_all(old)
-            .map_err(|e| Error::io(format!("removing the previous output {}", old.display()), e))?;
+        fs::remove_dir_all(old).map_err(|e| Error::io(format!("removing the previous output {}", old.display()), e))?;
     }
     Ok(())
 }

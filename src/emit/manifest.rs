@@ -26,17 +26,10 @@ pub fn render(files: &[Artifact], inputs_digest: &str) -> Artifact {
         inputs: inputs_digest,
         files: files
             .iter()
-            .map(|f| Entry {
-                path: &f.path,
-                sha256: crate::hex(&Sha256::digest(&f.bytes)),
-                size: f.bytes.len(),
-            })
+            .map(|f| Entry { path: &f.path, sha256: crate::hex(&Sha256::digest(&f.bytes)), size: f.bytes.len() })
             .collect(),
     };
     // Plain strings and numbers: serialisation cannot fail.
     let json = serde_json::to_string_pretty(&m).unwrap_or_default() + "\n";
-    Artifact {
-        path: "manifest.json".into(),
-        bytes: json.into_bytes(),
-    }
+    Artifact { path: "manifest.json".into(), bytes: json.into_bytes() }
 }

@@ -26,10 +26,7 @@ impl Loaded {
         // Serialising the inputs (strings, numbers, lists) to a JSON value cannot fail.
         let value = serde_json::to_value(&self.inputs).unwrap_or_default();
         let canonical = serde_json::to_string(&value).unwrap_or_default();
-        format!(
-            "sha256:{}",
-            crate::hex(&Sha256::digest(canonical.as_bytes()))
-        )
+        format!("sha256:{}", crate::hex(&Sha256::digest(canonical.as_bytes())))
     }
 }
 
@@ -41,11 +38,7 @@ pub fn load(path: &Path) -> Result<Loaded, Diagnostics> {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(t) => t,
             Err(_) => {
-                return Err(one(Diagnostic::error(
-                    &Loc::file_only(&file),
-                    "",
-                    "the inputs file is not UTF-8 text",
-                )));
+                return Err(one(Diagnostic::error(&Loc::file_only(&file), "", "the inputs file is not UTF-8 text")));
             }
         },
         Err(e) => {
@@ -54,9 +47,7 @@ pub fn load(path: &Path) -> Result<Loaded, Diagnostics> {
                 "",
                 format!("cannot read the inputs file: {e}"),
             )
-            .hint(
-                "pass the inputs with -f PATH (default: wmrender.yaml in the current directory)",
-            )));
+            .hint("pass the inputs with -f PATH (default: wmrender.yaml in the current directory)")));
         }
     };
     let text: Arc<str> = Arc::from(text);
@@ -64,12 +55,7 @@ pub fn load(path: &Path) -> Result<Loaded, Diagnostics> {
     load_text(path, &file, &text, diags)
 }
 
-fn load_text(
-    path: &Path,
-    file: &Arc<str>,
-    text: &str,
-    mut diags: Diagnostics,
-) -> Result<Loaded, Diagnostics> {
+fn load_text(path: &Path, file: &Arc<str>, text: &str, mut diags: Diagnostics) -> Result<Loaded, Diagnostics> {
     if text.trim().is_empty() {
         diags.push(
             Diagnostic::error(&Loc::file_only(file), "", "the inputs file is empty")
@@ -89,11 +75,7 @@ fn load_text(
         return Err(diags);
     };
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    let base = if base.as_os_str().is_empty() {
-        PathBuf::from(".")
-    } else {
-        base
-    };
+    let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
     let root = repository_root(&base);
     let mut mirror_files = Vec::new();
     for f in &inputs.spec.mirrors.files {
@@ -105,11 +87,7 @@ fn load_text(
     if diags.has_errors() {
         return Err(diags);
     }
-    Ok(Loaded {
-        inputs,
-        mirror_files,
-        diagnostics: diags,
-    })
+    Ok(Loaded { inputs, mirror_files, diagnostics: diags })
 }
 
 fn one(d: Diagnostic) -> Diagnostics {
@@ -121,49 +99,50 @@ fn one(d: Diagnostic) -> Diagnostics {
 /// The nearest ancestor holding `.git`, else the inputs file's own directory.
 fn repository_root(base: &Path) -> PathBuf {
     let abs = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_path_buf());
-    abs.ancestors()
-        .find(|dir| dir.join(".git").exists())
-        .map(Path::to_path_buf)
-        .unwrap_or(abs)
+    abs.ancestors().find(|dir| dir.join(".git").exists()).map(Path::to_path_buf).unwrap_or(abs)
 }
 
 /// Resolves a path written in the inputs relative to the inputs file, refusing absolute paths and paths that
 /// leave the repository: in an Argo CD plugin the inputs come from Git and must not read the host.
-fn resolve_inside(
-    base: &Path,
-    root: &Path,
-    rel: &yaml::Located<String>,
-) -> Result<PathBuf, Diagnostic> {
+fn resolve_inside(base: &Path, root: &Path, rel: &yaml::Located<String>) -> Result<PathBuf, Diagnostic> {
     let written = Path::new(rel.as_str());
     let expected = "a path relative to the inputs file, inside the repository";
     if rel.is_empty()
         || written.is_absolute()
-        || written
-            .components()
-            .any(|c| matches!(c, Component::Prefix(_) | Component::RootDir))
+        || written.components().any(|c| matches!(c, Component::Prefix(_) | Component::RootDir))
     {
-        return Err(rel
-            .error(format!("`{}` is an absolute path", rel.value))
-            .expected(expected));
+        return Err(rel.error(format!("`{}` is an absolute path", rel.value)).expected(expected));
     }
-    let joined = base.join(written);
-    let real = std::fs::canonicalize(&joined).map_err(|e| {
-        rel.error(format!("cannot read `{}`: {e}", joined.display()))
-            .expected("an existing file")
-    })?;
+    let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_path_buf());
+    let joined = lexically_normal(&base.join(written));
+    let outside =
+        || rel.error(format!("`{}` is outside the repository ({})", rel.value, root.display())).expected(expected);
+    if !joined.starts_with(root) {
+        return Err(outside());
+    }
+    let real = std::fs::canonicalize(&joined)
+        .map_err(|e| rel.error(format!("cannot read `{}`: {e}", rel.value)).expected("an existing file"))?;
+    // A symbolic link inside the repository may still point out of it.
     if !real.starts_with(root) {
-        return Err(rel
-            .error(format!(
-                "`{}` is outside the repository ({})",
-                rel.value,
-                root.display()
-            ))
-            .expected(expected));
+        return Err(outside());
     }
     if !real.is_file() {
-        return Err(rel
-            .error(format!("`{}` is not a file", rel.value))
-            .expected("an existing file"));
+        return Err(rel.error(format!("`{}` is not a file", rel.value)).expected("an existing file"));
     }
     Ok(real)
+}
+
+/// Resolves `.` and `..` without touching the disk, so a path that climbs out is caught before it is read.
+fn lexically_normal(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
 }

@@ -245,11 +245,7 @@ pub struct Operator {
 }
 
 fn here(f: &Fields) -> Located<()> {
-    Located {
-        value: (),
-        loc: f.loc().clone(),
-        field: f.path("").trim_end_matches('.').to_string(),
-    }
+    Located { value: (), loc: f.loc().clone(), field: f.path("").trim_end_matches('.').to_string() }
 }
 
 /// Reads the whole document. `None` when any field could not be read; `diags` then says why.
@@ -263,33 +259,20 @@ pub fn decode_document(node: &Node, diags: &mut Diagnostics) -> Option<ClusterIn
     if let Some(v) = &api_version
         && v.value != API_VERSION
     {
-        diags.push(
-            v.error(format!("unsupported apiVersion `{}`", v.value))
-                .expected(API_VERSION),
-        );
+        diags.push(v.error(format!("unsupported apiVersion `{}`", v.value)).expected(API_VERSION));
     }
     if let Some(k) = &kind
         && k.value != KIND
     {
-        diags.push(
-            k.error(format!("unsupported kind `{}`", k.value))
-                .expected(KIND),
-        );
+        diags.push(k.error(format!("unsupported kind `{}`", k.value)).expected(KIND));
     }
-    Some(ClusterInputs {
-        metadata: metadata?,
-        spec: spec?,
-    })
+    Some(ClusterInputs { metadata: metadata?, spec: spec? })
 }
 
 impl Decode for Metadata {
     fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
         let mut f = Fields::new(node, field, diags)?;
-        let name = f.req(
-            "name",
-            "a short name for this cluster, e.g. prod-east",
-            diags,
-        );
+        let name = f.req("name", "a short name for this cluster, e.g. prod-east", diags);
         f.finish(diags);
         Some(Metadata { name: name? })
     }
@@ -298,17 +281,10 @@ impl Decode for Metadata {
 impl Decode for Spec {
     fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
         let mut f = Fields::new(node, field, diags)?;
-        let infrastructure_id = f.req(
-            "infrastructureID",
-            "status.infrastructureName of infrastructure/cluster",
-            diags,
-        );
+        let infrastructure_id = f.req("infrastructureID", "status.infrastructureName of infrastructure/cluster", diags);
         let api_server_internal_url = f.opt("apiServerInternalURL", diags);
-        let platform = f.req(
-            "platform",
-            "a mapping with exactly one of: aws, azure, gcp, nutanix, vsphere, none",
-            diags,
-        );
+        let platform =
+            f.req("platform", "a mapping with exactly one of: aws, azure, gcp, nutanix, vsphere, none", diags);
         let windows_version = f.opt("windowsVersion", diags);
         let machine_sets = f.opt("machineSets", diags).unwrap_or_default();
         let byoh_written = f.has("byoh");
@@ -348,12 +324,8 @@ impl Decode for WindowsVersion {
         let v = WindowsVersion::parse(&s);
         if v.is_none() {
             diags.push(
-                Diagnostic::error(
-                    &node.loc,
-                    field,
-                    format!("unknown Windows Server version `{s}`"),
-                )
-                .expected("\"2019\", \"2022\" or \"2025\""),
+                Diagnostic::error(&node.loc, field, format!("unknown Windows Server version `{s}`"))
+                    .expected("\"2019\", \"2022\" or \"2025\""),
             );
         }
         v
@@ -374,23 +346,15 @@ impl Decode for Platform {
             found.push(("gcp", f.opt::<Gcp>("gcp", diags).map(Platform::Gcp)));
         }
         if f.has("nutanix") {
-            found.push((
-                "nutanix",
-                f.opt::<Nutanix>("nutanix", diags).map(Platform::Nutanix),
-            ));
+            found.push(("nutanix", f.opt::<Nutanix>("nutanix", diags).map(Platform::Nutanix)));
         }
         if f.has("vsphere") {
-            found.push((
-                "vsphere",
-                f.opt::<Vsphere>("vsphere", diags).map(Platform::Vsphere),
-            ));
+            found.push(("vsphere", f.opt::<Vsphere>("vsphere", diags).map(Platform::Vsphere)));
         }
         if f.has("none") {
             // `none: {}` takes no settings; reading it as a mapping reports any keys under it.
             let ok = match f.node("none") {
-                Some(n) => Fields::new(n, &f.path("none"), diags)
-                    .map(|nf| nf.finish(diags))
-                    .is_some(),
+                Some(n) => Fields::new(n, &f.path("none"), diags).map(|nf| nf.finish(diags)).is_some(),
                 None => true,
             };
             found.push(("none", ok.then_some(Platform::None)));
@@ -412,12 +376,8 @@ impl Decode for Platform {
             _ => {
                 let names: Vec<&str> = found.iter().map(|(n, _)| *n).collect();
                 diags.push(
-                    Diagnostic::error(
-                        &loc,
-                        field,
-                        format!("more than one platform given: {}", names.join(", ")),
-                    )
-                    .expected("exactly one of: aws, azure, gcp, nutanix, vsphere, none"),
+                    Diagnostic::error(&loc, field, format!("more than one platform given: {}", names.join(", ")))
+                        .expected("exactly one of: aws, azure, gcp, nutanix, vsphere, none"),
                 );
                 None
             }
@@ -458,10 +418,7 @@ impl Decode for NameValue {
         let name = f.req("name", "a tag name", diags);
         let value = f.req("value", "a tag value", diags);
         f.finish(diags);
-        Some(NameValue {
-            name: name?,
-            value: value?,
-        })
+        Some(NameValue { name: name?, value: value? })
     }
 }
 
@@ -528,17 +485,9 @@ impl Decode for Gcp {
 impl Decode for Nutanix {
     fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
         let mut f = Fields::new(node, field, diags)?;
-        let cluster = f.req(
-            "cluster",
-            "the Prism Element cluster as {uuid: ...} or {name: ...}",
-            diags,
-        );
+        let cluster = f.req("cluster", "the Prism Element cluster as {uuid: ...} or {name: ...}", diags);
         let image = f.opt("image", diags);
-        let subnets = f.req(
-            "subnets",
-            "a list with exactly one subnet, {uuid: ...} or {name: ...}",
-            diags,
-        );
+        let subnets = f.req("subnets", "a list with exactly one subnet, {uuid: ...} or {name: ...}", diags);
         let project = f.opt("project", diags);
         let vcpu_sockets = f.opt("vcpuSockets", diags);
         let vcpus_per_socket = f.opt("vcpusPerSocket", diags);
@@ -569,14 +518,7 @@ impl Decode for NutanixId {
         let name = f.opt("name", diags);
         let at = here(&f);
         f.finish(diags);
-        Some(NutanixId {
-            uuid,
-            name,
-            at: Located {
-                field: field.to_string(),
-                ..at
-            },
-        })
+        Some(NutanixId { uuid, name, at: Located { field: field.to_string(), ..at } })
     }
 }
 
@@ -586,10 +528,7 @@ impl Decode for KeyValue {
         let key = f.req("key", "a category key", diags);
         let value = f.req("value", "a category value", diags);
         f.finish(diags);
-        Some(KeyValue {
-            key: key?,
-            value: value?,
-        })
+        Some(KeyValue { key: key?, value: value? })
     }
 }
 
@@ -633,11 +572,7 @@ impl Decode for MachineSetInput {
             replicas: f.opt("replicas", diags),
             windows_version: f.opt("windowsVersion", diags),
             image: f.opt("image", diags),
-            at: Located {
-                value: (),
-                loc: f.loc().clone(),
-                field: field.to_string(),
-            },
+            at: Located { value: (), loc: f.loc().clone(), field: field.to_string() },
         };
         f.finish(diags);
         Some(v)
@@ -647,23 +582,11 @@ impl Decode for MachineSetInput {
 impl Decode for ByohHost {
     fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
         let mut f = Fields::new(node, field, diags)?;
-        let address = f.req(
-            "address",
-            "an IPv4 address or DNS name the operator can reach",
-            diags,
-        );
-        let username = f.req(
-            "username",
-            "the Windows administrator user, e.g. Administrator",
-            diags,
-        );
+        let address = f.req("address", "an IPv4 address or DNS name the operator can reach", diags);
+        let username = f.req("username", "the Windows administrator user, e.g. Administrator", diags);
         let windows_version = f.opt("windowsVersion", diags);
         f.finish(diags);
-        Some(ByohHost {
-            address: address?,
-            username: username?,
-            windows_version,
-        })
+        Some(ByohHost { address: address?, username: username?, windows_version })
     }
 }
 
@@ -674,10 +597,7 @@ impl Network {
             cluster_network: None,
             hybrid_cluster_network: None,
             hybrid_overlay_vxlan_port: None,
-            at: Located {
-                field: field.to_string(),
-                ..at
-            },
+            at: Located { field: field.to_string(), ..at },
         }
     }
 }
@@ -690,11 +610,7 @@ impl Decode for Network {
             cluster_network: f.opt("clusterNetwork", diags),
             hybrid_cluster_network: f.opt("hybridClusterNetwork", diags),
             hybrid_overlay_vxlan_port: f.opt("hybridOverlayVXLANPort", diags),
-            at: Located {
-                value: (),
-                loc: f.loc().clone(),
-                field: field.to_string(),
-            },
+            at: Located { value: (), loc: f.loc().clone(), field: field.to_string() },
         };
         f.finish(diags);
         Some(v)
@@ -730,19 +646,11 @@ impl Decode for Mirrors {
 impl Decode for MirrorEntry {
     fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
         let mut f = Fields::new(node, field, diags)?;
-        let source = f.req(
-            "source",
-            "a registry or repository, e.g. registry.redhat.io/ubi9",
-            diags,
-        );
+        let source = f.req("source", "a registry or repository, e.g. registry.redhat.io/ubi9", diags);
         let mirrors = f.opt("mirrors", diags).unwrap_or_default();
         let mirror_source_policy = f.opt("mirrorSourcePolicy", diags);
         f.finish(diags);
-        Some(MirrorEntry {
-            source: source?,
-            mirrors,
-            mirror_source_policy,
-        })
+        Some(MirrorEntry { source: source?, mirrors, mirror_source_policy })
     }
 }
 

@@ -60,42 +60,29 @@ pub fn parse(file: &Arc<str>, text: &str) -> Result<Node, Diagnostic> {
 
 /// Parses every document of a multi-document stream (`---` separated).
 pub fn parse_all(file: &Arc<str>, text: &str) -> Result<Vec<Node>, Diagnostic> {
-    let raws: Vec<Spanned<RawNode>> =
-        serde_saphyr::from_multiple(text).map_err(|e| syntax_error(file, &e))?;
+    let raws: Vec<Spanned<RawNode>> = serde_saphyr::from_multiple(text).map_err(|e| syntax_error(file, &e))?;
     Ok(raws.into_iter().map(|r| convert(file, text, r)).collect())
 }
 
 fn syntax_error(file: &Arc<str>, e: &serde_saphyr::Error) -> Diagnostic {
     let loc = e
         .location()
-        .map(|l| Loc {
-            file: file.clone(),
-            line: l.line() as u32,
-            column: l.column() as u32,
-        })
+        .map(|l| Loc { file: file.clone(), line: l.line() as u32, column: l.column() as u32 })
         .unwrap_or_else(|| Loc::file_only(file));
     // The library's message starts with its own "line X column Y:" and may carry a snippet; keep the first line,
     // without the position, since ours is printed beside it.
     let text = e.without_snippet().to_string();
-    let first = text
-        .lines()
-        .next()
-        .unwrap_or("")
-        .trim_start_matches("error: ");
+    let first = text.lines().next().unwrap_or("").trim_start_matches("error: ");
     let message = match first.split_once(": ") {
-        Some((pos, rest)) if pos.starts_with("line ") => rest.to_string(),
-        _ => first.to_string(),
+        Some((pos, rest)) if pos.starts_with("line ") => rest,
+        _ => first,
     };
-    Diagnostic::error(&loc, "", format!("invalid YAML: {message}"))
-        .expected("a well-formed YAML document")
+    let message = message.split(" at line ").next().unwrap_or(message);
+    Diagnostic::error(&loc, "", format!("invalid YAML: {message}")).expected("a well-formed YAML document")
 }
 
 fn convert(file: &Arc<str>, text: &str, raw: Spanned<RawNode>) -> Node {
-    let loc = Loc {
-        file: file.clone(),
-        line: raw.referenced.line() as u32,
-        column: raw.referenced.column() as u32,
-    };
+    let loc = Loc { file: file.clone(), line: raw.referenced.line() as u32, column: raw.referenced.column() as u32 };
     let span = raw.referenced.span();
     let plain = match raw.value {
         RawNode::Bool(_) | RawNode::Int(_) | RawNode::Float(_) => {
@@ -111,9 +98,7 @@ fn convert(file: &Arc<str>, text: &str, raw: Spanned<RawNode>) -> Node {
         RawNode::Int(i) => Value::Int(i),
         RawNode::Float(f) => Value::Float(f),
         RawNode::Str(s) => Value::Str(s),
-        RawNode::Seq(items) => {
-            Value::Seq(items.into_iter().map(|n| convert(file, text, n)).collect())
-        }
+        RawNode::Seq(items) => Value::Seq(items.into_iter().map(|n| convert(file, text, n)).collect()),
         RawNode::Map(entries) => Value::Map(
             entries
                 .into_iter()
@@ -123,13 +108,12 @@ fn convert(file: &Arc<str>, text: &str, raw: Spanned<RawNode>) -> Node {
                         line: k.referenced.line() as u32,
                         column: k.referenced.column() as u32,
                     };
-                    (
-                        Key {
-                            name: k.value,
-                            loc: kloc,
-                        },
-                        convert(file, text, v),
-                    )
+                    let mut value = convert(file, text, v);
+                    // A mapping or list is reported at its key (`spec:`), not at its first entry.
+                    if matches!(value.value, Value::Map(_) | Value::Seq(_)) {
+                        value.loc = kloc.clone();
+                    }
+                    (Key { name: k.value, loc: kloc }, value)
                 })
                 .collect(),
         ),
@@ -171,9 +155,7 @@ impl<'de> Visitor<'de> for RawVisitor {
         Ok(RawNode::Int(v))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawNode, E> {
-        i64::try_from(v)
-            .map(RawNode::Int)
-            .map_err(|_| E::custom("integer too large"))
+        i64::try_from(v).map(RawNode::Int).map_err(|_| E::custom("integer too large"))
     }
     fn visit_f64<E>(self, v: f64) -> Result<RawNode, E> {
         Ok(RawNode::Float(v))
@@ -244,12 +226,8 @@ pub trait Decode: Sized {
 }
 
 fn wrong_type(node: &Node, field: &str, expected: &str) -> Diagnostic {
-    Diagnostic::error(
-        &node.loc,
-        field,
-        format!("expected {expected}, found {}", node.value.type_name()),
-    )
-    .expected(expected.to_string())
+    Diagnostic::error(&node.loc, field, format!("expected {expected}, found {}", node.value.type_name()))
+        .expected(expected.to_string())
 }
 
 impl Decode for String {
@@ -325,11 +303,7 @@ impl<T: Decode> Decode for Vec<T> {
 impl<T: Decode> Decode for Located<T> {
     fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Located<T>> {
         let value = T::decode(node, field, diags)?;
-        Some(Located {
-            value,
-            loc: node.loc.clone(),
-            field: field.to_string(),
-        })
+        Some(Located { value, loc: node.loc.clone(), field: field.to_string() })
     }
 }
 
@@ -353,30 +327,17 @@ impl<'n> Fields<'n> {
                 return None;
             }
         };
-        Some(Fields {
-            node,
-            field: field.to_string(),
-            entries,
-            known: Vec::new(),
-        })
+        Some(Fields { node, field: field.to_string(), entries, known: Vec::new() })
     }
 
     pub fn path(&self, key: &str) -> String {
-        if self.field.is_empty() {
-            key.to_string()
-        } else {
-            format!("{}.{key}", self.field)
-        }
+        if self.field.is_empty() { key.to_string() } else { format!("{}.{key}", self.field) }
     }
 
     /// The node under `key`, unless absent or `null`.
     pub fn node(&mut self, key: &'static str) -> Option<&'n Node> {
         self.known.push(key);
-        self.entries
-            .iter()
-            .find(|(k, _)| k.name == key)
-            .map(|(_, v)| v)
-            .filter(|v| !matches!(v.value, Value::Null))
+        self.entries.iter().find(|(k, _)| k.name == key).map(|(_, v)| v).filter(|v| !matches!(v.value, Value::Null))
     }
 
     /// Whether `key` is written at all (even as `null` or an empty list).
@@ -389,22 +350,13 @@ impl<'n> Fields<'n> {
         T::decode(node, &self.path(key), diags)
     }
 
-    pub fn req<T: Decode>(
-        &mut self,
-        key: &'static str,
-        expected: &str,
-        diags: &mut Diagnostics,
-    ) -> Option<T> {
+    pub fn req<T: Decode>(&mut self, key: &'static str, expected: &str, diags: &mut Diagnostics) -> Option<T> {
         match self.node(key) {
             Some(node) => T::decode(node, &self.path(key), diags),
             None => {
                 diags.push(
-                    Diagnostic::error(
-                        &self.node.loc,
-                        &self.path(key),
-                        format!("missing required field `{key}`"),
-                    )
-                    .expected(expected.to_string()),
+                    Diagnostic::error(&self.node.loc, &self.path(key), format!("missing required field `{key}`"))
+                        .expected(expected.to_string()),
                 );
                 None
             }
@@ -420,12 +372,8 @@ impl<'n> Fields<'n> {
             if self.known.contains(&k.name.as_str()) {
                 continue;
             }
-            let mut d = Diagnostic::error(
-                &k.loc,
-                &self.path(&k.name),
-                format!("unknown field `{}`", k.name),
-            )
-            .expected(format!("one of: {}", self.known.join(", ")));
+            let mut d = Diagnostic::error(&k.loc, &self.path(&k.name), format!("unknown field `{}`", k.name))
+                .expected(format!("one of: {}", self.known.join(", ")));
             if let Some(near) = nearest(&k.name, &self.known) {
                 d = d.hint(format!("did you mean `{near}`?"));
             }
@@ -451,11 +399,7 @@ fn levenshtein(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur.push(
-                (prev[j] + usize::from(ca != *cb))
-                    .min(prev[j + 1] + 1)
-                    .min(cur[j] + 1),
-            );
+            cur.push((prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1));
         }
         prev = cur;
     }
@@ -478,10 +422,7 @@ mod tests {
         let v: Located<String> = f.opt("v", &mut d).unwrap();
         let z: String = f.opt("z", &mut d).unwrap();
         f.finish(&mut d);
-        assert_eq!(
-            (v.value.as_str(), v.loc.line, v.loc.column, z.as_str()),
-            ("2022", 1, 4, "1")
-        );
+        assert_eq!((v.value.as_str(), v.loc.line, v.loc.column, z.as_str()), ("2022", 1, 4, "1"));
         assert!(d.is_empty());
     }
 

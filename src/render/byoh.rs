@@ -7,10 +7,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 /// Deleting this ConfigMap deconfigures every BYOH node, so neither Argo CD nor Flux may ever prune or delete it:
 /// removing a host from the inputs removes its key, which deconfigures just that host.
 const NEVER_PRUNE: [(&str, &str); 2] = [
-    (
-        "argocd.argoproj.io/sync-options",
-        "Prune=false,Delete=false",
-    ),
+    ("argocd.argoproj.io/sync-options", "Prune=false,Delete=false"),
     ("kustomize.toolkit.fluxcd.io/prune", "disabled"),
 ];
 
@@ -19,10 +16,7 @@ pub fn render(plan: &Plan) -> Vec<ClusterObject> {
         return Vec::new();
     };
     // WMCO splits on the first `=` and keeps the rest verbatim: no trailing newline.
-    let data = hosts
-        .iter()
-        .map(|h| (h.address.clone(), format!("username={}", h.username)))
-        .collect();
+    let data = hosts.iter().map(|h| (h.address.clone(), format!("username={}", h.username))).collect();
     let cm = ConfigMap {
         metadata: object_meta(
             "windows-instances",
@@ -33,10 +27,5 @@ pub fn render(plan: &Plan) -> Vec<ClusterObject> {
         data: Some(data),
         ..Default::default()
     };
-    vec![ClusterObject::new(
-        "ConfigMap",
-        "windows-instances",
-        Order::ConfigMap,
-        &cm,
-    )]
+    vec![ClusterObject::new("ConfigMap", "windows-instances", Order::ConfigMap, &cm)]
 }

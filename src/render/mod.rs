@@ -38,10 +38,7 @@ pub fn render(plan: &Plan) -> ArtifactSet {
 
     let mut files: Vec<Artifact> = objects
         .iter()
-        .map(|o| Artifact {
-            path: format!("cluster/{}", o.file_name()),
-            bytes: o.yaml.clone().into_bytes(),
-        })
+        .map(|o| Artifact { path: format!("cluster/{}", o.file_name()), bytes: o.yaml.clone().into_bytes() })
         .collect();
     files.push(kustomization::render(&objects));
     files.sort_by(|a, b| a.path.cmp(&b.path));

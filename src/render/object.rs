@@ -40,49 +40,25 @@ pub struct ClusterObject {
 impl ClusterObject {
     /// Serialises a typed object. Our own structs and k8s-openapi types hold only strings, numbers, lists and
     /// BTreeMaps, which always serialise; the fallback is never reached.
-    pub fn new<T: Serialize>(
-        kind: &'static str,
-        name: &str,
-        order: Order,
-        object: &T,
-    ) -> ClusterObject {
-        let yaml = serde_saphyr::to_string(object)
-            .unwrap_or_else(|e| format!("# serialisation failed: {e}\n"));
-        ClusterObject {
-            kind,
-            name: name.to_string(),
-            order,
-            yaml,
-        }
+    pub fn new<T: Serialize>(kind: &'static str, name: &str, order: Order, object: &T) -> ClusterObject {
+        let yaml = serde_saphyr::to_string(object).unwrap_or_else(|e| format!("# serialisation failed: {e}\n"));
+        ClusterObject { kind, name: name.to_string(), order, yaml }
     }
 
     /// `<kind>-<name>.yaml`, lower case.
     pub fn file_name(&self) -> String {
-        format!(
-            "{}-{}.yaml",
-            self.kind.to_ascii_lowercase(),
-            self.name.to_ascii_lowercase()
-        )
+        format!("{}-{}.yaml", self.kind.to_ascii_lowercase(), self.name.to_ascii_lowercase())
     }
 }
 
 /// Labels every object carries: `app.kubernetes.io/managed-by: wmrender`, never a version (it would churn every
 /// object on upgrade).
 pub fn labels<const N: usize>(extra: [(&str, &str); N]) -> BTreeMap<String, String> {
-    std::iter::once(MANAGED_BY)
-        .chain(extra)
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    std::iter::once(MANAGED_BY).chain(extra).map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
-pub fn annotations<const N: usize>(
-    order: Order,
-    extra: [(&str, &str); N],
-) -> BTreeMap<String, String> {
-    std::iter::once((SYNC_WAVE, order.wave()))
-        .chain(extra)
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+pub fn annotations<const N: usize>(order: Order, extra: [(&str, &str); N]) -> BTreeMap<String, String> {
+    std::iter::once((SYNC_WAVE, order.wave())).chain(extra).map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 /// `metadata` in the form k8s-openapi types take.

@@ -65,25 +65,13 @@ pub fn render(plan: &Plan) -> Vec<ClusterObject> {
     let group = OperatorGroup {
         api_version: "operators.coreos.com/v1",
         kind: "OperatorGroup",
-        metadata: object_meta(
-            &op.package,
-            Some(ns),
-            labels([]),
-            annotations(Order::OperatorGroup, []),
-        ),
-        spec: OperatorGroupSpec {
-            target_namespaces: vec![ns.clone()],
-        },
+        metadata: object_meta(&op.package, Some(ns), labels([]), annotations(Order::OperatorGroup, [])),
+        spec: OperatorGroupSpec { target_namespaces: vec![ns.clone()] },
     };
     let subscription = Subscription {
         api_version: "operators.coreos.com/v1alpha1",
         kind: "Subscription",
-        metadata: object_meta(
-            &op.package,
-            Some(ns),
-            labels([]),
-            annotations(Order::Subscription, []),
-        ),
+        metadata: object_meta(&op.package, Some(ns), labels([]), annotations(Order::Subscription, [])),
         spec: SubscriptionSpec {
             channel: op.channel.clone(),
             install_plan_approval: op.install_plan_approval.clone(),
@@ -95,11 +83,6 @@ pub fn render(plan: &Plan) -> Vec<ClusterObject> {
     vec![
         ClusterObject::new("Namespace", ns, Order::Namespace, &namespace),
         ClusterObject::new("OperatorGroup", &op.package, Order::OperatorGroup, &group),
-        ClusterObject::new(
-            "Subscription",
-            &op.package,
-            Order::Subscription,
-            &subscription,
-        ),
+        ClusterObject::new("Subscription", &op.package, Order::Subscription, &subscription),
     ]
 }

@@ -31,18 +31,10 @@ pub fn render(plan: &Plan) -> Vec<ClusterObject> {
                 })
                 .collect();
             let rc = RuntimeClass {
-                metadata: object_meta(
-                    &name,
-                    None,
-                    labels([]),
-                    annotations(Order::RuntimeClass, []),
-                ),
+                metadata: object_meta(&name, None, labels([]), annotations(Order::RuntimeClass, [])),
                 handler: "runhcs-wcow-process".into(),
                 overhead: None,
-                scheduling: Some(Scheduling {
-                    node_selector: Some(node_selector),
-                    tolerations: Some(tolerations),
-                }),
+                scheduling: Some(Scheduling { node_selector: Some(node_selector), tolerations: Some(tolerations) }),
             };
             ClusterObject::new("RuntimeClass", &name, Order::RuntimeClass, &rc)
         })

@@ -15,34 +15,24 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
         let addr = &host.address;
         if addr.parse::<Ipv6Addr>().is_ok() || addr.contains(':') {
             d.push(
-                addr.error(format!(
-                    "`{}` is an IPv6 address; WMCO reaches BYOH hosts over IPv4 only",
-                    addr.value
-                ))
-                .expected("an IPv4 address or a DNS name that resolves to IPv4"),
+                addr.error(format!("`{}` is an IPv6 address; WMCO reaches BYOH hosts over IPv4 only", addr.value))
+                    .expected("an IPv4 address or a DNS name that resolves to IPv4"),
             );
-        } else if addr.parse::<Ipv4Addr>().is_err() && !is_dns1123_subdomain(addr) {
-            let looks_numeric = addr.bytes().all(|b| b.is_ascii_digit() || b == b'.');
-            d.push(
-                addr.error(format!(
-                    "`{}` is not an IPv4 address or DNS name",
-                    addr.value.escape_debug()
-                ))
-                .expected(if looks_numeric {
+        } else if addr.parse::<Ipv4Addr>().is_err() && (!is_dns1123_subdomain(addr) || looks_numeric(addr)) {
+            let looks_numeric = looks_numeric(addr);
+            d.push(addr.error(format!("`{}` is not an IPv4 address or DNS name", addr.value.escape_debug())).expected(
+                if looks_numeric {
                     "four numbers 0-255, e.g. 10.1.42.1"
                 } else {
                     "a lower-case DNS name, e.g. win1.example.com"
-                }),
-            );
+                },
+            ));
         }
         let key = addr.to_ascii_lowercase();
         if let Some(first) = seen.insert(key, addr.loc.line) {
             d.push(
-                addr.error(format!(
-                    "BYOH host `{}` is listed twice (first at line {first})",
-                    addr.value
-                ))
-                .expected("each host once"),
+                addr.error(format!("BYOH host `{}` is listed twice (first at line {first})", addr.value))
+                    .expected("each host once"),
             );
         }
         let user = &host.username;
@@ -63,12 +53,14 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
         {
             let allowed: Vec<String> = row.versions.iter().map(|v| format!("\"{v}\"")).collect();
             d.push(
-                v.error(format!(
-                    "Windows Server {} is not supported on {}",
-                    v.value, row.display
-                ))
-                .expected(allowed.join(" or ")),
+                v.error(format!("Windows Server {} is not supported on {}", v.value, row.display))
+                    .expected(allowed.join(" or ")),
             );
         }
     }
+}
+
+/// `10.0.0.500` is a syntactically valid DNS name, but no real one ends in a numeric label: it is a mistyped IPv4.
+fn looks_numeric(addr: &str) -> bool {
+    addr.rsplit('.').next().is_some_and(|last| !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()))
 }

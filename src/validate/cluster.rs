@@ -8,8 +8,7 @@ use crate::inputs::yaml::Located;
 pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
     let spec = &inputs.spec;
     let id = &spec.infrastructure_id;
-    if id.is_empty() || id.len() > 27 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-    {
+    if id.is_empty() || id.len() > 27 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
         d.push(
             id.error(format!("`{}` is not a valid infrastructure ID", id.value))
                 .expected("1 to 27 letters, digits or `-` (status.infrastructureName of infrastructure/cluster)")
@@ -17,48 +16,32 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
         );
     }
     if let Some(url) = &spec.api_server_internal_url {
-        let ok = url
-            .strip_prefix("https://")
-            .is_some_and(|rest| !rest.is_empty() && !rest.contains(['/', ' ']))
+        let ok = url.strip_prefix("https://").is_some_and(|rest| !rest.is_empty() && !rest.contains(['/', ' ']))
             && !has_control_chars(url);
         if !ok {
             d.push(
-                url.error(format!(
-                    "`{}` is not an API server URL",
-                    url.value.escape_debug()
-                ))
-                .expected("https://<host>:<port>, e.g. https://api-int.prod-east.example.com:6443"),
+                url.error(format!("`{}` is not an API server URL", url.value.escape_debug()))
+                    .expected("https://<host>:<port>, e.g. https://api-int.prod-east.example.com:6443"),
             );
         }
     }
     let name = &inputs.metadata.name;
     if !is_dns1123_label(name) {
         d.push(
-            name.error(format!(
-                "`{}` is not a valid name",
-                name.value.escape_debug()
-            ))
-            .expected("lower-case letters, digits and `-`, at most 63 characters"),
+            name.error(format!("`{}` is not a valid name", name.value.escape_debug()))
+                .expected("lower-case letters, digits and `-`, at most 63 characters"),
         );
     }
     if let Some(proxy) = &spec.proxy {
-        for url in [&proxy.http_proxy, &proxy.https_proxy]
-            .into_iter()
-            .flatten()
-        {
+        for url in [&proxy.http_proxy, &proxy.https_proxy].into_iter().flatten() {
             check_proxy_url(url, d);
         }
         for entry in &proxy.no_proxy {
             if entry.is_empty() || has_control_chars(entry) || entry.contains([',', ' ']) {
                 d.push(
                     entry
-                        .error(format!(
-                            "`{}` is not a noProxy entry",
-                            entry.value.escape_debug()
-                        ))
-                        .expected(
-                            "one host, domain (.example.com), IP address or CIDR per list item",
-                        ),
+                        .error(format!("`{}` is not a noProxy entry", entry.value.escape_debug()))
+                        .expected("one host, domain (.example.com), IP address or CIDR per list item"),
                 );
             }
         }
@@ -84,49 +67,31 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
         );
     }
     let op = &spec.operator;
-    for v in [&op.namespace, &op.source_namespace, &op.package, &op.source]
-        .into_iter()
-        .flatten()
-    {
+    for v in [&op.namespace, &op.source_namespace, &op.package, &op.source].into_iter().flatten() {
         if !is_dns1123_label(v) {
-            d.push(
-                v.error(format!("`{}` is not a valid name", v.value.escape_debug()))
-                    .expected("a DNS-1123 label"),
-            );
+            d.push(v.error(format!("`{}` is not a valid name", v.value.escape_debug())).expected("a DNS-1123 label"));
         }
     }
     if let Some(channel) = &op.channel
         && (channel.is_empty() || has_control_chars(channel))
     {
-        d.push(
-            channel
-                .error("the channel is empty or has control characters")
-                .expected("e.g. stable"),
-        );
+        d.push(channel.error("the channel is empty or has control characters").expected("e.g. stable"));
     }
     if let Some(a) = &op.install_plan_approval
         && !matches!(a.as_str(), "Automatic" | "Manual")
     {
-        d.push(
-            a.error(format!("unknown installPlanApproval `{}`", a.value))
-                .expected("Automatic or Manual"),
-        );
+        d.push(a.error(format!("unknown installPlanApproval `{}`", a.value)).expected("Automatic or Manual"));
     }
 }
 
 fn check_proxy_url(url: &Located<String>, d: &mut Diagnostics) {
-    let rest = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("https://"));
-    let ok = rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/'))
-        && !has_control_chars(url)
-        && !url.contains(' ');
+    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"));
+    let ok =
+        rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/')) && !has_control_chars(url) && !url.contains(' ');
     if !ok {
         d.push(
             url.error(format!("`{}` is not a proxy URL", url.value.escape_debug()))
-                .expected(
-                    "http://host:port or https://host:port, with no spaces or control characters",
-                ),
+                .expected("http://host:port or https://host:port, with no spaces or control characters"),
         );
     } else if rest.is_some_and(|r| r.split('/').next().unwrap_or("").contains('@')) {
         // Rendered output is committed to Git; credentials must never be part of it.

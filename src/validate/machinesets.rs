@@ -36,11 +36,7 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
         return;
     }
 
-    let default_version = spec
-        .windows_version
-        .as_ref()
-        .map(|v| v.value)
-        .unwrap_or(DEFAULT_WINDOWS_VERSION);
+    let default_version = spec.windows_version.as_ref().map(|v| v.value).unwrap_or(DEFAULT_WINDOWS_VERSION);
     let mut names: BTreeMap<String, &MachineSetInput> = BTreeMap::new();
     for m in &spec.machine_sets {
         if let Some(v) = &m.windows_version
@@ -48,24 +44,13 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
         {
             d.push(unsupported_version(v.value, row, v.error(String::new())));
         }
-        if m.windows_version.is_none()
-            && spec.windows_version.is_none()
-            && !row.versions.contains(&default_version)
-        {
-            d.push(unsupported_version(
-                default_version,
-                row,
-                m.at.error(String::new()),
-            ));
+        if m.windows_version.is_none() && spec.windows_version.is_none() && !row.versions.contains(&default_version) {
+            d.push(unsupported_version(default_version, row, m.at.error(String::new())));
         }
         check_zone(platform, m, d);
         check_image(platform, m, d);
 
-        let derived = derived_machine_set_name(
-            &spec.infrastructure_id,
-            platform,
-            m.zone.as_ref().map(|z| z.as_str()),
-        );
+        let derived = derived_machine_set_name(&spec.infrastructure_id, platform, m.zone.as_ref().map(|z| z.as_str()));
         let (name, at) = match (&m.name, derived) {
             (Some(n), _) => (n.value.clone(), n.error(String::new())),
             (None, Some(n)) => (n, m.at.error(String::new())),
@@ -78,11 +63,8 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
                 continue;
             }
         };
-        let explain = if m.name.is_some() {
-            String::new()
-        } else {
-            " (derived from infrastructureID and zone)".to_string()
-        };
+        let explain =
+            if m.name.is_some() { String::new() } else { " (derived from infrastructureID and zone)".to_string() };
         if name.len() > row.max_machine_set_name {
             let mut e = at.clone();
             e.message = format!(
@@ -100,22 +82,13 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
             d.push(e);
         } else if !is_dns1123_subdomain(&name) {
             let mut e = at.clone();
-            e.message = format!(
-                "MachineSet name `{}`{explain} is not a valid Kubernetes name",
-                name.escape_debug()
-            );
+            e.message = format!("MachineSet name `{}`{explain} is not a valid Kubernetes name", name.escape_debug());
             d.push(e.expected("lower-case letters, digits, `-` and `.`, starting and ending with a letter or digit"));
         }
         if let Some(first) = names.insert(name.clone(), m) {
             let mut e = at.clone();
-            e.message = format!(
-                "MachineSet name `{name}` is used twice (first at line {})",
-                first.at.loc.line
-            );
-            d.push(
-                e.expected("a unique name per MachineSet")
-                    .hint("give one of them an explicit `name`"),
-            );
+            e.message = format!("MachineSet name `{name}` is used twice (first at line {})", first.at.loc.line);
+            d.push(e.expected("a unique name per MachineSet").hint("give one of them an explicit `name`"));
         }
     }
     check_platform(platform, d);
@@ -129,11 +102,7 @@ fn unsupported_version(
     let allowed: Vec<String> = row.versions.iter().map(|v| format!("\"{v}\"")).collect();
     at.message = format!("Windows Server {v} is not supported on {}", row.display);
     let at = at.expected(allowed.join(" or "));
-    if row.note.is_empty() {
-        at
-    } else {
-        at.hint(row.note)
-    }
+    if row.note.is_empty() { at } else { at.hint(row.note) }
 }
 
 fn check_zone(platform: &Platform, m: &MachineSetInput, d: &mut Diagnostics) {
@@ -157,8 +126,7 @@ fn check_zone(platform: &Platform, m: &MachineSetInput, d: &mut Diagnostics) {
                 .expected("no `zone`; placement comes from `platform.vsphere` (datacenter, datastore, folder)"),
         ),
         (_, Some(z)) if z.is_empty() || !z.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') => d.push(
-            z.error(format!("`{}` is not a zone name", z.value.escape_debug()))
-                .expected("letters, digits and `-`"),
+            z.error(format!("`{}` is not a zone name", z.value.escape_debug())).expected("letters, digits and `-`"),
         ),
         _ => {}
     }
@@ -220,9 +188,7 @@ fn check_image(platform: &Platform, m: &MachineSetInput, d: &mut Diagnostics) {
 
 fn is_ami_id(s: &str) -> bool {
     s.strip_prefix("ami-").is_some_and(|h| {
-        (h.len() == 8 || h.len() == 17)
-            && h.bytes()
-                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        (h.len() == 8 || h.len() == 17) && h.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
     })
 }
 
@@ -233,10 +199,7 @@ fn check_platform(platform: &Platform, d: &mut Diagnostics) {
             if n.subnets.len() != 1 {
                 d.push(
                     n.subnets
-                        .error(format!(
-                            "{} subnets given; Nutanix Windows machines take exactly one",
-                            n.subnets.len()
-                        ))
+                        .error(format!("{} subnets given; Nutanix Windows machines take exactly one", n.subnets.len()))
                         .expected("a list with exactly one subnet"),
                 );
             }
@@ -248,11 +211,8 @@ fn check_platform(platform: &Platform, d: &mut Diagnostics) {
                 && !matches!(b.as_str(), "" | "Legacy")
             {
                 d.push(
-                    b.error(format!(
-                        "boot type `{}` is not supported for Windows",
-                        b.value
-                    ))
-                    .expected("\"Legacy\" (or empty, which means Legacy)"),
+                    b.error(format!("boot type `{}` is not supported for Windows", b.value))
+                        .expected("\"Legacy\" (or empty, which means Legacy)"),
                 );
             }
             for q in [&n.memory_size, &n.system_disk_size].into_iter().flatten() {
@@ -266,11 +226,7 @@ fn check_platform(platform: &Platform, d: &mut Diagnostics) {
         }
         Platform::Vsphere(v) => {
             if v.server.trim().is_empty() {
-                d.push(
-                    v.server
-                        .error("the vCenter server is empty")
-                        .expected("the vCenter host name or address"),
-                );
+                d.push(v.server.error("the vCenter server is empty").expected("the vCenter host name or address"));
             }
             if let Some(folder) = &v.folder {
                 let prefix = format!("/{}/vm/", v.datacenter.value);
@@ -281,9 +237,7 @@ fn check_platform(platform: &Platform, d: &mut Diagnostics) {
                                 "folder `{}` is not under datacenter `{}`",
                                 folder.value, v.datacenter.value
                             ))
-                            .expected(format!(
-                                "a path starting with {prefix}, e.g. {prefix}windows"
-                            )),
+                            .expected(format!("a path starting with {prefix}, e.g. {prefix}windows")),
                     );
                 }
             }
@@ -294,13 +248,7 @@ fn check_platform(platform: &Platform, d: &mut Diagnostics) {
 
 fn check_nutanix_id(id: &NutanixId, d: &mut Diagnostics) {
     let n = usize::from(id.uuid.is_some()) + usize::from(id.name.is_some());
-    if n != 1
-        || id
-            .uuid
-            .as_ref()
-            .or(id.name.as_ref())
-            .is_some_and(|v| v.is_empty())
-    {
+    if n != 1 || id.uuid.as_ref().or(id.name.as_ref()).is_some_and(|v| v.is_empty()) {
         d.push(
             id.at
                 .error("a Nutanix resource needs exactly one of `uuid` or `name`")

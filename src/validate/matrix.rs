@@ -76,10 +76,7 @@ pub const SUPPORT: &[PlatformSupport] = &[
 
 pub fn support(platform: &str) -> &'static PlatformSupport {
     // Every Platform variant has a row; the fallback only keeps this total.
-    SUPPORT
-        .iter()
-        .find(|s| s.platform == platform)
-        .unwrap_or(&SUPPORT[SUPPORT.len() - 1])
+    SUPPORT.iter().find(|s| s.platform == platform).unwrap_or(&SUPPORT[SUPPORT.len() - 1])
 }
 
 #[cfg(test)]

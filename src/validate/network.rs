@@ -15,11 +15,7 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
     let cluster = parse_all(net.cluster_network.as_deref().unwrap_or_default(), d);
     let hybrid = parse_all(net.hybrid_cluster_network.as_deref().unwrap_or_default(), d);
 
-    if net
-        .hybrid_cluster_network
-        .as_ref()
-        .is_none_or(|h| h.is_empty())
-    {
+    if net.hybrid_cluster_network.as_ref().is_none_or(|h| h.is_empty()) {
         d.push(
             net.at
                 .error("OVN-Kubernetes hybrid networking is not configured: `hybridClusterNetwork` is missing")
@@ -30,11 +26,8 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
     for (c, at) in cluster.iter().chain(&hybrid) {
         if c.is_class_e() {
             d.push(
-                at.error(format!(
-                    "`{}` is in class E (240.0.0.0/4), which Windows nodes cannot use",
-                    at.value
-                ))
-                .expected("a cluster network outside 240.0.0.0/4"),
+                at.error(format!("`{}` is in class E (240.0.0.0/4), which Windows nodes cannot use", at.value))
+                    .expected("a cluster network outside 240.0.0.0/4"),
             );
         }
     }
@@ -42,8 +35,11 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
         for (other, oat) in cluster.iter().chain(&service) {
             if h.overlaps(other) {
                 d.push(
-                    hat.error(format!("hybrid cluster network `{}` overlaps `{}` ({})", hat.value, oat.value, oat.field))
-                        .expected("a hybridClusterNetwork that shares no address with clusterNetwork or serviceNetwork"),
+                    hat.error(format!(
+                        "hybrid cluster network `{}` overlaps `{}` ({})",
+                        hat.value, oat.value, oat.field
+                    ))
+                    .expected("a hybridClusterNetwork that shares no address with clusterNetwork or serviceNetwork"),
                 );
             }
         }
@@ -68,20 +64,14 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
     }
 }
 
-fn parse_all<'a>(
-    list: &'a [Located<String>],
-    d: &mut Diagnostics,
-) -> Vec<(Cidr, &'a Located<String>)> {
+fn parse_all<'a>(list: &'a [Located<String>], d: &mut Diagnostics) -> Vec<(Cidr, &'a Located<String>)> {
     let mut out = Vec::new();
     for at in list {
         match Cidr::parse(at) {
             Ok(c) => out.push((c, at)),
             Err(why) => d.push(
-                at.error(format!(
-                    "`{}` is not a CIDR: {why}",
-                    at.value.escape_debug()
-                ))
-                .expected("an address and prefix length, e.g. 10.128.0.0/14"),
+                at.error(format!("`{}` is not a CIDR: {why}", at.value.escape_debug()))
+                    .expected("an address and prefix length, e.g. 10.128.0.0/14"),
             ),
         }
     }

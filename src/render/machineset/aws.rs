@@ -71,56 +71,28 @@ struct Tag {
 }
 
 fn by_name_tag(value: String) -> FilterRef {
-    FilterRef {
-        filters: vec![Filter {
-            name: "tag:Name",
-            values: vec![value],
-        }],
-    }
+    FilterRef { filters: vec![Filter { name: "tag:Name", values: vec![value] }] }
 }
 
 pub fn render(infra: &str, p: &AwsPlan, m: &MachineSetPlan) -> AwsProviderConfig {
     let zone = m.zone.clone().unwrap_or_default();
-    let mut tags = vec![Tag {
-        name: format!("kubernetes.io/cluster/{infra}"),
-        value: "owned".into(),
-    }];
-    tags.extend(p.tags.iter().map(|(n, v)| Tag {
-        name: n.clone(),
-        value: v.clone(),
-    }));
+    let mut tags = vec![Tag { name: format!("kubernetes.io/cluster/{infra}"), value: "owned".into() }];
+    tags.extend(p.tags.iter().map(|(n, v)| Tag { name: n.clone(), value: v.clone() }));
     AwsProviderConfig {
         api_version: "awsproviderconfig.openshift.io/v1beta1",
         kind: "AWSMachineProviderConfig",
-        ami: Id {
-            id: m.image.clone(),
-        },
+        ami: Id { id: m.image.clone() },
         block_devices: vec![BlockDevice {
-            ebs: Ebs {
-                iops: 0,
-                volume_size: p.volume_size,
-                volume_type: p.volume_type.clone(),
-            },
+            ebs: Ebs { iops: 0, volume_size: p.volume_size, volume_type: p.volume_type.clone() },
         }],
         credentials_secret: LocalRef::new("aws-cloud-credentials"),
         device_index: 0,
-        iam_instance_profile: Id {
-            id: p.iam_instance_profile.clone(),
-        },
+        iam_instance_profile: Id { id: p.iam_instance_profile.clone() },
         instance_type: p.instance_type.clone(),
         // WMCO reads the node's host name through IMDSv1.
-        metadata_service_options: MetadataServiceOptions {
-            authentication: "Optional",
-        },
-        placement: Placement {
-            availability_zone: zone.clone(),
-            region: p.region.clone(),
-        },
-        security_groups: p
-            .security_groups
-            .iter()
-            .map(|g| by_name_tag(g.clone()))
-            .collect(),
+        metadata_service_options: MetadataServiceOptions { authentication: "Optional" },
+        placement: Placement { availability_zone: zone.clone(), region: p.region.clone() },
+        security_groups: p.security_groups.iter().map(|g| by_name_tag(g.clone())).collect(),
         subnet: by_name_tag(p.subnet.replace("{zone}", &zone)),
         tags,
         user_data_secret: LocalRef::new(USER_DATA_SECRET),

@@ -77,42 +77,28 @@ fn image(spec: &str) -> Image {
     let mut parts = spec.splitn(4, ':').map(str::to_string);
     let mut next = || parts.next().unwrap_or_default();
     let (publisher, offer, sku, version) = (next(), next(), next(), next());
-    Image {
-        offer,
-        publisher,
-        resource_id: empty(),
-        sku,
-        version,
-    }
+    Image { offer, publisher, resource_id: empty(), sku, version }
 }
 
 pub fn render(p: &AzurePlan, m: &MachineSetPlan) -> AzureProviderSpec {
     AzureProviderSpec {
         api_version: "azureproviderconfig.openshift.io/v1beta1",
         kind: "AzureMachineProviderSpec",
-        credentials_secret: SecretRef {
-            name: "azure-cloud-credentials",
-            namespace: MACHINE_API_NAMESPACE,
-        },
+        credentials_secret: SecretRef { name: "azure-cloud-credentials", namespace: MACHINE_API_NAMESPACE },
         image: image(&m.image),
         location: p.location.clone(),
         managed_identity: p.managed_identity.clone(),
         network_resource_group: p.network_resource_group.clone(),
         os_disk: OsDisk {
             disk_size_gb: p.os_disk_size_gb,
-            managed_disk: ManagedDisk {
-                storage_account_type: p.os_disk_storage_account_type.clone(),
-            },
+            managed_disk: ManagedDisk { storage_account_type: p.os_disk_storage_account_type.clone() },
             os_type: "Windows",
         },
         public_ip: false,
         public_load_balancer: p.public_load_balancer.clone(),
         resource_group: p.resource_group.clone(),
         subnet: p.subnet.clone(),
-        user_data_secret: SecretRef {
-            name: USER_DATA_SECRET,
-            namespace: MACHINE_API_NAMESPACE,
-        },
+        user_data_secret: SecretRef { name: USER_DATA_SECRET, namespace: MACHINE_API_NAMESPACE },
         vm_size: p.vm_size.clone(),
         vnet: p.vnet.clone(),
         zone: m.zone.clone().filter(|z| !z.is_empty()),

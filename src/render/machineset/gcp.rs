@@ -66,10 +66,7 @@ pub fn render(p: &GcpPlan, m: &MachineSetPlan) -> GcpProviderSpec {
             kind: p.disk_type.clone(),
         }],
         machine_type: p.machine_type.clone(),
-        network_interfaces: vec![NetworkInterface {
-            network: p.network.clone(),
-            subnetwork: p.subnetwork.clone(),
-        }],
+        network_interfaces: vec![NetworkInterface { network: p.network.clone(), subnetwork: p.subnetwork.clone() }],
         project_id: p.project_id.clone(),
         region: p.region.clone(),
         service_accounts: vec![ServiceAccount {

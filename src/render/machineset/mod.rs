@@ -92,17 +92,12 @@ pub struct LocalRef {
 
 impl LocalRef {
     pub fn new(name: &str) -> LocalRef {
-        LocalRef {
-            name: name.to_string(),
-        }
+        LocalRef { name: name.to_string() }
     }
 }
 
 fn map<const N: usize>(pairs: [(&str, &str); N]) -> BTreeMap<String, String> {
-    pairs
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 /// The MachineSet objects, one per `machineSets[]` entry. `None` platform has none.
@@ -112,12 +107,7 @@ pub fn render(plan: &Plan) -> Vec<ClusterObject> {
         .filter_map(|m| {
             let value = provider_spec(plan, m)?;
             let ms = machine_set(plan, m, value);
-            Some(ClusterObject::new(
-                "MachineSet",
-                &m.name,
-                Order::MachineSet,
-                &ms,
-            ))
+            Some(ClusterObject::new("MachineSet", &m.name, Order::MachineSet, &ms))
         })
         .collect()
 }
@@ -149,9 +139,7 @@ fn machine_set(plan: &Plan, m: &MachineSetPlan, value: ProviderSpec) -> MachineS
         },
         spec: MachineSetSpec {
             replicas: m.replicas,
-            selector: Selector {
-                match_labels: map([(CLUSTER_LABEL, infra), (MACHINESET_LABEL, name)]),
-            },
+            selector: Selector { match_labels: map([(CLUSTER_LABEL, infra), (MACHINESET_LABEL, name)]) },
             template: Template {
                 metadata: Labels {
                     labels: map([
@@ -164,9 +152,7 @@ fn machine_set(plan: &Plan, m: &MachineSetPlan, value: ProviderSpec) -> MachineS
                     ]),
                 },
                 spec: MachineSpec {
-                    metadata: Labels {
-                        labels: map([("node-role.kubernetes.io/worker", "")]),
-                    },
+                    metadata: Labels { labels: map([("node-role.kubernetes.io/worker", "")]) },
                     provider_spec: ProviderSpecHolder { value },
                 },
             },

@@ -47,16 +47,8 @@ struct Identifier {
 fn identifier(id: &NutanixIdPlan) -> Identifier {
     let value = Some(id.value.clone());
     match id.kind {
-        "uuid" => Identifier {
-            name: None,
-            kind: "uuid",
-            uuid: value,
-        },
-        _ => Identifier {
-            name: value,
-            kind: "name",
-            uuid: None,
-        },
+        "uuid" => Identifier { name: None, kind: "uuid", uuid: value },
+        _ => Identifier { name: value, kind: "name", uuid: None },
     }
 }
 
@@ -65,21 +57,11 @@ pub fn render(p: &NutanixPlan, m: &MachineSetPlan) -> NutanixProviderConfig {
         api_version: "machine.openshift.io/v1",
         kind: "NutanixMachineProviderConfig",
         boot_type: p.boot_type.clone(),
-        categories: p
-            .categories
-            .iter()
-            .map(|(k, v)| Category {
-                key: k.clone(),
-                value: v.clone(),
-            })
-            .collect(),
+        categories: p.categories.iter().map(|(k, v)| Category { key: k.clone(), value: v.clone() }).collect(),
         cluster: identifier(&p.cluster),
         credentials_secret: LocalRef::new("nutanix-credentials"),
         failure_domain: m.zone.as_deref().map(LocalRef::new),
-        image: identifier(&NutanixIdPlan {
-            kind: "name",
-            value: m.image.clone(),
-        }),
+        image: identifier(&NutanixIdPlan { kind: "name", value: m.image.clone() }),
         memory_size: p.memory_size.clone(),
         project: p.project.as_ref().map(identifier),
         subnets: vec![identifier(&p.subnet)],

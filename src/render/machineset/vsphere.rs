@@ -55,11 +55,7 @@ pub fn render(p: &VspherePlan, m: &MachineSetPlan) -> VsphereProviderSpec {
         credentials_secret: LocalRef::new("vsphere-cloud-credentials"),
         disk_gib: p.disk_gib,
         memory_mib: p.memory_mib,
-        network: Network {
-            devices: vec![Device {
-                network_name: p.network.clone(),
-            }],
-        },
+        network: Network { devices: vec![Device { network_name: p.network.clone() }] },
         num_cpus: p.num_cpus,
         num_cores_per_socket: p.num_cores_per_socket,
         snapshot: "",

@@ -1,0 +1,119 @@
+//! Bad inputs as data: every file in fixtures/invalid/ says in its header which field and line the error must
+//! name (`# expect: <field> @ <line>`, `-` for no field). For each: exit code 2, no panic, the field and
+//! `file:line:` in the message, the same in `validate --output json`, and an existing output directory untouched.
+//! The human messages are snapshotted so a reviewer sees every wording change.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use support::{code, stderr, wmrender};
+
+struct Case {
+    path: PathBuf,
+    name: String,
+    field: Option<String>,
+    line: u32,
+}
+
+fn cases() -> Vec<Case> {
+    let dir = support::root().join("fixtures/invalid");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("fixtures/invalid") {
+        let path = entry.expect("entry").path();
+        let text = std::fs::read_to_string(&path).expect("readable");
+        let expect = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# expect: "))
+            .unwrap_or_else(|| panic!("{} has no `# expect:` line", path.display()));
+        let (field, line) = expect.split_once(" @ ").expect("`field @ line`");
+        out.push(Case {
+            name: path.file_stem().expect("stem").to_string_lossy().into_owned(),
+            field: (field != "-").then(|| field.to_string()),
+            line: line.trim().parse().expect("a line number"),
+            path,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+#[test]
+fn there_are_at_least_thirty_bad_inputs() {
+    assert!(cases().len() >= 30, "only {} cases", cases().len());
+}
+
+#[test]
+fn every_bad_input_is_rejected_with_its_field_and_line_and_leaves_the_output_untouched() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = tmp.path().join("out");
+    let good = support::root().join("examples/aws/wmrender.yaml");
+    assert_eq!(code(&wmrender(&["render", "-f", good.to_str().unwrap(), "-o", out.to_str().unwrap()])), 0);
+    let before = support::read_tree(&out);
+
+    let mut failures = Vec::new();
+    let mut messages = Vec::new();
+    for case in cases() {
+        let file = case.path.to_str().expect("utf-8");
+        let o = wmrender(&["render", "-f", file, "-o", out.to_str().unwrap()]);
+        let err = stderr(&o);
+        let mut problems = Vec::new();
+        if code(&o) != 2 {
+            problems.push(format!("exit code {} instead of 2", code(&o)));
+        }
+        if err.contains("panicked") {
+            problems.push("panicked".to_string());
+        }
+        if !o.stdout.is_empty() {
+            problems.push("wrote to stdout".to_string());
+        }
+        let place = format!("{file}:{}:", case.line);
+        if !err.contains(&place) {
+            problems.push(format!("no `{place}` in the message"));
+        }
+        if let Some(field) = &case.field
+            && !err.contains(&format!("field: {field}\n"))
+        {
+            problems.push(format!("no `field: {field}` in the message"));
+        }
+        if support::read_tree(&out) != before {
+            problems.push("the output directory changed".to_string());
+            // Restore it so the next case is judged on its own.
+            wmrender(&["render", "-f", good.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        }
+        check_json(&case, file, &mut problems);
+        if !problems.is_empty() {
+            failures.push(format!("{}: {}\n{err}", case.name, problems.join("; ")));
+        }
+        messages.push((case.name.clone(), normalise(&err, &case.path)));
+    }
+    assert!(failures.is_empty(), "{} bad inputs misbehaved:\n\n{}", failures.len(), failures.join("\n"));
+    for (name, message) in messages {
+        insta::assert_snapshot!(format!("invalid__{name}"), message);
+    }
+}
+
+/// `validate --output json` reports the same field and line, machine-readably, on stdout.
+fn check_json(case: &Case, file: &str, problems: &mut Vec<String>) {
+    let o = wmrender(&["validate", "-f", file, "--output", "json"]);
+    if code(&o) != 2 {
+        problems.push(format!("validate exit code {}", code(&o)));
+    }
+    let report: serde_json::Value = match serde_json::from_slice(&o.stdout) {
+        Ok(v) => v,
+        Err(e) => return problems.push(format!("validate --output json is not JSON: {e}")),
+    };
+    let found = report["diagnostics"].as_array().into_iter().flatten().any(|d| {
+        d["severity"] == "error"
+            && d["line"] == case.line
+            && d["file"] == file
+            && case.field.as_ref().is_none_or(|f| d["field"] == f.as_str())
+    });
+    if !found {
+        problems.push(format!("validate --output json has no error at line {} for {:?}", case.line, case.field));
+    }
+}
+
+/// Snapshots must not depend on where the checkout lives.
+fn normalise(text: &str, path: &Path) -> String {
+    text.replace(path.to_str().unwrap_or_default(), "INPUTS").replace(&support::root().display().to_string(), "ROOT")
+}

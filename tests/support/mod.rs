@@ -1,0 +1,73 @@
+//! Helpers shared by the integration tests: running the real binary and finding the test inputs.
+#![allow(dead_code)] // each test file uses a different subset
+
+pub mod openapi;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every valid inputs file shipped: the examples and the extra fixtures.
+pub fn valid_inputs() -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for dir in ["examples", "fixtures"] {
+        for entry in std::fs::read_dir(root().join(dir)).expect("listing inputs") {
+            let p = entry.expect("dir entry").path().join("wmrender.yaml");
+            if p.is_file() {
+                v.push(p);
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+/// A readable name for an inputs file: `examples/aws`.
+pub fn case_name(inputs: &Path) -> String {
+    let rel = inputs.strip_prefix(root()).unwrap_or(inputs);
+    rel.parent().unwrap_or(rel).to_string_lossy().replace('\\', "/")
+}
+
+/// Runs the wmrender binary with stdin closed, as Argo CD and CI do.
+pub fn wmrender(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wmrender")).args(args).stdin(Stdio::null()).output().expect("running wmrender")
+}
+
+pub fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited, not killed by a signal (a panic aborts with 101, a crash has no code)")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Every file below `dir` with its bytes, by relative path.
+pub fn read_tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+        for entry in std::fs::read_dir(dir).expect("reading output") {
+            let p = entry.expect("entry").path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                let rel = p.strip_prefix(root).expect("below root").to_string_lossy().replace('\\', "/");
+                out.push((rel, std::fs::read(&p).expect("reading file")));
+            }
+        }
+    }
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// Renders `inputs` into a fresh directory and returns it (kept alive by the TempDir).
+pub fn render_to_temp(inputs: &Path) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = tmp.path().join("out");
+    let o = wmrender(&["render", "-f", inputs.to_str().expect("utf-8 path"), "-o", out.to_str().expect("utf-8 path")]);
+    assert_eq!(code(&o), 0, "render {} failed:\n{}", inputs.display(), stderr(&o));
+    (tmp, out)
+}
