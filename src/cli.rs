@@ -56,7 +56,7 @@ pub struct RenderArgs {
     #[arg(long)]
     pub stdout: bool,
     /// Do not write: compare a fresh render with -o DIR, print a unified diff on stderr, exit 1 if DIR is stale.
-    #[arg(long, requires = "output_dir")]
+    #[arg(long, requires = "output_dir", conflicts_with = "stdout")]
     pub check: bool,
 }
 

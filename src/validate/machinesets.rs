@@ -49,6 +49,18 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
         }
         check_zone(platform, m, d);
         check_image(platform, m, d);
+        if let (Some(v), None, Some(shared)) = (&m.windows_version, &m.image, platform_image(platform))
+            && v.value != default_version
+        {
+            d.push(
+                v.warning(format!(
+                    "this MachineSet runs Windows Server {} but takes the platform-wide image `{}`, meant for {}",
+                    v.value, shared.value, default_version
+                ))
+                .expected(format!("an `image` on this MachineSet for Windows Server {}", v.value))
+                .hint("each Windows Server version needs its own image; a mismatch gives nodes whose build does not match their RuntimeClass"),
+            );
+        }
 
         let derived = derived_machine_set_name(&spec.infrastructure_id, platform, m.zone.as_ref().map(|z| z.as_str()));
         let (name, at) = match (&m.name, derived) {
@@ -254,5 +266,17 @@ fn check_nutanix_id(id: &NutanixId, d: &mut Diagnostics) {
                 .error("a Nutanix resource needs exactly one of `uuid` or `name`")
                 .expected("{uuid: <uuid>} or {name: <name>}"),
         );
+    }
+}
+
+/// The image written once for every MachineSet of the platform, if any.
+fn platform_image(platform: &Platform) -> Option<&crate::inputs::yaml::Located<String>> {
+    match platform {
+        Platform::Aws(a) => a.ami.as_ref(),
+        Platform::Azure(a) => a.image.as_ref(),
+        Platform::Gcp(g) => g.image.as_ref(),
+        Platform::Nutanix(n) => n.image.as_ref(),
+        Platform::Vsphere(v) => v.template.as_ref(),
+        Platform::None => None,
     }
 }
