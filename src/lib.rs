@@ -3,6 +3,9 @@
 //! The pipeline runs one way: [`inputs`] → [`validate`] → [`plan`] → [`render`] → [`emit`]. Every stage but the
 //! first and the last is pure. See DESIGN.md in the shared folder and docs/ for the contracts.
 
+// A Diagnostic is returned at most a few times per run, on the error path; boxing it would buy nothing.
+#![allow(clippy::result_large_err)]
+
 pub mod diagnostics;
 pub mod emit;
 pub mod error;

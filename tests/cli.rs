@@ -101,7 +101,10 @@ fn validate_reports_on_stderr_or_as_json_on_stdout() {
 fn warnings_go_to_stderr_and_do_not_fail_the_render() {
     let tmp = tempfile::tempdir().unwrap();
     let inputs = tmp.path().join("wmrender.yaml");
-    let text = fs::read_to_string(aws()).unwrap().replace("    image: ami-0fedcba9876543210       # the 2025 AMI: each Windows version needs its own image\n", "");
+    let text = fs::read_to_string(aws()).unwrap().replace(
+        "    image: ami-0fedcba9876543210       # the 2025 AMI: each Windows version needs its own image\n",
+        "",
+    );
     fs::write(&inputs, text).unwrap();
     let o = wmrender(&["render", "-f", inputs.to_str().unwrap(), "--stdout"]);
     assert_eq!(code(&o), 0);

@@ -232,7 +232,7 @@ pub struct MirrorEntry {
     pub mirror_source_policy: Option<Located<String>>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Operator {
     pub install: bool,
@@ -651,20 +651,6 @@ impl Decode for MirrorEntry {
         let mirror_source_policy = f.opt("mirrorSourcePolicy", diags);
         f.finish(diags);
         Some(MirrorEntry { source: source?, mirrors, mirror_source_policy })
-    }
-}
-
-impl Default for Operator {
-    fn default() -> Self {
-        Operator {
-            install: false,
-            namespace: None,
-            package: None,
-            channel: None,
-            source: None,
-            source_namespace: None,
-            install_plan_approval: None,
-        }
     }
 }
 

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Render benchmark: median wall time and peak RSS of `wmrender render`, against `cp -r` of the same output tree
+measured in the same run as the floor (the least any tool that writes that tree must spend).
+
+Cases: the shipped AWS example, and a generated large input (2,000 BYOH hosts, 50 MachineSets, 500 mirror
+entries). Growth is shown by a second generated input ten times smaller.
+
+Usage: python3 benches/render.py [--runs N]   (builds the release binary first; needs GNU time: apt install time)
+The time of GNU time's own fork and exec is in both columns alike.
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, "target", "release", "wmrender")
+
+
+def generate(path, hosts, sets, mirrors):
+    zones = ["us-east-1a", "us-east-1b", "us-east-1c"]
+    lines = [
+        "apiVersion: wmrender.dev/v1alpha1",
+        "kind: ClusterInputs",
+        "metadata:",
+        "  name: bench",
+        "spec:",
+        "  infrastructureID: bench-1a2b3",
+        "  platform:",
+        "    aws:",
+        "      region: us-east-1",
+        "      ami: ami-0123456789abcdef0",
+        "  machineSets:",
+    ]
+    for i in range(sets):
+        lines += [f"  - name: bench-1a2b3-win-{i:03d}", f"    zone: {zones[i % 3]}", f"    replicas: {i % 4}"]
+    lines.append("  byoh:")
+    for i in range(hosts):
+        lines += [f"  - address: win-{i:05d}.hosts.example.com", "    username: Administrator"]
+    lines += ["  network:", "    hybridClusterNetwork: [10.132.0.0/14]", "  mirrors:", "    imageDigestMirrors:"]
+    for i in range(mirrors):
+        lines += [f"    - source: registry-{i % 50}.example.com/team{i}/app",
+                  f"      mirrors: [mirror.example.com:5000/team{i}/app]"]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def run(argv):
+    """Wall seconds and peak RSS (KiB) of one command. RSS comes from GNU time: a child forked from Python would
+    report Python's own pages as its peak."""
+    start = time.perf_counter()
+    proc = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - start
+    err = proc.stderr.decode()
+    if proc.returncode != 0:
+        sys.exit(f"{argv} failed:\n{err}")
+    return wall, int(err.strip().splitlines()[-1])
+
+
+def measure(argv, runs, before=None):
+    walls, rss = [], 0
+    for _ in range(runs):
+        if before:
+            before()
+        wall, peak = run(argv)
+        walls.append(wall)
+        rss = max(rss, peak)
+    return statistics.median(walls), rss
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=21)
+    args = ap.parse_args()
+    subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
+    work = tempfile.mkdtemp(prefix="wmrender-bench-")
+    try:
+        large = os.path.join(work, "large.yaml")
+        small = os.path.join(work, "small.yaml")
+        generate(large, 2000, 50, 500)
+        generate(small, 200, 5, 50)
+        cases = [("examples/aws", os.path.join(ROOT, "examples/aws/wmrender.yaml")),
+                 ("generated 200 hosts / 5 sets / 50 mirrors", small),
+                 ("generated 2000 hosts / 50 sets / 500 mirrors", large)]
+        print(f"{'case':<46} {'render median':>14} {'cp -r median':>13} {'ratio':>7} {'peak RSS':>10}")
+        for name, inputs in cases:
+            out = os.path.join(work, "out")
+            copy = os.path.join(work, "copy")
+            render_wall, rss = measure([BIN, "render", "-f", inputs, "-o", out], args.runs)
+            files = sum(len(f) for _, _, f in os.walk(out))
+            cp_wall, _ = measure(["cp", "-r", out, copy], args.runs,
+                                 before=lambda: shutil.rmtree(copy, ignore_errors=True))
+            print(f"{name:<46} {render_wall * 1000:>11.2f} ms {cp_wall * 1000:>10.2f} ms "
+                  f"{render_wall / cp_wall:>6.1f}x {rss / 1024:>7.1f} MiB   ({files} files)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
