@@ -244,10 +244,6 @@ pub struct Operator {
     pub install_plan_approval: Option<Located<String>>,
 }
 
-fn here(f: &Fields) -> Located<()> {
-    Located { value: (), loc: f.loc().clone(), field: f.path("").trim_end_matches('.').to_string() }
-}
-
 /// Reads the whole document. `None` when any field could not be read; `diags` then says why.
 pub fn decode_document(node: &Node, diags: &mut Diagnostics) -> Option<ClusterInputs> {
     let mut f = Fields::new(node, "", diags)?;
@@ -292,7 +288,7 @@ impl Decode for Spec {
         let byoh = byoh_written.then(|| byoh.unwrap_or_default());
         let network = match f.node("network") {
             Some(n) => Network::decode(n, &f.path("network"), diags),
-            None => Some(Network::empty(here(&f), &f.path("network"))),
+            None => Some(Network::empty(Located { field: f.path("network"), ..f.at() })),
         };
         let proxy = f.opt("proxy", diags);
         let mirrors = f.opt("mirrors", diags).unwrap_or_default();
@@ -516,9 +512,9 @@ impl Decode for NutanixId {
         let mut f = Fields::new(node, field, diags)?;
         let uuid = f.opt("uuid", diags);
         let name = f.opt("name", diags);
-        let at = here(&f);
+        let at = f.at();
         f.finish(diags);
-        Some(NutanixId { uuid, name, at: Located { field: field.to_string(), ..at } })
+        Some(NutanixId { uuid, name, at })
     }
 }
 
@@ -572,7 +568,7 @@ impl Decode for MachineSetInput {
             replicas: f.opt("replicas", diags),
             windows_version: f.opt("windowsVersion", diags),
             image: f.opt("image", diags),
-            at: Located { value: (), loc: f.loc().clone(), field: field.to_string() },
+            at: f.at(),
         };
         f.finish(diags);
         Some(v)
@@ -591,13 +587,14 @@ impl Decode for ByohHost {
 }
 
 impl Network {
-    fn empty(at: Located<()>, field: &str) -> Network {
+    /// `network` left out: every field unset, reported at the enclosing `spec`.
+    fn empty(at: Located<()>) -> Network {
         Network {
             service_network: None,
             cluster_network: None,
             hybrid_cluster_network: None,
             hybrid_overlay_vxlan_port: None,
-            at: Located { field: field.to_string(), ..at },
+            at,
         }
     }
 }
@@ -610,7 +607,7 @@ impl Decode for Network {
             cluster_network: f.opt("clusterNetwork", diags),
             hybrid_cluster_network: f.opt("hybridClusterNetwork", diags),
             hybrid_overlay_vxlan_port: f.opt("hybridOverlayVXLANPort", diags),
-            at: Located { value: (), loc: f.loc().clone(), field: field.to_string() },
+            at: f.at(),
         };
         f.finish(diags);
         Some(v)

@@ -58,12 +58,6 @@ pub fn parse(file: &Arc<str>, text: &str) -> Result<Node, Diagnostic> {
     Ok(convert(file, text, raw))
 }
 
-/// Parses every document of a multi-document stream (`---` separated).
-pub fn parse_all(file: &Arc<str>, text: &str) -> Result<Vec<Node>, Diagnostic> {
-    let raws: Vec<Spanned<RawNode>> = serde_saphyr::from_multiple(text).map_err(|e| syntax_error(file, &e))?;
-    Ok(raws.into_iter().map(|r| convert(file, text, r)).collect())
-}
-
 fn syntax_error(file: &Arc<str>, e: &serde_saphyr::Error) -> Diagnostic {
     let loc = e
         .location()
@@ -365,6 +359,11 @@ impl<'n> Fields<'n> {
 
     pub fn loc(&self) -> &Loc {
         &self.node.loc
+    }
+
+    /// Where this mapping is, for rules about the mapping as a whole ("no image for this MachineSet").
+    pub fn at(&self) -> Located<()> {
+        Located { value: (), loc: self.node.loc.clone(), field: self.field.clone() }
     }
 
     pub fn finish(self, diags: &mut Diagnostics) {
