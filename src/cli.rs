@@ -23,7 +23,8 @@ pub enum Command {
     #[command(after_help = "Examples:\n  \
 wmrender render -f examples/aws/wmrender.yaml -o out\n  \
 wmrender render -f wmrender.yaml --stdout | kubectl apply --dry-run=server -f -\n  \
-wmrender render -f wmrender.yaml -o rendered --check   # in CI: fail when rendered/ is stale")]
+wmrender render -f wmrender.yaml -o rendered --check   # in CI: fail when rendered/ is stale\n  \
+wmrender render -f wmrender.yaml -o bundle --only node  # just the node bundle, for sync")]
     Render(RenderArgs),
     /// Check the inputs file without rendering anything.
     #[command(
@@ -37,6 +38,9 @@ pub struct InputsArg {
     /// The cluster-inputs file. Paths inside it are relative to this file.
     #[arg(short = 'f', long = "file", value_name = "FILE", default_value = "wmrender.yaml")]
     pub file: PathBuf,
+    /// Treat warnings (left-out mirrors, widened NeverContactSource, an unmirrored pause image, ...) as errors.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 #[derive(Args, Debug)]
@@ -58,6 +62,16 @@ pub struct RenderArgs {
     /// Do not write: compare a fresh render with -o DIR, print a unified diff on stderr, exit 1 if DIR is stale.
     #[arg(long, requires = "output_dir", conflicts_with = "stdout")]
     pub check: bool,
+    /// Write (or check) only one part: `cluster` (the objects Argo CD / Flux apply) or `node` (the node bundle).
+    /// manifest.json then lists only that part.
+    #[arg(long, value_enum, value_name = "PART")]
+    pub only: Option<OnlyPart>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OnlyPart {
+    Cluster,
+    Node,
 }
 
 #[derive(Args, Debug)]

@@ -104,6 +104,13 @@ impl Diagnostics {
         self.sources.extend(other.sources);
     }
 
+    /// `--strict`: every warning becomes an error.
+    pub fn promote_warnings(&mut self) {
+        for d in &mut self.items {
+            d.severity = Severity::Error;
+        }
+    }
+
     pub fn has_errors(&self) -> bool {
         self.items.iter().any(|d| d.severity == Severity::Error)
     }

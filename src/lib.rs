@@ -13,6 +13,7 @@ pub mod inputs;
 pub mod net;
 pub mod plan;
 pub mod quantity;
+pub mod registries;
 pub mod render;
 pub mod validate;
 pub mod windows;
@@ -25,26 +26,54 @@ use std::path::Path;
 /// The result of compiling an inputs file: the rendered artifacts and the warnings met on the way.
 pub struct Compiled {
     pub artifacts: ArtifactSet,
-    /// `manifest.json`, describing `artifacts.files`.
-    pub manifest: Artifact,
+    /// `sha256:…` of the inputs, for `manifest.json`.
+    pub inputs_digest: String,
     pub warnings: Diagnostics,
 }
 
+/// The two halves of the output tree, for `--only`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// `cluster/`: the objects Argo CD or Flux apply.
+    Cluster,
+    /// `node/`: the node bundle `sync` pushes.
+    Node,
+}
+
+impl Part {
+    fn prefix(self) -> &'static str {
+        match self {
+            Part::Cluster => "cluster/",
+            Part::Node => "node/",
+        }
+    }
+}
+
 impl Compiled {
-    /// Every file of the output directory, `manifest.json` included, sorted by path.
-    pub fn all_files(&self) -> Vec<Artifact> {
-        let mut files = self.artifacts.files.clone();
-        files.push(self.manifest.clone());
+    /// The files of the output directory, limited to one part if asked, with a `manifest.json` that lists
+    /// exactly those files; sorted by path.
+    pub fn output_files(&self, only: Option<Part>) -> Vec<Artifact> {
+        let mut files: Vec<Artifact> = self
+            .artifacts
+            .files
+            .iter()
+            .filter(|f| only.is_none_or(|p| f.path.starts_with(p.prefix())))
+            .cloned()
+            .collect();
+        files.push(emit::manifest::render(&files, &self.inputs_digest));
         files.sort_by(|a, b| a.path.cmp(&b.path));
         files
     }
 }
 
-/// Loads and validates the inputs: stages 1 and 2. Warnings come back with the error or in the result.
-pub fn check_inputs(path: &Path) -> Result<(inputs::Loaded, Diagnostics), Error> {
+/// Loads and validates the inputs: stages 1 and 2. With `strict`, warnings count as errors.
+pub fn check_inputs(path: &Path, strict: bool) -> Result<(inputs::Loaded, Diagnostics), Error> {
     let loaded = inputs::load(path).map_err(Error::Invalid)?;
     let mut diags = loaded.diagnostics.clone();
-    diags.extend(validate::validate(&loaded.inputs));
+    diags.extend(validate::validate(&loaded));
+    if strict {
+        diags.promote_warnings();
+    }
     if diags.has_errors() {
         return Err(Error::Invalid(diags));
     }
@@ -52,12 +81,11 @@ pub fn check_inputs(path: &Path) -> Result<(inputs::Loaded, Diagnostics), Error>
 }
 
 /// Runs the whole pipeline up to (not including) emit.
-pub fn compile(path: &Path) -> Result<Compiled, Error> {
-    let (loaded, warnings) = check_inputs(path)?;
-    let plan = plan::plan(&loaded.inputs);
+pub fn compile(path: &Path, strict: bool) -> Result<Compiled, Error> {
+    let (loaded, warnings) = check_inputs(path, strict)?;
+    let plan = plan::plan(&loaded);
     let artifacts = render::render(&plan);
-    let manifest = emit::manifest::render(&artifacts.files, &loaded.digest());
-    Ok(Compiled { artifacts, manifest, warnings })
+    Ok(Compiled { artifacts, inputs_digest: loaded.digest(), warnings })
 }
 
 /// Lower-case hex, for digests.

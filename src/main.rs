@@ -3,9 +3,10 @@
 mod cli;
 
 use clap::Parser;
-use cli::{Cli, Command, OutputFormat, RenderArgs, ValidateArgs};
+use cli::{Cli, Command, OnlyPart, OutputFormat, RenderArgs, ValidateArgs};
 use std::io::Write;
 use std::process::ExitCode;
+use wmrender::Part;
 use wmrender::error::Error;
 
 const OK: u8 = 0;
@@ -44,7 +45,14 @@ fn report(e: &Error) -> u8 {
 }
 
 fn render(args: RenderArgs) -> Result<u8, Error> {
-    let compiled = wmrender::compile(&args.inputs.file)?;
+    let only = args.only.map(|p| match p {
+        OnlyPart::Cluster => Part::Cluster,
+        OnlyPart::Node => Part::Node,
+    });
+    if args.stdout && only == Some(Part::Node) {
+        return Err(Error::Usage("--stdout prints cluster objects; the node bundle needs -o DIR".into()));
+    }
+    let compiled = wmrender::compile(&args.inputs.file, args.inputs.strict)?;
     if !compiled.warnings.is_empty() {
         eprint!("{}", compiled.warnings.render_human());
     }
@@ -58,7 +66,7 @@ fn render(args: RenderArgs) -> Result<u8, Error> {
     let Some(dir) = args.output_dir else {
         return Err(Error::Usage("give -o DIR or --stdout".into()));
     };
-    let files = compiled.all_files();
+    let files = compiled.output_files(only);
     if args.check {
         let s = wmrender::emit::check::compare(&dir, &files)?;
         if s.is_current() {
@@ -75,7 +83,7 @@ fn render(args: RenderArgs) -> Result<u8, Error> {
 }
 
 fn validate(args: ValidateArgs) -> Result<u8, Error> {
-    let result = wmrender::check_inputs(&args.inputs.file);
+    let result = wmrender::check_inputs(&args.inputs.file, args.inputs.strict);
     let (diags, code) = match result {
         Ok((_, warnings)) => (warnings, OK),
         Err(Error::Invalid(diags)) => (diags, INVALID),

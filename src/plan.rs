@@ -1,6 +1,8 @@
 //! Stage 3: resolve every default and derived value once. Renderers read only the [`Plan`]; no I/O here.
 
-use crate::inputs::schema::{self, ClusterInputs, Platform};
+use crate::inputs::Loaded;
+use crate::inputs::schema::{self, Platform};
+use crate::registries::{self, RegistryHost};
 use crate::windows::WindowsVersion;
 use std::collections::BTreeSet;
 
@@ -9,6 +11,7 @@ pub const DEFAULT_WMCO_NAMESPACE: &str = "openshift-windows-machine-config-opera
 pub const DEFAULT_WINDOWS_VERSION: WindowsVersion = WindowsVersion::V2022;
 pub const DEFAULT_SERVICE_NETWORK: &str = "172.30.0.0/16";
 pub const DEFAULT_CLUSTER_NETWORK: &str = "10.128.0.0/14";
+pub const DEFAULT_PAUSE_IMAGE: &str = "mcr.microsoft.com/oss/kubernetes/pause:3.9";
 
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -20,6 +23,10 @@ pub struct Plan {
     /// `None`: no `windows-instances` ConfigMap. `Some(empty)`: an empty one (deconfigures every BYOH host).
     pub byoh: Option<Vec<ByohPlan>>,
     pub operator: OperatorPlan,
+    /// containerd's sandbox image on the nodes.
+    pub pause_image: String,
+    /// One containerd host configuration per mirrored registry host, sorted by host.
+    pub registries: Vec<RegistryHost>,
 }
 
 #[derive(Clone, Debug)]
@@ -162,8 +169,8 @@ fn nutanix_id(id: &schema::NutanixId) -> NutanixIdPlan {
 }
 
 /// Builds the plan. Call only on inputs that passed validation: values validation rejects are not re-checked.
-pub fn plan(inputs: &ClusterInputs) -> Plan {
-    let spec = &inputs.spec;
+pub fn plan(loaded: &Loaded) -> Plan {
+    let spec = &loaded.inputs.spec;
     let infra = spec.infrastructure_id.value.clone();
     let default_version = spec.windows_version.as_ref().map(|v| v.value).unwrap_or(DEFAULT_WINDOWS_VERSION);
 
@@ -301,6 +308,8 @@ pub fn plan(inputs: &ClusterInputs) -> Plan {
         windows_versions: versions.into_iter().collect(),
         byoh,
         operator,
+        pause_image: text(&spec.pause_image, DEFAULT_PAUSE_IMAGE),
+        registries: registries::merge(&loaded.mirror_sets).0,
     }
 }
 

@@ -1,5 +1,6 @@
 //! Stage 1: read the inputs file, decode it with source locations, and check the files it references.
 
+pub mod mirrors;
 pub mod schema;
 pub mod yaml;
 
@@ -13,8 +14,8 @@ use std::sync::Arc;
 #[derive(Clone, Debug)]
 pub struct Loaded {
     pub inputs: ClusterInputs,
-    /// Referenced files (`spec.mirrors.files`), resolved and checked to stay inside the repository.
-    pub mirror_files: Vec<PathBuf>,
+    /// The inline mirror entries and those of the referenced IDMS/ITMS files, in merge order.
+    pub mirror_sets: Vec<mirrors::MirrorSet>,
     /// Warnings found while loading, and the source text for snippets.
     pub diagnostics: Diagnostics,
 }
@@ -23,8 +24,9 @@ impl Loaded {
     /// `sha256:<hex>` of the inputs' meaning (canonical JSON, keys sorted): the same whatever the key order,
     /// comments or formatting of the file.
     pub fn digest(&self) -> String {
-        // Serialising the inputs (strings, numbers, lists) to a JSON value cannot fail.
-        let value = serde_json::to_value(&self.inputs).unwrap_or_default();
+        // Serialising the inputs (strings, numbers, lists) to a JSON value cannot fail. The referenced files count
+        // through their content, not their names.
+        let value = serde_json::json!({ "inputs": &self.inputs, "mirrorSets": &self.mirror_sets });
         let canonical = serde_json::to_string(&value).unwrap_or_default();
         format!("sha256:{}", crate::hex(&Sha256::digest(canonical.as_bytes())))
     }
@@ -80,14 +82,23 @@ fn load_text(path: &Path, file: &Arc<str>, text: &str, mut diags: Diagnostics) -
     let mut mirror_files = Vec::new();
     for f in &inputs.spec.mirrors.files {
         match resolve_inside(&base, &root, f) {
-            Ok(p) => mirror_files.push(p),
+            Ok(p) => {
+                // Messages name the file as the user would open it from where wmrender runs.
+                let shown = if base == Path::new(".") { PathBuf::from(f.as_str()) } else { base.join(f.as_str()) };
+                mirror_files.push(mirrors::MirrorFile {
+                    written: f.clone(),
+                    path: p,
+                    shown: shown.display().to_string(),
+                })
+            }
             Err(e) => diags.push(e),
         }
     }
+    let mirror_sets = mirrors::load(&inputs, &mirror_files, &mut diags);
     if diags.has_errors() {
         return Err(diags);
     }
-    Ok(Loaded { inputs, mirror_files, diagnostics: diags })
+    Ok(Loaded { inputs, mirror_sets, diagnostics: diags })
 }
 
 fn one(d: Diagnostic) -> Diagnostics {

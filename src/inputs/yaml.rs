@@ -58,6 +58,12 @@ pub fn parse(file: &Arc<str>, text: &str) -> Result<Node, Diagnostic> {
     Ok(convert(file, text, raw))
 }
 
+/// Parses every document of a multi-document stream (`---` separated), as `oc get -o yaml` and kustomize write.
+pub fn parse_all(file: &Arc<str>, text: &str) -> Result<Vec<Node>, Diagnostic> {
+    let raws: Vec<Spanned<RawNode>> = serde_saphyr::from_multiple(text).map_err(|e| syntax_error(file, &e))?;
+    Ok(raws.into_iter().map(|r| convert(file, text, r)).collect())
+}
+
 fn syntax_error(file: &Arc<str>, e: &serde_saphyr::Error) -> Diagnostic {
     let loc = e
         .location()
@@ -365,6 +371,10 @@ impl<'n> Fields<'n> {
     pub fn at(&self) -> Located<()> {
         Located { value: (), loc: self.node.loc.clone(), field: self.field.clone() }
     }
+
+    /// Accepts every key not read so far: for objects copied from a cluster (`oc get -o yaml`), whose metadata and
+    /// status carry fields wmrender has no use for.
+    pub fn ignore_rest(self) {}
 
     pub fn finish(self, diags: &mut Diagnostics) {
         for (k, _) in self.entries {

@@ -2,11 +2,14 @@
 //! same plan gives the same bytes on every machine.
 
 mod byoh;
+mod containerd;
 mod kustomization;
 pub mod machineset;
 mod object;
 mod operator;
+pub mod registries;
 mod runtimeclass;
+mod templates;
 
 use crate::plan::Plan;
 pub use object::ClusterObject;
@@ -23,7 +26,8 @@ pub struct Artifact {
 pub struct ArtifactSet {
     /// Cluster objects in apply order (see [`ClusterObject::order`]); the `--stdout` stream prints these.
     pub objects: Vec<ClusterObject>,
-    /// Every file of the output tree except `manifest.json`, sorted by path.
+    /// Every file of the output tree except `manifest.json`, sorted by path: `cluster/…` and the node bundle
+    /// `node/…` (path under `node/` = path on the Windows node).
     pub files: Vec<Artifact>,
 }
 
@@ -41,6 +45,8 @@ pub fn render(plan: &Plan) -> ArtifactSet {
         .map(|o| Artifact { path: format!("cluster/{}", o.file_name()), bytes: o.yaml.clone().into_bytes() })
         .collect();
     files.push(kustomization::render(&objects));
+    files.push(containerd::render(plan));
+    files.extend(registries::render(plan));
     files.sort_by(|a, b| a.path.cmp(&b.path));
     ArtifactSet { objects, files }
 }

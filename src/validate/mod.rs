@@ -5,17 +5,20 @@ mod byoh;
 mod cluster;
 mod machinesets;
 pub mod matrix;
+mod mirrors;
 mod network;
 
 use crate::diagnostics::Diagnostics;
-use crate::inputs::schema::ClusterInputs;
+use crate::inputs::Loaded;
 
-pub fn validate(inputs: &ClusterInputs) -> Diagnostics {
+pub fn validate(loaded: &Loaded) -> Diagnostics {
+    let inputs = &loaded.inputs;
     let mut d = Diagnostics::default();
     cluster::check(inputs, &mut d);
     machinesets::check(inputs, &mut d);
     network::check(inputs, &mut d);
     byoh::check(inputs, &mut d);
+    mirrors::check(loaded, &mut d);
     d
 }
 

@@ -1,0 +1,146 @@
+//! Mirror sets: the inline `spec.mirrors` entries and the ImageDigestMirrorSet / ImageTagMirrorSet objects of the
+//! files it references (one document, several `---` documents, or a `kind: List`), in the order the registries
+//! spec fixes: digest sets before tag sets; within a kind the inline entries first, then objects by
+//! `metadata.name`; entries in spec order.
+
+use super::schema::{ClusterInputs, MirrorEntry};
+use super::yaml::{self, Decode, Fields, Located, Node, Value};
+use crate::diagnostics::{Diagnostic, Diagnostics};
+use serde::Serialize;
+use std::sync::Arc;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum MirrorKind {
+    /// ImageDigestMirrorSet: mirrors serve pulls by digest only.
+    Digest,
+    /// ImageTagMirrorSet: mirrors also resolve tags.
+    Tag,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MirrorSet {
+    pub kind: MirrorKind,
+    /// `metadata.name` of the object; empty for the inline entries of the inputs file.
+    pub name: String,
+    pub entries: Vec<MirrorEntry>,
+}
+
+const API_VERSION: &str = "config.openshift.io/v1";
+const IDMS: &str = "ImageDigestMirrorSet";
+const ITMS: &str = "ImageTagMirrorSet";
+
+/// A `spec.mirrors.files` entry, resolved.
+pub struct MirrorFile {
+    pub written: Located<String>,
+    pub path: std::path::PathBuf,
+    /// The path shown in messages.
+    pub shown: String,
+}
+
+/// All mirror sets in merge order. `files` are the resolved `spec.mirrors.files`, in the same order.
+pub fn load(inputs: &ClusterInputs, files: &[MirrorFile], diags: &mut Diagnostics) -> Vec<MirrorSet> {
+    let m = &inputs.spec.mirrors;
+    let mut sets = vec![
+        MirrorSet { kind: MirrorKind::Digest, name: String::new(), entries: m.image_digest_mirrors.clone() },
+        MirrorSet { kind: MirrorKind::Tag, name: String::new(), entries: m.image_tag_mirrors.clone() },
+    ];
+    for f in files {
+        sets.extend(load_file(f, diags));
+    }
+    // Stable sort: inline (empty name) first within a kind, objects by name, files' own order breaking ties.
+    sets.sort_by(|a, b| (a.kind, !a.name.is_empty(), &a.name).cmp(&(b.kind, !b.name.is_empty(), &b.name)));
+    sets.retain(|s| !s.entries.is_empty());
+    sets
+}
+
+fn load_file(mf: &MirrorFile, diags: &mut Diagnostics) -> Vec<MirrorSet> {
+    let (written, file) = (&mf.written, Arc::<str>::from(mf.shown.as_str()));
+    let text = match std::fs::read_to_string(&mf.path) {
+        Ok(t) => t,
+        Err(e) => {
+            diags.push(written.error(format!("cannot read `{}`: {e}", written.value)).expected("a readable YAML file"));
+            return Vec::new();
+        }
+    };
+    let text: Arc<str> = Arc::from(text);
+    diags.add_source(&file, &text);
+    let docs = match yaml::parse_all(&file, &text) {
+        Ok(d) => d,
+        Err(e) => {
+            diags.push(e);
+            return Vec::new();
+        }
+    };
+    let mut sets = Vec::new();
+    for (i, doc) in docs.iter().enumerate() {
+        if matches!(doc.value, Value::Null) {
+            continue; // an empty document, e.g. after a trailing `---`
+        }
+        object(doc, &format!("document {}", i + 1), diags, &mut sets);
+    }
+    sets
+}
+
+/// One object: an IDMS, an ITMS, or a `List` of them.
+fn object(node: &Node, what: &str, diags: &mut Diagnostics, out: &mut Vec<MirrorSet>) {
+    let Some(mut f) = Fields::new(node, "", diags) else { return };
+    let kind: Option<String> = f.opt("kind", diags);
+    let api_version: Option<Located<String>> = f.opt("apiVersion", diags);
+    let expected = "an ImageDigestMirrorSet or ImageTagMirrorSet (config.openshift.io/v1), or a List of them";
+    match kind.as_deref() {
+        Some("List") => {
+            let items: Option<&Node> = f.node("items");
+            f.ignore_rest();
+            if let Some(Node { value: Value::Seq(items), .. }) = items {
+                for (i, item) in items.iter().enumerate() {
+                    object(item, &format!("{what}, items[{i}]"), diags, out);
+                }
+            }
+        }
+        Some(k @ (IDMS | ITMS)) => {
+            if let Some(v) = &api_version
+                && v.value != API_VERSION
+            {
+                diags.push(
+                    v.error(format!("{what}: unsupported apiVersion `{}` for {k}", v.value)).expected(API_VERSION),
+                );
+            }
+            let (kind, list_key) = if k == IDMS {
+                (MirrorKind::Digest, "imageDigestMirrors")
+            } else {
+                (MirrorKind::Tag, "imageTagMirrors")
+            };
+            let name = f.node("metadata").and_then(|m| {
+                let mut mf = Fields::new(m, "metadata", diags)?;
+                let name: Option<String> = mf.req("name", "the object's name", diags);
+                mf.ignore_rest();
+                name
+            });
+            let spec = f.req::<SpecOf>("spec", &format!("a spec with `{list_key}`"), diags);
+            f.node("status");
+            f.finish(diags);
+            let entries = spec.map(|s| if kind == MirrorKind::Digest { s.digest } else { s.tag }).unwrap_or_default();
+            out.push(MirrorSet { kind, name: name.unwrap_or_default(), entries });
+        }
+        other => {
+            let found = other.map(|k| format!("a {k}")).unwrap_or_else(|| "an object without `kind`".into());
+            diags.push(Diagnostic::error(&node.loc, "kind", format!("{what} is {found}")).expected(expected));
+        }
+    }
+}
+
+/// `spec` of either kind; the key that does not belong to the kind is reported as unknown.
+struct SpecOf {
+    digest: Vec<MirrorEntry>,
+    tag: Vec<MirrorEntry>,
+}
+
+impl Decode for SpecOf {
+    fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
+        let mut f = Fields::new(node, field, diags)?;
+        let digest = f.opt("imageDigestMirrors", diags).unwrap_or_default();
+        let tag = f.opt("imageTagMirrors", diags).unwrap_or_default();
+        f.finish(diags);
+        Some(SpecOf { digest, tag })
+    }
+}

@@ -1,0 +1,33 @@
+//! Text artifacts that read best as text come from minijinja templates under templates/, compiled into the binary.
+//! Values reach templates already quoted for their target language (see `registries::toml_string`); templates
+//! never escape on their own.
+
+use minijinja::Environment;
+use std::sync::LazyLock;
+
+static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
+    let mut env = Environment::new();
+    // Trailing newlines kept, block tags eat their own line: templates read like the files they produce.
+    let syntax = minijinja::syntax::SyntaxConfig::builder()
+        .keep_trailing_newline(true)
+        .trim_blocks(true)
+        .lstrip_blocks(true)
+        .build()
+        .expect("a valid syntax configuration");
+    env.set_syntax(syntax);
+    // Undefined variables are bugs; failing loudly in tests beats rendering an empty string.
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    for (name, text) in [("containerd_conf.toml.j2", include_str!("../../templates/containerd_conf.toml.j2"))] {
+        env.add_template(name, text).expect("embedded templates parse (covered by tests)");
+    }
+    env
+});
+
+/// Renders an embedded template. Templates and their contexts are ours and covered by snapshot tests, so an error
+/// here is a bug in wmrender, not in the inputs.
+pub fn render(name: &str, ctx: minijinja::Value) -> String {
+    TEMPLATES
+        .get_template(name)
+        .and_then(|t| t.render(ctx))
+        .unwrap_or_else(|e| panic!("template {name} failed to render: {e}"))
+}
