@@ -13,6 +13,8 @@ struct Case {
     name: String,
     field: Option<String>,
     line: u32,
+    /// The file the error is in, when it is a file the inputs reference (`@ <line> in <relative path>`).
+    in_file: Option<PathBuf>,
 }
 
 fn cases() -> Vec<Case> {
@@ -20,16 +22,24 @@ fn cases() -> Vec<Case> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(&dir).expect("fixtures/invalid") {
         let path = entry.expect("entry").path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue; // fixtures/invalid/mirrors/ holds files the cases reference
+        }
         let text = std::fs::read_to_string(&path).expect("readable");
         let expect = text
             .lines()
             .find_map(|l| l.strip_prefix("# expect: "))
             .unwrap_or_else(|| panic!("{} has no `# expect:` line", path.display()));
-        let (field, line) = expect.split_once(" @ ").expect("`field @ line`");
+        let (field, place) = expect.split_once(" @ ").expect("`field @ line`");
+        let (line, in_file) = match place.split_once(" in ") {
+            Some((line, rel)) => (line, Some(dir.join(rel.trim()))),
+            None => (place, None),
+        };
         out.push(Case {
             name: path.file_stem().expect("stem").to_string_lossy().into_owned(),
             field: (field != "-").then(|| field.to_string()),
             line: line.trim().parse().expect("a line number"),
+            in_file,
             path,
         });
     }
@@ -66,7 +76,8 @@ fn every_bad_input_is_rejected_with_its_field_and_line_and_leaves_the_output_unt
         if !o.stdout.is_empty() {
             problems.push("wrote to stdout".to_string());
         }
-        let place = format!("{file}:{}:", case.line);
+        let shown = case.in_file.as_deref().map(|p| p.to_string_lossy().into_owned()).unwrap_or(file.to_string());
+        let place = format!("{shown}:{}:", case.line);
         if !err.contains(&place) {
             problems.push(format!("no `{place}` in the message"));
         }
@@ -80,7 +91,7 @@ fn every_bad_input_is_rejected_with_its_field_and_line_and_leaves_the_output_unt
             // Restore it so the next case is judged on its own.
             wmrender(&["render", "-f", good.to_str().unwrap(), "-o", out.to_str().unwrap()]);
         }
-        check_json(&case, file, &mut problems);
+        check_json(&case, file, &shown, &mut problems);
         if !problems.is_empty() {
             failures.push(format!("{}: {}\n{err}", case.name, problems.join("; ")));
         }
@@ -93,7 +104,7 @@ fn every_bad_input_is_rejected_with_its_field_and_line_and_leaves_the_output_unt
 }
 
 /// `validate --output json` reports the same field and line, machine-readably, on stdout.
-fn check_json(case: &Case, file: &str, problems: &mut Vec<String>) {
+fn check_json(case: &Case, file: &str, shown: &str, problems: &mut Vec<String>) {
     let o = wmrender(&["validate", "-f", file, "--output", "json"]);
     if code(&o) != 2 {
         problems.push(format!("validate exit code {}", code(&o)));
@@ -105,7 +116,7 @@ fn check_json(case: &Case, file: &str, problems: &mut Vec<String>) {
     let found = report["diagnostics"].as_array().into_iter().flatten().any(|d| {
         d["severity"] == "error"
             && d["line"] == case.line
-            && d["file"] == file
+            && d["file"] == shown
             && case.field.as_ref().is_none_or(|f| d["field"] == f.as_str())
     });
     if !found {
@@ -115,5 +126,8 @@ fn check_json(case: &Case, file: &str, problems: &mut Vec<String>) {
 
 /// Snapshots must not depend on where the checkout lives.
 fn normalise(text: &str, path: &Path) -> String {
-    text.replace(path.to_str().unwrap_or_default(), "INPUTS").replace(&support::root().display().to_string(), "ROOT")
+    let dir = path.parent().map(|d| d.display().to_string()).unwrap_or_default();
+    text.replace(path.to_str().unwrap_or_default(), "INPUTS")
+        .replace(&dir, "INPUTS_DIR")
+        .replace(&support::root().display().to_string(), "ROOT")
 }

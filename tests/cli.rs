@@ -125,3 +125,68 @@ fn no_rendered_file_holds_a_secret_or_the_user_data_secret() {
         }
     }
 }
+
+#[test]
+fn mirror_warnings_are_reported_and_strict_turns_them_into_errors() {
+    let inputs = root().join("fixtures/mirror-warnings/wmrender.yaml");
+    let inputs = inputs.to_str().unwrap();
+    let o = wmrender(&["render", "-f", inputs, "--stdout"]);
+    assert_eq!(code(&o), 0);
+    let err = stderr(&o);
+    for expected in [
+        "containerd would pull `registry.access.redhat.com/ubi9/ubi-minimal` from `example.io/example/ubi9/ubi-minimal`",
+        "wildcard source `*.redhat.io` is left out",
+        "NeverContactSource covers every image of `quay.io`",
+        "none serves the pause image `mcr.microsoft.com/oss/kubernetes/pause:3.9`",
+    ] {
+        assert!(err.contains(expected), "missing warning {expected:?} in:\n{err}");
+    }
+    let o = wmrender(&["validate", "-f", inputs, "--output", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["warnings"], 4, "{report}");
+    assert_eq!(code(&o), 0);
+
+    let o = wmrender(&["render", "-f", inputs, "--stdout", "--strict"]);
+    assert_eq!(code(&o), 2);
+    assert!(o.stdout.is_empty());
+    assert_eq!(code(&wmrender(&["validate", "-f", inputs, "--strict"])), 2);
+}
+
+#[test]
+fn only_writes_one_part_with_a_manifest_of_that_part() {
+    let tmp = tempfile::tempdir().unwrap();
+    let inputs = root().join("fixtures/proxy-mirrors/wmrender.yaml");
+    let out = tmp.path().join("bundle");
+    let o = wmrender(&["render", "-f", inputs.to_str().unwrap(), "-o", out.to_str().unwrap(), "--only", "node"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let files: Vec<String> = support::read_tree(&out).into_iter().map(|(p, _)| p).collect();
+    assert!(files.iter().all(|p| p.starts_with("node/") || p == "manifest.json"), "{files:?}");
+    assert!(files.contains(&"node/C/k/containerd/registries/registry.redhat.io/hosts.toml".to_string()));
+    let manifest = fs::read_to_string(out.join("manifest.json")).unwrap();
+    assert!(!manifest.contains("cluster/"));
+    let check =
+        wmrender(&["render", "-f", inputs.to_str().unwrap(), "-o", out.to_str().unwrap(), "--only", "node", "--check"]);
+    assert_eq!(code(&check), 0, "{}", stderr(&check));
+    assert_eq!(code(&wmrender(&["render", "-f", inputs.to_str().unwrap(), "--stdout", "--only", "node"])), 2);
+}
+
+#[test]
+fn every_rendered_toml_file_parses_and_every_hosts_toml_has_a_host_table() {
+    for path in support::valid_inputs() {
+        let (_tmp, out) = support::render_to_temp(&path);
+        for (file, bytes) in support::read_tree(&out) {
+            if !file.ends_with(".toml") {
+                continue;
+            }
+            let text = String::from_utf8(bytes).unwrap();
+            let doc: toml::Table = text.parse().unwrap_or_else(|e| panic!("{file}: {e}"));
+            if file.ends_with("/hosts.toml") {
+                // containerd 1.6 ignores a hosts.toml without any [host] table and falls back to the source.
+                let hosts = doc.get("host").and_then(|h| h.as_table()).expect("a [host] table");
+                assert!(!hosts.is_empty(), "{file}");
+                assert!(doc.get("server").and_then(|s| s.as_str()).is_some_and(|s| s.starts_with("https://")));
+                assert!(!text.contains("authorization"), "{file}: no credentials in rendered files");
+            }
+        }
+    }
+}

@@ -76,14 +76,14 @@ fn load_file(mf: &MirrorFile, diags: &mut Diagnostics) -> Vec<MirrorSet> {
         if matches!(doc.value, Value::Null) {
             continue; // an empty document, e.g. after a trailing `---`
         }
-        object(doc, &format!("document {}", i + 1), diags, &mut sets);
+        object(doc, &format!("document {}", i + 1), "", diags, &mut sets);
     }
     sets
 }
 
 /// One object: an IDMS, an ITMS, or a `List` of them.
-fn object(node: &Node, what: &str, diags: &mut Diagnostics, out: &mut Vec<MirrorSet>) {
-    let Some(mut f) = Fields::new(node, "", diags) else { return };
+fn object(node: &Node, what: &str, field: &str, diags: &mut Diagnostics, out: &mut Vec<MirrorSet>) {
+    let Some(mut f) = Fields::new(node, field, diags) else { return };
     let kind: Option<String> = f.opt("kind", diags);
     let api_version: Option<Located<String>> = f.opt("apiVersion", diags);
     let expected = "an ImageDigestMirrorSet or ImageTagMirrorSet (config.openshift.io/v1), or a List of them";
@@ -93,7 +93,7 @@ fn object(node: &Node, what: &str, diags: &mut Diagnostics, out: &mut Vec<Mirror
             f.ignore_rest();
             if let Some(Node { value: Value::Seq(items), .. }) = items {
                 for (i, item) in items.iter().enumerate() {
-                    object(item, &format!("{what}, items[{i}]"), diags, out);
+                    object(item, &format!("{what}, items[{i}]"), &f_items(field, i), diags, out);
                 }
             }
         }
@@ -111,7 +111,7 @@ fn object(node: &Node, what: &str, diags: &mut Diagnostics, out: &mut Vec<Mirror
                 (MirrorKind::Tag, "imageTagMirrors")
             };
             let name = f.node("metadata").and_then(|m| {
-                let mut mf = Fields::new(m, "metadata", diags)?;
+                let mut mf = Fields::new(m, &f.path("metadata"), diags)?;
                 let name: Option<String> = mf.req("name", "the object's name", diags);
                 mf.ignore_rest();
                 name
@@ -124,9 +124,13 @@ fn object(node: &Node, what: &str, diags: &mut Diagnostics, out: &mut Vec<Mirror
         }
         other => {
             let found = other.map(|k| format!("a {k}")).unwrap_or_else(|| "an object without `kind`".into());
-            diags.push(Diagnostic::error(&node.loc, "kind", format!("{what} is {found}")).expected(expected));
+            diags.push(Diagnostic::error(&node.loc, &f.path("kind"), format!("{what} is {found}")).expected(expected));
         }
     }
+}
+
+fn f_items(field: &str, i: usize) -> String {
+    if field.is_empty() { format!("items[{i}]") } else { format!("{field}.items[{i}]") }
 }
 
 /// `spec` of either kind; the key that does not belong to the kind is reported as unknown.

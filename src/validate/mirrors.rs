@@ -71,7 +71,9 @@ pub fn check(loaded: &Loaded, d: &mut Diagnostics) {
 }
 
 fn hint(v: &crate::inputs::yaml::Located<String>) -> String {
-    if v.contains("://") {
+    if let Some(c) = v.chars().find(|c| !c.is_ascii()) {
+        format!("`{c}` (U+{:04X}) is not ASCII: registry names are plain ASCII letters, digits, `.`, `-`", c as u32)
+    } else if v.contains("://") {
         "leave out the scheme: mirrors are always reached over https".into()
     } else if v.contains('@') || v.rsplit('/').next().is_some_and(|last| last.contains(':')) {
         "leave out the tag or digest: a mirror names a repository".into()
@@ -99,8 +101,14 @@ fn check_pause_image(loaded: &Loaded, hosts: &[registries::RegistryHost], d: &mu
             && e.mirrors.iter().any(|m| m.as_str() != src && registries::faithful_prefix(src, m).is_some())
     });
     if !covered {
-        let at = spec.pause_image.as_ref().map(|p| p.warning(String::new()));
-        let mut w = at.unwrap_or_else(|| spec.platform.warning(String::new()));
+        // Point at the pause image if written, else at the first entry for its registry: where the fix goes.
+        let first_on_host =
+            loaded.mirror_sets.iter().flat_map(|s| &s.entries).find(|e| e.source.split('/').next() == Some(host));
+        let mut w = match (&spec.pause_image, first_on_host) {
+            (Some(p), _) => p.warning(String::new()),
+            (None, Some(e)) => e.source.warning(String::new()),
+            (None, None) => spec.platform.warning(String::new()),
+        };
         w.message = format!(
             "`{host}` has mirrors, but none serves the pause image `{image}`; Windows nodes in a disconnected cluster cannot start pods"
         );
