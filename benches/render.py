@@ -2,8 +2,9 @@
 """Render benchmark: median wall time and peak RSS of `wmrender render`, against `cp -r` of the same output tree
 measured in the same run as the floor (the least any tool that writes that tree must spend).
 
-Cases: the shipped AWS example, and a generated large input (2,000 BYOH hosts, 50 MachineSets, 500 mirror
-entries). Growth is shown by a second generated input ten times smaller.
+Cases: the shipped AWS example; generated inputs with 200 and 2,000 BYOH hosts (5 and 50 MachineSets, 50 and 500
+mirror entries); and mirror scaling: 1,000 and 10,000 mirror entries over 500 registry hosts (one hosts.toml each).
+Each pair is ten times apart, so the ratio of their times shows whether growth is linear.
 
 Usage: python3 benches/render.py [--runs N]   (builds the release binary first; needs GNU time: apt install time)
 The time of GNU time's own fork and exec is in both columns alike.
@@ -21,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "target", "release", "wmrender")
 
 
-def generate(path, hosts, sets, mirrors):
+def generate(path, hosts, sets, mirrors, registries=50):
     zones = ["us-east-1a", "us-east-1b", "us-east-1c"]
     lines = [
         "apiVersion: wmrender.dev/v1alpha1",
@@ -43,8 +44,9 @@ def generate(path, hosts, sets, mirrors):
         lines += [f"  - address: win-{i:05d}.hosts.example.com", "    username: Administrator"]
     lines += ["  network:", "    hybridClusterNetwork: [10.132.0.0/14]", "  mirrors:", "    imageDigestMirrors:"]
     for i in range(mirrors):
-        lines += [f"    - source: registry-{i % 50}.example.com/team{i}/app",
-                  f"      mirrors: [mirror.example.com:5000/team{i}/app]"]
+        r = i % registries
+        lines += [f"    - source: registry-{r}.example.com/team{i}/app",
+                  f"      mirrors: [mirror.example.com:5000/r{r}/team{i}/app, backup-{r % 7}.example.com/team{i}/app]"]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -83,9 +85,15 @@ def main():
         small = os.path.join(work, "small.yaml")
         generate(large, 2000, 50, 500)
         generate(small, 200, 5, 50)
+        m1k = os.path.join(work, "m1k.yaml")
+        m10k = os.path.join(work, "m10k.yaml")
+        generate(m1k, 1, 1, 1000, registries=500)
+        generate(m10k, 1, 1, 10000, registries=500)
         cases = [("examples/aws", os.path.join(ROOT, "examples/aws/wmrender.yaml")),
                  ("generated 200 hosts / 5 sets / 50 mirrors", small),
-                 ("generated 2000 hosts / 50 sets / 500 mirrors", large)]
+                 ("generated 2000 hosts / 50 sets / 500 mirrors", large),
+                 ("1,000 mirror entries / 500 registry hosts", m1k),
+                 ("10,000 mirror entries / 500 registry hosts", m10k)]
         print(f"{'case':<46} {'render median':>14} {'cp -r median':>13} {'ratio':>7} {'peak RSS':>10}")
         for name, inputs in cases:
             out = os.path.join(work, "out")
