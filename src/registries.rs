@@ -270,6 +270,22 @@ mod tests {
     }
 
     #[test]
+    fn a_whole_registry_source_takes_the_mirror_as_prefix() {
+        let (hosts, w) = merge(&[set(MirrorKind::Tag, vec![entry("quay.io", &["mirror.io:5000/quay"], None)])]);
+        assert!(w.is_empty());
+        assert_eq!(hosts[0].mirrors, [Mirror { prefix: "mirror.io:5000/quay".into(), resolve: true }]);
+    }
+
+    #[test]
+    fn never_contact_source_without_a_usable_mirror_warns_and_renders_nothing() {
+        let (hosts, w) =
+            merge(&[set(MirrorKind::Digest, vec![entry("q.io/a/b", &["m.io/x"], Some(NEVER_CONTACT_SOURCE))])]);
+        assert!(hosts.is_empty());
+        let messages: Vec<&str> = w.sorted().iter().map(|d| d.message.as_str()).collect();
+        assert!(messages.iter().any(|m| m.contains("has no mirror usable on Windows nodes")), "{messages:?}");
+    }
+
+    #[test]
     fn host_port_directories() {
         assert_eq!(dir_for("mirror.example.com:5000"), "mirror.example.com_5000_");
         assert_eq!(dir_for("quay.io"), "quay.io");
