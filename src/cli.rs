@@ -28,7 +28,7 @@ wmrender render -f wmrender.yaml -o bundle --only node  # just the node bundle, 
     Render(RenderArgs),
     /// Check the inputs file without rendering anything.
     #[command(
-        after_help = "Examples:\n  wmrender validate -f wmrender.yaml\n  wmrender validate -f wmrender.yaml --output json"
+        after_help = "Examples:\n  wmrender validate -f wmrender.yaml\n  wmrender validate -f wmrender.yaml --output json\n  wmrender validate -f wmrender.yaml --strict   # warnings fail too"
     )]
     Validate(ValidateArgs),
 }
