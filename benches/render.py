@@ -31,6 +31,7 @@ def generate(path, hosts, sets, mirrors, registries=50):
         "  name: bench",
         "spec:",
         "  infrastructureID: bench-1a2b3",
+        "  apiServerInternalURL: https://api-int.bench.example.com:6443",
         "  platform:",
         "    aws:",
         "      region: us-east-1",

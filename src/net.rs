@@ -52,6 +52,20 @@ impl Cidr {
         format!("{ip}/{}", self.prefix)
     }
 
+    /// The `n`th address of the network (0 = the network address): the cluster DNS service is the 10th of the
+    /// first service network. `None` when the network is smaller than that.
+    pub fn nth(&self, n: u128) -> Option<IpAddr> {
+        let host_bits = self.width() - self.prefix;
+        if host_bits < 128 && n >= (1u128 << host_bits) {
+            return None;
+        }
+        let v = self.network_bits() + n;
+        Some(match self.addr {
+            IpAddr::V4(_) => IpAddr::V4((v as u32).into()),
+            IpAddr::V6(_) => IpAddr::V6(v.into()),
+        })
+    }
+
     /// Whether two networks share any address.
     pub fn overlaps(&self, other: &Cidr) -> bool {
         if self.addr.is_ipv4() != other.addr.is_ipv4() {
@@ -80,6 +94,13 @@ mod tests {
         assert!(Cidr::parse("10.0.0.0").is_err());
         assert!(Cidr::parse("10.0.0.0/33").is_err());
         assert!(Cidr::parse("banana/8").is_err());
+    }
+
+    #[test]
+    fn nth_address() {
+        assert_eq!(Cidr::parse("172.30.0.0/16").unwrap().nth(10).unwrap().to_string(), "172.30.0.10");
+        assert_eq!(Cidr::parse("fd02::/112").unwrap().nth(10).unwrap().to_string(), "fd02::a");
+        assert_eq!(Cidr::parse("10.0.0.0/29").unwrap().nth(10), None);
     }
 
     #[test]

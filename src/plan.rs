@@ -2,6 +2,7 @@
 
 use crate::inputs::Loaded;
 use crate::inputs::schema::{self, Platform};
+use crate::net::Cidr;
 use crate::registries::{self, RegistryHost};
 use crate::windows::WindowsVersion;
 use std::collections::BTreeSet;
@@ -12,6 +13,54 @@ pub const DEFAULT_WINDOWS_VERSION: WindowsVersion = WindowsVersion::V2022;
 pub const DEFAULT_SERVICE_NETWORK: &str = "172.30.0.0/16";
 pub const DEFAULT_CLUSTER_NETWORK: &str = "10.128.0.0/14";
 pub const DEFAULT_PAUSE_IMAGE: &str = "mcr.microsoft.com/oss/kubernetes/pause:3.9";
+
+/// The Kubernetes minor version of the cluster, which decides version-dependent kubelet and kube-proxy fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KubernetesVersion {
+    pub minor: u32,
+}
+
+impl KubernetesVersion {
+    /// OpenShift 4.22 (WMCO 10.22) runs Kubernetes 1.35.
+    pub const DEFAULT: KubernetesVersion = KubernetesVersion { minor: 35 };
+    pub const SUPPORTED: &'static str = "\"1.30\" to \"1.36\" (a patch version is ignored)";
+
+    /// `1.35`, `v1.35` or `1.35.2`.
+    pub fn parse(s: &str) -> Option<KubernetesVersion> {
+        let s = s.strip_prefix('v').unwrap_or(s);
+        let mut parts = s.split('.');
+        let (major, minor) = (parts.next()?, parts.next()?);
+        if major != "1" || parts.clone().count() > 1 || parts.any(|p| p.parse::<u32>().is_err()) {
+            return None;
+        }
+        let minor: u32 = minor.parse().ok()?;
+        (30..=36).contains(&minor).then_some(KubernetesVersion { minor })
+    }
+}
+
+/// What the node bundle needs besides the platform: cluster endpoints, networks, proxy, versions.
+#[derive(Clone, Debug)]
+pub struct NodePlan {
+    pub kubernetes: KubernetesVersion,
+    /// `https://api-int.<cluster>:6443`, for hybrid-overlay.
+    pub api_server_url: String,
+    /// First service network; the CNI OutBoundNAT exception and route.
+    pub service_network: String,
+    /// 10th address of the first service network.
+    pub cluster_dns: String,
+    /// Only set where the platform needs a custom one (vSphere).
+    pub vxlan_port: Option<u32>,
+    pub proxy: ProxyPlan,
+}
+
+/// Machine-level proxy variables; `None` removes the variable from the node.
+#[derive(Clone, Debug, Default)]
+pub struct ProxyPlan {
+    pub http: Option<String>,
+    pub https: Option<String>,
+    /// The noProxy list joined with commas, exactly as Windows tools expect it.
+    pub no_proxy: Option<String>,
+}
 
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -27,6 +76,7 @@ pub struct Plan {
     pub pause_image: String,
     /// One containerd host configuration per mirrored registry host, sorted by host.
     pub registries: Vec<RegistryHost>,
+    pub node: NodePlan,
 }
 
 #[derive(Clone, Debug)]
@@ -64,6 +114,19 @@ pub enum PlatformPlan {
     Nutanix(NutanixPlan),
     Vsphere(VspherePlan),
     None,
+}
+
+impl PlatformPlan {
+    pub fn name(&self) -> &'static str {
+        match self {
+            PlatformPlan::Aws(_) => "aws",
+            PlatformPlan::Azure(_) => "azure",
+            PlatformPlan::Gcp(_) => "gcp",
+            PlatformPlan::Nutanix(_) => "nutanix",
+            PlatformPlan::Vsphere(_) => "vsphere",
+            PlatformPlan::None => "none",
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -310,6 +373,37 @@ pub fn plan(loaded: &Loaded) -> Plan {
         operator,
         pause_image: text(&spec.pause_image, DEFAULT_PAUSE_IMAGE),
         registries: registries::merge(&loaded.mirror_sets).0,
+        node: node_plan(spec),
+    }
+}
+
+fn node_plan(spec: &schema::Spec) -> NodePlan {
+    let service_network = spec
+        .network
+        .service_network
+        .as_ref()
+        .and_then(|v| v.first())
+        .map(|c| c.value.clone())
+        .unwrap_or_else(|| DEFAULT_SERVICE_NETWORK.to_string());
+    let cluster_dns =
+        Cidr::parse(&service_network).ok().and_then(|c| c.nth(10)).map(|ip| ip.to_string()).unwrap_or_default();
+    let proxy = spec.proxy.as_ref().map(|p| ProxyPlan {
+        http: p.http_proxy.as_ref().map(|v| v.value.clone()),
+        https: p.https_proxy.as_ref().map(|v| v.value.clone()),
+        no_proxy: (!p.no_proxy.is_empty())
+            .then(|| p.no_proxy.iter().map(|v| v.value.as_str()).collect::<Vec<_>>().join(",")),
+    });
+    NodePlan {
+        kubernetes: spec
+            .kubernetes_version
+            .as_ref()
+            .and_then(|v| KubernetesVersion::parse(v))
+            .unwrap_or(KubernetesVersion::DEFAULT),
+        api_server_url: spec.api_server_internal_url.value.clone(),
+        service_network,
+        cluster_dns,
+        vxlan_port: spec.network.hybrid_overlay_vxlan_port.as_ref().map(|p| p.value),
+        proxy: proxy.unwrap_or_default(),
     }
 }
 

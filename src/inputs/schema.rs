@@ -31,7 +31,9 @@ pub struct Spec {
     #[serde(rename = "infrastructureID")]
     pub infrastructure_id: Located<String>,
     #[serde(rename = "apiServerInternalURL")]
-    pub api_server_internal_url: Option<Located<String>>,
+    pub api_server_internal_url: Located<String>,
+    /// Kubernetes minor version of the cluster (`"1.35"`): selects version-dependent kubelet and kube-proxy fields.
+    pub kubernetes_version: Option<Located<String>>,
     pub platform: Located<Platform>,
     pub windows_version: Option<Located<WindowsVersion>>,
     pub machine_sets: Vec<MachineSetInput>,
@@ -278,7 +280,12 @@ impl Decode for Spec {
     fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
         let mut f = Fields::new(node, field, diags)?;
         let infrastructure_id = f.req("infrastructureID", "status.infrastructureName of infrastructure/cluster", diags);
-        let api_server_internal_url = f.opt("apiServerInternalURL", diags);
+        let api_server_internal_url = f.req(
+            "apiServerInternalURL",
+            "status.apiServerInternalURI of infrastructure/cluster, e.g. https://api-int.prod.example.com:6443",
+            diags,
+        );
+        let kubernetes_version = f.opt("kubernetesVersion", diags);
         let platform =
             f.req("platform", "a mapping with exactly one of: aws, azure, gcp, nutanix, vsphere, none", diags);
         let windows_version = f.opt("windowsVersion", diags);
@@ -300,7 +307,8 @@ impl Decode for Spec {
         f.finish(diags);
         Some(Spec {
             infrastructure_id: infrastructure_id?,
-            api_server_internal_url,
+            api_server_internal_url: api_server_internal_url?,
+            kubernetes_version,
             platform: platform?,
             windows_version,
             machine_sets,

@@ -2,11 +2,10 @@
 //! sandbox image from the inputs.
 
 use super::Artifact;
-use super::registries::toml_string;
 use crate::plan::Plan;
 
 pub fn render(plan: &Plan) -> Artifact {
-    let ctx = minijinja::context! { sandbox_image => toml_string(&plan.pause_image) };
+    let ctx = minijinja::context! { sandbox_image => &plan.pause_image };
     Artifact {
         path: "node/C/k/containerd/containerd_conf.toml".into(),
         bytes: super::templates::render("containerd_conf.toml.j2", ctx).into_bytes(),

@@ -5,6 +5,7 @@ mod byoh;
 mod containerd;
 mod kustomization;
 pub mod machineset;
+pub mod node;
 mod object;
 mod operator;
 pub mod registries;
@@ -47,6 +48,7 @@ pub fn render(plan: &Plan) -> ArtifactSet {
     files.push(kustomization::render(&objects));
     files.push(containerd::render(plan));
     files.extend(registries::render(plan));
+    files.extend(node::render(plan));
     files.sort_by(|a, b| a.path.cmp(&b.path));
     ArtifactSet { objects, files }
 }

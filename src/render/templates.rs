@@ -1,6 +1,6 @@
 //! Text artifacts that read best as text come from minijinja templates under templates/, compiled into the binary.
-//! Values reach templates already quoted for their target language (see `registries::toml_string`); templates
-//! never escape on their own.
+//! A value enters a template only through the filter of its target language, each backed by the one quoting
+//! function of that language: `ps` (a PowerShell single-quoted literal), `ps_array`, `toml` (a TOML basic string).
 
 use minijinja::Environment;
 use std::sync::LazyLock;
@@ -17,9 +17,16 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
     env.set_syntax(syntax);
     // Undefined variables are bugs; failing loudly in tests beats rendering an empty string.
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    // Filters first: templates are checked against them when added.
+    env.add_filter("ps", |v: String| super::node::powershell::quote(&v));
+    env.add_filter("ps_array", |v: Vec<String>| super::node::powershell::array(&v));
+    env.add_filter("toml", |v: String| super::registries::toml_string(&v));
     // Every template of templates/; the snapshot tests render each of them.
-    const ALL: &[(&str, &str)] =
-        &[("containerd_conf.toml.j2", include_str!("../../templates/containerd_conf.toml.j2"))];
+    const ALL: &[(&str, &str)] = &[
+        ("containerd_conf.toml.j2", include_str!("../../templates/containerd_conf.toml.j2")),
+        ("install.ps1.j2", include_str!("../../templates/install.ps1.j2")),
+        ("network-conf.ps1.j2", include_str!("../../templates/network-conf.ps1.j2")),
+    ];
     for (name, text) in ALL {
         env.add_template(name, text).expect("embedded templates parse (covered by tests)");
     }

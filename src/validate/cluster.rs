@@ -15,15 +15,25 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
                 .hint("read it with `oc get infrastructure cluster -o jsonpath='{.status.infrastructureName}'`"),
         );
     }
-    if let Some(url) = &spec.api_server_internal_url {
-        let ok = url.strip_prefix("https://").is_some_and(|rest| !rest.is_empty() && !rest.contains(['/', ' ']))
-            && !has_control_chars(url);
-        if !ok {
-            d.push(
-                url.error(format!("`{}` is not an API server URL", url.value.escape_debug()))
-                    .expected("https://<host>:<port>, e.g. https://api-int.prod-east.example.com:6443"),
-            );
-        }
+    let url = &spec.api_server_internal_url;
+    let ok = url.strip_prefix("https://").is_some_and(|rest| {
+        !rest.is_empty()
+            && rest.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'))
+    });
+    if !ok {
+        d.push(
+            url.error(format!("`{}` is not an API server URL", url.value.escape_debug()))
+                .expected("https://<host>:<port>, e.g. https://api-int.prod-east.example.com:6443"),
+        );
+    }
+    if let Some(v) = &spec.kubernetes_version
+        && crate::plan::KubernetesVersion::parse(v).is_none()
+    {
+        d.push(
+            v.error(format!("unsupported Kubernetes version `{}`", v.value.escape_debug()))
+                .expected(crate::plan::KubernetesVersion::SUPPORTED)
+                .hint("the cluster's minor version: `oc version` shows it as Kubernetes Version: v1.35.x"),
+        );
     }
     let name = &inputs.metadata.name;
     if !is_dns1123_label(name) {

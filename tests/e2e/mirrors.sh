@@ -101,6 +101,7 @@ kind: ClusterInputs
 metadata: {name: e2e}
 spec:
   infrastructureID: e2e-00000
+  apiServerInternalURL: https://api-int.e2e.example.com:6443
   platform: {none: {}}
   byoh: [{address: 10.0.0.5, username: Administrator}]
   network: {hybridClusterNetwork: [10.132.0.0/14]}

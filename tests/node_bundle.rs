@@ -1,0 +1,315 @@
+//! The node bundle: every PowerShell file parses (tree-sitter-powershell), kubelet.conf and the kube-proxy
+//! template use only upstream fields of their version, platform differences, proxy handling, no secrets.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn bundle(inputs: &Path) -> BTreeMap<String, String> {
+    let (_tmp, out) = support::render_to_temp(inputs);
+    support::read_tree(&out)
+        .into_iter()
+        .filter(|(p, _)| p.starts_with("node/"))
+        .map(|(p, b)| (p, String::from_utf8(b).expect("utf-8")))
+        .collect()
+}
+
+fn example(name: &str) -> std::path::PathBuf {
+    support::root().join(format!("examples/{name}/wmrender.yaml"))
+}
+
+/// The ERROR and MISSING nodes of a PowerShell text, as `line:column kind`.
+fn powershell_problems(text: &str) -> Vec<String> {
+    let mut parser = tree_sitter::Parser::new();
+    parser.set_language(&tree_sitter_powershell::LANGUAGE.into()).expect("the PowerShell grammar loads");
+    let tree = parser.parse(text, None).expect("a parse tree");
+    let mut problems = Vec::new();
+    let mut cursor = tree.walk();
+    let mut stack = vec![tree.root_node()];
+    while let Some(node) = stack.pop() {
+        if node.is_error() || node.is_missing() {
+            let p = node.start_position();
+            problems.push(format!("{}:{} {}", p.row + 1, p.column + 1, node.kind()));
+        }
+        stack.extend(node.children(&mut cursor));
+    }
+    problems
+}
+
+#[test]
+fn the_parser_catches_broken_powershell() {
+    assert!(!powershell_problems("if ($x) {\n  Write-Host 1\n").is_empty(), "unclosed brace");
+    assert!(!powershell_problems("$a = 'unterminated\n").is_empty(), "unterminated string");
+    assert!(powershell_problems("$a = @{ b = 1 }\nWrite-Host $a.b\n").is_empty());
+}
+
+#[test]
+fn every_rendered_powershell_file_parses() {
+    let mut checked = 0;
+    for inputs in support::valid_inputs() {
+        for (path, text) in bundle(&inputs) {
+            if path.ends_with(".ps1") {
+                let problems = powershell_problems(&text);
+                assert!(problems.is_empty(), "{}: {path}: {problems:?}", support::case_name(&inputs));
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 30, "only {checked} scripts checked");
+}
+
+#[test]
+fn hostile_values_stay_one_string_literal_in_powershell() {
+    for hostile in ["it's", "$(Remove-Item -Recurse C:\\)", "`whoami`", "a; exit 1", "x\ny", "\u{2019}; exit 1 #", "'@"]
+    {
+        let script = format!("$value = {}\n", wmrender::render::node::powershell::quote(hostile));
+        assert!(powershell_problems(&script).is_empty(), "{hostile:?}: {script}");
+        let mut parser = tree_sitter::Parser::new();
+        parser.set_language(&tree_sitter_powershell::LANGUAGE.into()).unwrap();
+        let tree = parser.parse(&script, None).unwrap();
+        // Exactly one string literal, spanning the whole right-hand side.
+        let literal = &script[script.find('\'').unwrap()..script.len() - 1];
+        let mut strings = Vec::new();
+        let mut stack = vec![tree.root_node()];
+        let mut cursor = tree.walk();
+        while let Some(node) = stack.pop() {
+            if node.kind().contains("string") && node.child_count() == 0 || node.kind() == "verbatim_string_characters"
+            {
+                strings.push(node.utf8_text(script.as_bytes()).unwrap().to_string());
+            }
+            stack.extend(node.children(&mut cursor));
+        }
+        assert_eq!(strings, vec![literal.to_string()], "{hostile:?} parsed as {}", tree.root_node().to_sexp());
+    }
+}
+
+fn field_list(minor: u32) -> Vec<String> {
+    let text = std::fs::read_to_string(support::root().join("tests/data/kubelet-config-fields.txt")).unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(_, since)| since.parse::<u32>().unwrap() <= minor)
+        .map(|(f, _)| f.to_string())
+        .collect()
+}
+
+fn with_version(inputs: &Path, version: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(inputs).unwrap();
+    let text = text.replace("spec:\n", &format!("spec:\n  kubernetesVersion: \"{version}\"\n"));
+    let path = tmp.path().join("wmrender.yaml");
+    std::fs::write(&path, text).unwrap();
+    (tmp, path)
+}
+
+#[test]
+fn kubelet_conf_uses_only_upstream_fields_of_each_supported_version() {
+    for minor in 30..=36 {
+        let (_tmp, inputs) = with_version(&example("aws"), &format!("1.{minor}"));
+        let files = bundle(&inputs);
+        let conf: serde_json::Value = serde_json::from_str(&files["node/C/k/kubelet.conf"]).unwrap();
+        let allowed = field_list(minor);
+        for key in conf.as_object().unwrap().keys() {
+            if key == "kind" || key == "apiVersion" {
+                continue;
+            }
+            assert!(allowed.contains(key), "1.{minor}: kubelet.conf field {key} is not in KubeletConfiguration");
+        }
+        // Version-dependent: `["none"]` passes validation only from 1.31.
+        let expected = if minor >= 31 { serde_json::json!(["none"]) } else { serde_json::json!([]) };
+        assert_eq!(conf["enforceNodeAllocatable"], expected, "1.{minor}");
+        assert_eq!(conf["cgroupsPerQOS"], false);
+        assert_eq!(conf["containerRuntimeEndpoint"], "npipe://./pipe/containerd-containerd");
+        assert_eq!(conf["clusterDNS"], serde_json::json!(["172.30.0.10"]));
+        assert_eq!(
+            conf["registerWithTaints"],
+            serde_json::json!([{"key": "os", "value": "Windows", "effect": "NoSchedule"}])
+        );
+    }
+}
+
+/// KubeProxyConfiguration v1alpha1 (kubernetes/kube-proxy config/v1alpha1/types.go): top-level and winkernel fields.
+const KUBE_PROXY_FIELDS: &[&str] = &[
+    "kind",
+    "apiVersion",
+    "featureGates",
+    "clientConnection",
+    "logging",
+    "hostnameOverride",
+    "bindAddress",
+    "healthzBindAddress",
+    "metricsBindAddress",
+    "bindAddressHardFail",
+    "enableProfiling",
+    "showHiddenMetricsForVersion",
+    "mode",
+    "iptables",
+    "ipvs",
+    "nftables",
+    "winkernel",
+    "detectLocalMode",
+    "detectLocal",
+    "clusterCIDR",
+    "nodePortAddresses",
+    "oomScoreAdj",
+    "conntrack",
+    "configSyncPeriod",
+    "portRange",
+    "windowsRunAsService",
+];
+const WINKERNEL_FIELDS: &[&str] =
+    &["networkName", "sourceVip", "enableDSR", "rootHnsEndpointName", "forwardHealthCheckVip"];
+
+#[test]
+fn kube_proxy_template_uses_only_upstream_fields_and_names_gates_only_while_they_exist() {
+    for minor in 30..=36 {
+        let (_tmp, inputs) = with_version(&example("vsphere"), &format!("1.{minor}"));
+        let files = bundle(&inputs);
+        let script = &files["node/C/k/wmrender/network-conf.ps1"];
+        let start = script.find("$kubeProxy = @'\n").expect("the kube-proxy here-string") + "$kubeProxy = @'\n".len();
+        let yaml = &script[start..start + script[start..].find("\n'@").unwrap()];
+        let conf: serde_json::Value = serde_saphyr::from_str(yaml).unwrap();
+        for key in conf.as_object().unwrap().keys() {
+            assert!(KUBE_PROXY_FIELDS.contains(&key.as_str()), "1.{minor}: {key}");
+        }
+        for key in conf["winkernel"].as_object().unwrap().keys() {
+            assert!(WINKERNEL_FIELDS.contains(&key.as_str()), "1.{minor}: winkernel.{key}");
+        }
+        assert_eq!(conf["mode"], "kernelspace");
+        assert_eq!(conf["winkernel"]["enableDSR"], true);
+        assert_eq!(conf["winkernel"]["networkName"], "OVNKubernetesHybridOverlayNetwork");
+        assert_eq!(conf["featureGates"].is_null(), minor >= 34, "1.{minor}: WinDSR/WinOverlay are locked GA from 1.34");
+    }
+}
+
+fn services(files: &BTreeMap<String, String>) -> Vec<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_str(&files["node/C/k/wmrender/services.json"]).unwrap();
+    v["services"].as_array().unwrap().clone()
+}
+
+fn command<'a>(services: &'a [serde_json::Value], name: &str) -> &'a str {
+    services.iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("no {name}"))["command"].as_str().unwrap()
+}
+
+#[test]
+fn services_follow_wmco_order_and_dependencies() {
+    let files = bundle(&example("azure"));
+    let svcs = services(&files);
+    let names: Vec<&str> = svcs.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "containerd",
+            "kubelet",
+            "windows_exporter",
+            "hybrid-overlay-node",
+            "csi-proxy",
+            "kube-proxy",
+            "cloud-node-manager"
+        ]
+    );
+    let deps = |n: &str| svcs.iter().find(|s| s["name"] == n).unwrap()["dependencies"].clone();
+    assert_eq!(deps("kubelet"), serde_json::json!(["containerd"]));
+    assert_eq!(deps("hybrid-overlay-node"), serde_json::json!(["kubelet"]));
+    assert_eq!(deps("kube-proxy"), serde_json::json!(["hybrid-overlay-node"]));
+    let kubelet = command(&svcs, "kubelet");
+    assert!(kubelet.contains("--windows-priorityclass=ABOVE_NORMAL_PRIORITY_CLASS"));
+    assert!(kubelet.contains("--node-labels=node.openshift.io/os_id=Windows"));
+    assert!(command(&svcs, "kube-proxy").contains("--windows-service"));
+    // Every file a service names is in the bundle or delivered by sync.
+    for s in &svcs {
+        for f in s["files"].as_array().unwrap() {
+            let p = format!("node/C/{}", f.as_str().unwrap().trim_start_matches("C:\\").replace('\\', "/"));
+            assert!(files.contains_key(&p), "{p}");
+        }
+    }
+}
+
+#[test]
+fn platform_differences() {
+    let aws = bundle(&example("aws"));
+    let s = services(&aws);
+    assert!(command(&s, "kubelet").contains("--hostname-override=HOSTNAME_OVERRIDE"));
+    assert!(
+        command(&s, "kubelet").contains("--image-credential-provider-config=C:\\k\\credential-provider-config.yaml")
+    );
+    assert!(aws.contains_key("node/C/k/credential-provider-config.yaml"));
+    assert!(aws.contains_key("node/C/k/wmrender/aws-metadata-route.ps1"));
+    assert!(aws["node/C/k/wmrender/install.ps1"].contains("169.254.169.254/latest/meta-data/local-hostname"));
+    assert!(aws["node/C/k/wmrender/install.ps1"].contains("wmrender-aws-metadata-route"));
+    assert!(!command(&s, "hybrid-overlay-node").contains("--hybrid-overlay-vxlan-port"));
+    assert!(!s.iter().any(|x| x["name"] == "cloud-node-manager"));
+
+    let azure = bundle(&example("azure"));
+    let s = services(&azure);
+    assert!(!command(&s, "kubelet").contains("--hostname-override"));
+    assert!(command(&s, "cloud-node-manager").contains("--node-name=NODE_NAME"));
+    assert!(!azure["node/C/k/wmrender/install.ps1"].contains("169.254.169.254"));
+
+    let gcp = bundle(&example("gcp"));
+    assert!(gcp.contains_key("node/C/k/wmrender/gcp-get-hostname.ps1"));
+    assert!(gcp["node/C/k/wmrender/install.ps1"].contains("gcp-get-hostname.ps1"));
+    assert!(command(&services(&gcp), "kubelet").contains("--hostname-override=HOSTNAME_OVERRIDE"));
+
+    let vsphere = bundle(&example("vsphere"));
+    let s = services(&vsphere);
+    assert!(command(&s, "hybrid-overlay-node").ends_with("--hybrid-overlay-vxlan-port 9898"));
+    assert!(vsphere["node/C/k/wmrender/install.ps1"].contains("'NV Domain'"), "vSphere names nodes by FQDN");
+
+    for name in ["nutanix", "none"] {
+        let files = bundle(&example(name));
+        let s = services(&files);
+        assert!(!command(&s, "kubelet").contains("--hostname-override"), "{name}");
+        assert!(command(&s, "kubelet").contains("--node-ip=NODE_IP"), "{name}");
+        assert!(!files.contains_key("node/C/k/credential-provider-config.yaml"), "{name}");
+    }
+    let none = services(&bundle(&example("none")));
+    assert!(!command(&none, "kubelet").contains("--cloud-provider"), "BYOH-only clusters have no cloud provider");
+}
+
+#[test]
+fn proxy_values_arrive_unchanged_and_no_proxy_removes_them() {
+    let with = bundle(&example("none"));
+    let script = &with["node/C/k/wmrender/install.ps1"];
+    assert!(script.contains("NO_PROXY    = '.cluster.local,.svc,10.0.0.0/16'"), "commas stay commas");
+    assert!(script.contains("HTTP_PROXY  = 'http://proxy.metal-lab.example.com:3128'"));
+    let without = bundle(&example("aws"));
+    let script = &without["node/C/k/wmrender/install.ps1"];
+    for var in ["HTTP_PROXY  = ''", "HTTPS_PROXY = ''", "NO_PROXY    = ''"] {
+        assert!(script.contains(var), "{var}: an empty value removes the variable");
+    }
+    assert!(script.contains("[Environment]::SetEnvironmentVariable($name, $null, 'Machine')"));
+}
+
+#[test]
+fn the_bundle_holds_no_secret_material() {
+    // Secret files beside the inputs, as a user keeps them for sync: nothing of them may reach the output.
+    let tmp = tempfile::tempdir().unwrap();
+    let markers = [
+        (
+            "pull-secret.json",
+            r#"{"auths":{"mirror.example.com":{"auth":"U0VDUkVULVBVTEwtTUFSS0VS"}}}"#,
+            "U0VDUkVULVBVTEwtTUFSS0VS",
+        ),
+        ("bootstrap-kubeconfig", "users: [{user: {token: SECRET-TOKEN-MARKER}}]", "SECRET-TOKEN-MARKER"),
+        ("kubelet-ca.crt", "-----BEGIN CERTIFICATE-----\nSECRET-CA-MARKER\n", "SECRET-CA-MARKER"),
+        ("id_ed25519", "-----BEGIN OPENSSH PRIVATE KEY-----\nSECRET-KEY-MARKER\n", "SECRET-KEY-MARKER"),
+    ];
+    for (name, content, _) in markers {
+        std::fs::write(tmp.path().join(name), content).unwrap();
+    }
+    let inputs = tmp.path().join("wmrender.yaml");
+    std::fs::copy(example("aws"), &inputs).unwrap();
+    let out = tmp.path().join("out");
+    let o = support::wmrender(&["render", "-f", inputs.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(support::code(&o), 0);
+    for (file, bytes) in support::read_tree(&out) {
+        let text = String::from_utf8_lossy(&bytes);
+        for (_, _, marker) in markers {
+            assert!(!text.contains(marker), "{file} contains {marker}");
+        }
+        assert!(!text.contains("PRIVATE KEY") && !text.contains("BEGIN CERTIFICATE"), "{file}");
+        assert!(!text.contains("authorization ="), "{file}");
+    }
+}
