@@ -26,6 +26,9 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         ("containerd_conf.toml.j2", include_str!("../../templates/containerd_conf.toml.j2")),
         ("install.ps1.j2", include_str!("../../templates/install.ps1.j2")),
         ("network-conf.ps1.j2", include_str!("../../templates/network-conf.ps1.j2")),
+        ("windows-defender-exclusion.ps1.j2", include_str!("../../templates/windows-defender-exclusion.ps1.j2")),
+        ("gcp-get-hostname.ps1.j2", include_str!("../../templates/gcp-get-hostname.ps1.j2")),
+        ("aws-metadata-route.ps1.j2", include_str!("../../templates/aws-metadata-route.ps1.j2")),
     ];
     for (name, text) in ALL {
         env.add_template(name, text).expect("embedded templates parse (covered by tests)");

@@ -1,4 +1,4 @@
-//! The PowerShell of the bundle (from templates/) and the small static files WMCO also ships.
+//! The PowerShell of the bundle (all from templates/) and the small static files WMCO also ships.
 
 use super::{network, paths};
 use crate::plan::{Plan, PlatformPlan};
@@ -42,51 +42,23 @@ pub fn network_conf(plan: &Plan) -> Artifact {
     artifact(paths::NETWORK_CONF_PS1, templates::render("network-conf.ps1.j2", ctx))
 }
 
-const DEFENDER_EXCLUSION: &str = r#"# Rendered by wmrender: keeps Windows Defender from scanning a binary's processes, if Defender runs.
-param(
-    [Parameter(Mandatory = $true)]
-    [string]$BinPath
-)
-$ErrorActionPreference = 'Stop'
-if (Get-Process -Name 'MsMpEng' -ErrorAction SilentlyContinue) {
-    $excluded = @((Get-MpPreference).ExclusionProcess)
-    if ($excluded -notcontains $BinPath) {
-        Add-MpPreference -ExclusionProcess $BinPath
-    }
-}
-"#;
-
-const GCP_HOSTNAME: &str = r#"# Rendered by wmrender: the GCP instance's host name, as the node name kubelet registers (at most 63 characters).
-$ErrorActionPreference = 'Stop'
-$name = [string](Invoke-RestMethod -UseBasicParsing -Headers @{ 'Metadata-Flavor' = 'Google' } `
-    -Uri 'http://metadata.google.internal/computeMetadata/v1/instance/hostname')
-if ($name.Length -gt 63) {
-    $name = $name.Split('.')[0]
-}
-return $name
-"#;
-
-const AWS_METADATA_ROUTE: &str = r#"# Rendered by wmrender: restores the route to the EC2 instance metadata service, which a reboot of a node with
-# container networking can lose (AWS's documented fix for Windows nodes).
-$ErrorActionPreference = 'Stop'
-if (-not (Get-NetRoute -DestinationPrefix '169.254.169.254/32' -ErrorAction SilentlyContinue)) {
-    $route = Get-NetRoute -DestinationPrefix '0.0.0.0/0' | Sort-Object -Property RouteMetric | Select-Object -First 1
-    New-NetRoute -DestinationPrefix '169.254.169.254/32' -InterfaceIndex $route.ifIndex -NextHop $route.NextHop | Out-Null
-}
-"#;
-
 /// windows_exporter's TLS settings; the certificate and key are delivered by `sync`. Plain YAML scalars: the
 /// doubled backslashes are read literally, as WMCO writes them.
 const EXPORTER_WEBCONFIG: &str = "tls_server_config:\n  cert_file: C:\\\\k\\\\tls\\\\certs\\\\tls.crt\n  key_file: C:\\\\k\\\\tls\\\\certs\\\\tls.key\n";
 
+/// A script whose template takes no values.
+fn fixed(node_path: &str, template: &str) -> Artifact {
+    artifact(node_path, templates::render(template, minijinja::context! {}))
+}
+
 pub fn static_files(plan: &Plan) -> Vec<Artifact> {
     let mut files = vec![
-        artifact(paths::DEFENDER_PS1, DEFENDER_EXCLUSION.into()),
+        fixed(paths::DEFENDER_PS1, "windows-defender-exclusion.ps1.j2"),
         artifact(paths::EXPORTER_WEBCONFIG, EXPORTER_WEBCONFIG.into()),
     ];
     match plan.platform {
-        PlatformPlan::Gcp(_) => files.push(artifact(paths::GCP_HOSTNAME_PS1, GCP_HOSTNAME.into())),
-        PlatformPlan::Aws(_) => files.push(artifact(paths::AWS_ROUTE_PS1, AWS_METADATA_ROUTE.into())),
+        PlatformPlan::Gcp(_) => files.push(fixed(paths::GCP_HOSTNAME_PS1, "gcp-get-hostname.ps1.j2")),
+        PlatformPlan::Aws(_) => files.push(fixed(paths::AWS_ROUTE_PS1, "aws-metadata-route.ps1.j2")),
         _ => {}
     }
     files
