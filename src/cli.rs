@@ -26,6 +26,16 @@ wmrender render -f wmrender.yaml --stdout | kubectl apply --dry-run=server -f -\
 wmrender render -f wmrender.yaml -o rendered --check   # in CI: fail when rendered/ is stale\n  \
 wmrender render -f wmrender.yaml -o bundle --only node  # just the node bundle, for sync")]
     Render(RenderArgs),
+    /// Push the rendered node bundle to Windows nodes over SSH and apply it.
+    #[command(after_help = "Examples:\n  \
+wmrender sync --rendered out --identity ~/.ssh/windows-nodes --dry-run\n  \
+wmrender sync --rendered out --inventory nodes.yaml --identity key.pem --payload payload \\\n      \
+--pull-secret pull-secret.json --bootstrap-kubeconfig bootstrap-kubeconfig \\\n      \
+--kubelet-ca kubelet-ca.crt --bootstrap-ca bootstrap-ca.crt --parallel 8 --max-unavailable 2\n\n\
+Nodes: the BYOH hosts of the rendered windows-instances ConfigMap (unless the render installs WMCO, which then \
+owns them) plus --inventory. Exit codes: 0 all synced or unchanged; 1 --dry-run found changes; \
+2 invalid input or usage; 3 a node failed.")]
+    Sync(Box<SyncArgs>),
     /// Check the inputs file without rendering anything.
     #[command(
         after_help = "Examples:\n  wmrender validate -f wmrender.yaml\n  wmrender validate -f wmrender.yaml --output json\n  wmrender validate -f wmrender.yaml --strict   # warnings fail too"
@@ -87,4 +97,66 @@ pub struct ValidateArgs {
 pub enum OutputFormat {
     Human,
     Json,
+}
+
+#[derive(Args, Debug)]
+pub struct SyncArgs {
+    /// The directory `wmrender render -o` wrote (its node/ bundle and manifest.json are pushed).
+    #[arg(long, value_name = "DIR")]
+    pub rendered: PathBuf,
+    /// More nodes: a YAML file with `nodes: [{address, name, port, user, profile: windows|posix, root}]`.
+    #[arg(long, value_name = "FILE")]
+    pub inventory: Option<PathBuf>,
+    /// The SSH private key (OpenSSH or PEM RSA, ed25519; no passphrase), e.g. WMCO's cloud-private-key.
+    #[arg(long, value_name = "FILE")]
+    pub identity: PathBuf,
+    /// Host keys are checked strictly against this file.
+    #[arg(long, value_name = "FILE", default_value_os_t = default_known_hosts())]
+    pub known_hosts: PathBuf,
+    /// Pin the host key of a node seen for the first time (like OpenSSH's accept-new); a changed key is still refused.
+    #[arg(long)]
+    pub accept_new: bool,
+    /// The Windows binaries the services run, laid out by node path (DIR/C/k/kubelet.exe is C:\\k\\kubelet.exe).
+    #[arg(long, value_name = "DIR")]
+    pub payload: Option<PathBuf>,
+    /// A .dockerconfigjson: mirror credentials become `authorization` headers in the pushed hosts.toml files.
+    #[arg(long, value_name = "FILE")]
+    pub pull_secret: Option<PathBuf>,
+    /// Pushed to C:\\k\\bootstrap-kubeconfig (kubelet's TLS bootstrap).
+    #[arg(long, value_name = "FILE")]
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// Pushed to C:\\k\\kubelet-ca.crt (the CA of clients calling kubelet).
+    #[arg(long, value_name = "FILE")]
+    pub kubelet_ca: Option<PathBuf>,
+    /// Pushed to C:\\k\\bootstrap-ca.crt (the API server CA, for hybrid-overlay).
+    #[arg(long, value_name = "FILE")]
+    pub bootstrap_ca: Option<PathBuf>,
+    /// Pushed to C:\\k\\tls\\certs\\tls.crt (windows_exporter's serving certificate).
+    #[arg(long, value_name = "FILE")]
+    pub exporter_tls_cert: Option<PathBuf>,
+    /// Pushed to C:\\k\\tls\\certs\\tls.key.
+    #[arg(long, value_name = "FILE")]
+    pub exporter_tls_key: Option<PathBuf>,
+    /// How many nodes to connect to at once.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub parallel: usize,
+    /// How many nodes may be changed (files replaced, services restarted) at once.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub max_unavailable: usize,
+    /// Go on with the other nodes after a node fails (by default no new node is started).
+    #[arg(long)]
+    pub keep_going: bool,
+    /// Connect and show each node's plan (files to add, change, remove; services to restart) without changing it.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Seconds to wait for a node's SSH answer (each of up to 3 attempts).
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub connect_timeout: u64,
+    /// `human`: a summary table on stderr; `json`: the report on stdout as well.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub output: OutputFormat,
+}
+
+fn default_known_hosts() -> PathBuf {
+    std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(".ssh").join("known_hosts")
 }

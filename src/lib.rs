@@ -15,6 +15,7 @@ pub mod plan;
 pub mod quantity;
 pub mod registries;
 pub mod render;
+pub mod sync;
 pub mod validate;
 pub mod windows;
 

@@ -3,7 +3,7 @@
 mod cli;
 
 use clap::Parser;
-use cli::{Cli, Command, OnlyPart, OutputFormat, RenderArgs, ValidateArgs};
+use cli::{Cli, Command, OnlyPart, OutputFormat, RenderArgs, SyncArgs, ValidateArgs};
 use std::io::Write;
 use std::process::ExitCode;
 use wmrender::Part;
@@ -19,6 +19,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Render(args) => render(args),
         Command::Validate(args) => validate(args),
+        Command::Sync(args) => sync(*args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -97,4 +98,66 @@ fn validate(args: ValidateArgs) -> Result<u8, Error> {
         OutputFormat::Human => eprint!("{}", diags.render_human()),
     }
     Ok(code)
+}
+
+fn sync(args: SyncArgs) -> Result<u8, Error> {
+    use wmrender::sync::{self, node::Status, secrets::SecretFiles};
+    let progress = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    let bar = progress.clone();
+    let opts = sync::SyncOptions {
+        rendered: args.rendered,
+        inventory: args.inventory,
+        identity: args.identity,
+        known_hosts: args.known_hosts,
+        accept_new: args.accept_new,
+        payload: args.payload,
+        secrets: SecretFiles {
+            pull_secret: args.pull_secret,
+            bootstrap_kubeconfig: args.bootstrap_kubeconfig,
+            kubelet_ca: args.kubelet_ca,
+            bootstrap_ca: args.bootstrap_ca,
+            exporter_tls_cert: args.exporter_tls_cert,
+            exporter_tls_key: args.exporter_tls_key,
+        },
+        parallel: args.parallel,
+        max_unavailable: args.max_unavailable,
+        keep_going: args.keep_going,
+        dry_run: args.dry_run,
+        connect_timeout: std::time::Duration::from_secs(args.connect_timeout),
+        on_node_done: Some(Box::new(move |r| {
+            bar.inc(1);
+            bar.set_message(r.name.clone());
+        })),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("starting the async runtime", e))?;
+    let reports = runtime.block_on(sync::run(opts))?;
+    progress.finish_and_clear();
+    eprint!("{}", sync::table(&reports));
+    if args.dry_run {
+        for r in reports.iter().filter(|r| r.status == Status::WouldChange) {
+            eprintln!("\n{} would change:", r.name);
+            for (label, list) in [("add", &r.added), ("change", &r.changed), ("remove", &r.removed)] {
+                for path in list {
+                    eprintln!("  {label:<7}{path}");
+                }
+            }
+            if !r.restarted.is_empty() {
+                eprintln!("  restart {}", r.restarted.join(", "));
+            }
+        }
+    }
+    if args.output == OutputFormat::Json {
+        let json = serde_json::to_string_pretty(&serde_json::json!({ "nodes": reports })).unwrap_or_default();
+        println!("{json}");
+    }
+    Ok(if reports.iter().any(|r| r.status == Status::Failed) {
+        FAILED
+    } else if reports.iter().any(|r| r.status == Status::WouldChange) {
+        DIFFERENT
+    } else {
+        OK
+    })
 }

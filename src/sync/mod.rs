@@ -1,0 +1,187 @@
+//! Stage 5b: `wmrender sync` pushes the rendered node bundle to Windows nodes over SSH and applies it.
+//!
+//! inventory (which nodes) → plan (what each should hold) → rollout (how many at once) → node (one node's
+//! protocol over ssh) → report. Secrets enter here and only here, from files, into the bytes pushed.
+
+pub mod error;
+pub mod inventory;
+pub mod node;
+pub mod plan;
+pub mod profile;
+pub mod secrets;
+pub mod ssh;
+
+use crate::error::Error;
+use inventory::Node;
+use node::{Job, NodeReport, Status};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+/// Called after each node finishes, for the progress display.
+pub type OnNodeDone = Box<dyn Fn(&NodeReport) + Send + Sync>;
+
+pub struct SyncOptions {
+    pub rendered: PathBuf,
+    pub inventory: Option<PathBuf>,
+    pub identity: PathBuf,
+    pub known_hosts: PathBuf,
+    pub accept_new: bool,
+    pub payload: Option<PathBuf>,
+    pub secrets: secrets::SecretFiles,
+    pub parallel: usize,
+    pub max_unavailable: usize,
+    pub keep_going: bool,
+    pub dry_run: bool,
+    pub connect_timeout: Duration,
+    pub on_node_done: Option<OnNodeDone>,
+}
+
+/// The rendered bundle, verified against the rendered manifest.json so a hand-edited or half-copied directory is
+/// never pushed.
+pub fn read_rendered(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, Error> {
+    let manifest_path = dir.join("manifest.json");
+    let manifest: serde_json::Value = std::fs::read(&manifest_path)
+        .map_err(|e| {
+            Error::Usage(format!("{} is not a rendered directory ({}: {e})", dir.display(), manifest_path.display()))
+        })
+        .and_then(|b| {
+            serde_json::from_slice(&b).map_err(|e| Error::Usage(format!("{}: {e}", manifest_path.display())))
+        })?;
+    let mut files = Vec::new();
+    for entry in manifest["files"].as_array().into_iter().flatten() {
+        let (Some(path), Some(sum)) = (entry["path"].as_str(), entry["sha256"].as_str()) else { continue };
+        let bytes =
+            std::fs::read(dir.join(path)).map_err(|e| Error::io(format!("reading {}/{path}", dir.display()), e))?;
+        let actual = crate::hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+        if actual != sum {
+            return Err(Error::Usage(format!(
+                "{}/{path} differs from the rendered manifest.json; render again instead of editing the output",
+                dir.display()
+            )));
+        }
+        files.push((path.to_string(), bytes));
+    }
+    if !files.iter().any(|(p, _)| p.starts_with("node/")) {
+        return Err(Error::Usage(format!("{} holds no node bundle (rendered with --only cluster?)", dir.display())));
+    }
+    Ok(files)
+}
+
+/// The nodes to sync: BYOH hosts from the rendered ConfigMap (unless WMCO manages them) and the inventory.
+pub fn nodes(bundle: &[(String, Vec<u8>)], inventory: Option<&Path>) -> Result<Vec<Node>, Error> {
+    // With the WMCO Subscription rendered, the operator configures the BYOH hosts; sync must not touch them.
+    let operator_mode = bundle.iter().any(|(p, _)| p.starts_with("cluster/subscription-"));
+    let byoh = match bundle.iter().find(|(p, _)| p == "cluster/configmap-windows-instances.yaml") {
+        Some((_, bytes)) => inventory::from_configmap(&String::from_utf8_lossy(bytes)).map_err(Error::Usage)?,
+        None => vec![],
+    };
+    let mut nodes = if operator_mode { vec![] } else { byoh.clone() };
+    if let Some(path) = inventory {
+        for n in inventory::load(path).map_err(Error::Invalid)? {
+            if operator_mode && byoh.iter().any(|b| b.address == n.address) {
+                return Err(Error::Usage(format!(
+                    "{} is a BYOH host that WMCO manages (the rendered output installs the operator); sync leaves it to WMCO",
+                    n.address
+                )));
+            }
+            nodes.retain(|b| b.name != n.name);
+            nodes.push(n);
+        }
+    }
+    if nodes.is_empty() {
+        return Err(Error::Usage(if operator_mode {
+            "no nodes to sync: WMCO manages the BYOH hosts; list other nodes with --inventory".into()
+        } else {
+            "no nodes to sync: the render has no BYOH hosts; list nodes with --inventory".into()
+        }));
+    }
+    Ok(nodes)
+}
+
+pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
+    let bundle = read_rendered(&opts.rendered)?;
+    let nodes = nodes(&bundle, opts.inventory.as_deref())?;
+    let secrets = secrets::Secrets::load(&opts.secrets).map_err(Error::Usage)?;
+    let desired = plan::desired(&bundle, &secrets, opts.payload.as_deref()).map_err(Error::Usage)?;
+    let key = russh::keys::load_secret_key(&opts.identity, None).map_err(|e| {
+        Error::Usage(format!(
+            "cannot use the private key {}: {e} (keys with a passphrase are not supported)",
+            opts.identity.display()
+        ))
+    })?;
+    let connect = ssh::ConnectOptions {
+        key: Arc::new(key),
+        known_hosts: opts.known_hosts.clone(),
+        accept_new: opts.accept_new,
+        connect_timeout: opts.connect_timeout,
+        idle_timeout: Duration::from_secs(60),
+        attempts: 3,
+        known_hosts_lock: Arc::new(std::sync::Mutex::new(())),
+    };
+    let connections = Arc::new(Semaphore::new(opts.parallel.max(1)));
+    let unavailable = Arc::new(Semaphore::new(opts.max_unavailable.max(1)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let shared = Arc::new((desired, bundle, connect, opts));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, node) in nodes.iter().cloned().enumerate() {
+        let (connections, unavailable, stop, shared) =
+            (connections.clone(), unavailable.clone(), stop.clone(), shared.clone());
+        tasks.spawn(async move {
+            let (desired, bundle, connect, opts) = &*shared;
+            let _slot = connections.acquire_owned().await;
+            let report = if stop.load(Ordering::SeqCst) && !opts.keep_going {
+                NodeReport::new(&node, Status::Skipped)
+            } else {
+                let job = Job { node: &node, desired, bundle, connect, dry_run: opts.dry_run, unavailable };
+                node::sync(job).await
+            };
+            if report.status == Status::Failed {
+                stop.store(true, Ordering::SeqCst);
+            }
+            if let Some(cb) = &opts.on_node_done {
+                cb(&report);
+            }
+            (i, report)
+        });
+    }
+    let mut reports: Vec<(usize, NodeReport)> = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        reports.push(done.map_err(|e| Error::Usage(format!("a sync task failed: {e}")))?);
+    }
+    reports.sort_by_key(|(i, _)| *i);
+    Ok(reports.into_iter().map(|(_, r)| r).collect())
+}
+
+/// The per-node summary table (stderr).
+pub fn table(reports: &[NodeReport]) -> String {
+    let mut out = format!(
+        "{:<24} {:<22} {:<13} {:>5} {:>7} {:>7} {:>10}  restarted / reboot / error\n",
+        "NODE", "ADDRESS", "RESULT", "ADDED", "CHANGED", "REMOVED", "SENT"
+    );
+    for r in reports {
+        let result =
+            serde_json::to_value(r.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let mut notes = r.restarted.join(",");
+        if r.reboot_required {
+            notes.push_str(" REBOOT NEEDED");
+        }
+        if let Some(e) = &r.error {
+            notes.push_str(&format!(" {e}"));
+        }
+        out.push_str(&format!(
+            "{:<24} {:<22} {:<13} {:>5} {:>7} {:>7} {:>10}  {}\n",
+            r.name,
+            r.address,
+            result,
+            r.added.len(),
+            r.changed.len(),
+            r.removed.len(),
+            r.bytes_sent,
+            notes.trim()
+        ));
+    }
+    out
+}

@@ -1,0 +1,166 @@
+//! Sync-time secrets. They are read from files named on the command line, merged only into the bytes pushed to a
+//! node, and never printed, logged or written locally. Values here are wrapped so that a stray `{:?}` cannot
+//! print them.
+
+use crate::render::node::paths;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Bytes that must not be shown. `Debug` prints only the length.
+#[derive(Clone)]
+pub struct Secret(Vec<u8>);
+
+impl Secret {
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secret({} bytes)", self.0.len())
+    }
+}
+
+/// The secret files given to `sync`, and where each goes on the node.
+#[derive(Clone, Debug, Default)]
+pub struct SecretFiles {
+    pub pull_secret: Option<PathBuf>,
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    pub kubelet_ca: Option<PathBuf>,
+    pub bootstrap_ca: Option<PathBuf>,
+    pub exporter_tls_cert: Option<PathBuf>,
+    pub exporter_tls_key: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Secrets {
+    /// `host[:port]` → `Basic <base64 user:password>`.
+    auths: BTreeMap<String, Secret>,
+    /// Node path → content, for the credential files pushed as they are.
+    pub files: BTreeMap<&'static str, Secret>,
+}
+
+fn read(path: &Path, what: &str) -> Result<Secret, String> {
+    // The message names the file, never its content.
+    std::fs::read(path).map(Secret).map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))
+}
+
+impl Secrets {
+    pub fn load(files: &SecretFiles) -> Result<Secrets, String> {
+        let mut s = Secrets::default();
+        if let Some(p) = &files.pull_secret {
+            s.auths = parse_pull_secret(read(p, "pull secret")?.bytes())
+                .map_err(|e| format!("cannot use the pull secret {}: {e}", p.display()))?;
+        }
+        let pairs = [
+            (&files.bootstrap_kubeconfig, paths::BOOTSTRAP_KUBECONFIG, "bootstrap kubeconfig"),
+            (&files.kubelet_ca, paths::KUBELET_CA, "kubelet CA"),
+            (&files.bootstrap_ca, paths::BOOTSTRAP_CA, "bootstrap CA"),
+            (&files.exporter_tls_cert, paths::EXPORTER_TLS_CERT, "windows_exporter certificate"),
+            (&files.exporter_tls_key, paths::EXPORTER_TLS_KEY, "windows_exporter key"),
+        ];
+        for (path, node_path, what) in pairs {
+            if let Some(p) = path {
+                s.files.insert(node_path, read(p, what)?);
+            }
+        }
+        Ok(s)
+    }
+
+    /// A rendered hosts.toml with an `authorization` header after every mirror that has credentials
+    /// (../shared/spec/registries.md, "Credentials").
+    pub fn merge_into_hosts_toml(&self, rendered: &[u8]) -> Vec<u8> {
+        if self.auths.is_empty() {
+            return rendered.to_vec();
+        }
+        let text = String::from_utf8_lossy(rendered);
+        let mut out = String::new();
+        let mut current: Option<(String, String)> = None; // (URL, host[:port]) of the [host] table being read
+        for line in text.lines() {
+            out.push_str(line);
+            out.push('\n');
+            if let Some(url) = line.strip_prefix("[host.\"").and_then(|l| l.strip_suffix("\"]")) {
+                let host = url.trim_start_matches("https://").split('/').next().unwrap_or("").to_string();
+                current = Some((url.to_string(), host));
+            } else if line == "  override_path = true"
+                && let Some((url, host)) = current.take()
+                && let Some(auth) = self.auths.get(&host)
+            {
+                out.push_str(&format!("  [host.\"{url}\".header]\n"));
+                out.push_str("    authorization = \"");
+                out.push_str(&String::from_utf8_lossy(auth.bytes()));
+                out.push_str("\"\n");
+            }
+        }
+        out.into_bytes()
+    }
+}
+
+/// `.dockerconfigjson` → `host[:port]` → `Basic <base64>`. Keys written with a scheme or a path are normalised to
+/// the host; `auth` is decoded and re-encoded with standard padded base64; `username`/`password` are used when
+/// `auth` is absent.
+fn parse_pull_secret(bytes: &[u8]) -> Result<BTreeMap<String, Secret>, String> {
+    let doc: serde_json::Value = serde_json::from_slice(bytes).map_err(|_| "it is not JSON".to_string())?;
+    let auths = doc.get("auths").and_then(|a| a.as_object()).ok_or("it has no `auths` object")?;
+    let mut out = BTreeMap::new();
+    for (key, entry) in auths {
+        let host = key.split("://").last().unwrap_or(key).split('/').next().unwrap_or("").to_string();
+        let user_pass = match (entry.get("auth").and_then(|a| a.as_str()), entry.get("username"), entry.get("password"))
+        {
+            (Some(auth), _, _) => {
+                STANDARD.decode(auth.trim()).map_err(|_| format!("the `auth` of `{host}` is not base64"))?
+            }
+            (None, Some(u), Some(p)) => {
+                format!("{}:{}", u.as_str().unwrap_or(""), p.as_str().unwrap_or("")).into_bytes()
+            }
+            _ => continue, // an entry without credentials (e.g. only an identity token) adds no header
+        };
+        if !user_pass.contains(&b':') {
+            return Err(format!("the credentials of `{host}` are not `user:password`"));
+        }
+        out.insert(host, Secret(format!("Basic {}", STANDARD.encode(&user_pass)).into_bytes()));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOSTS: &str = "server = \"https://quay.io/v2\"\n\noverride_path = true\n\n[host.\"https://mirror.example.com:5000/v2/quay\"]\n  capabilities = [\"pull\"]\n  override_path = true\n\n[host.\"https://other.example.com/v2\"]\n  capabilities = [\"pull\"]\n  override_path = true\n";
+
+    #[test]
+    fn header_goes_right_after_the_mirrors_override_path() {
+        let auths =
+            parse_pull_secret(br#"{"auths":{"https://mirror.example.com:5000/v1/":{"auth":"dXNlcjpwYXNz"}}}"#).unwrap();
+        let s = Secrets { auths, files: BTreeMap::new() };
+        let merged = String::from_utf8(s.merge_into_hosts_toml(HOSTS.as_bytes())).unwrap();
+        assert_eq!(
+            merged,
+            HOSTS.replace(
+                "/v2/quay\"]\n  capabilities = [\"pull\"]\n  override_path = true\n",
+                "/v2/quay\"]\n  capabilities = [\"pull\"]\n  override_path = true\n  [host.\"https://mirror.example.com:5000/v2/quay\".header]\n    authorization = \"Basic dXNlcjpwYXNz\"\n"
+            )
+        );
+        toml::from_str::<toml::Table>(&merged).unwrap();
+    }
+
+    #[test]
+    fn username_and_password_are_used_without_auth_and_reencoded_padded() {
+        let a =
+            parse_pull_secret(br#"{"auths":{"m.io":{"username":"u","password":"p"},"n.io":{"auth":"dTpw"}}}"#).unwrap();
+        assert_eq!(a["m.io"].bytes(), b"Basic dTpw");
+        assert_eq!(a["n.io"].bytes(), b"Basic dTpw");
+        assert!(format!("{:?}", a["m.io"]).contains("bytes"), "Debug never shows the value");
+    }
+
+    #[test]
+    fn bad_pull_secrets_are_refused_without_echoing_them() {
+        let e = parse_pull_secret(br#"{"auths":{"m.io":{"auth":"bm9jb2xvbg=="}}}"#).unwrap_err();
+        assert!(!e.contains("bm9jb2xvbg"), "{e}");
+        assert!(parse_pull_secret(b"not json").is_err());
+    }
+}

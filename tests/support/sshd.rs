@@ -1,0 +1,100 @@
+//! A real OpenSSH server on 127.0.0.1 for the sync tests, started and stopped by the test (recipe:
+//! ../shared/reference/ssh-and-test-rigs.md §1). Needs root and openssh-server, which `.ci/run` installs.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Sshd {
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+    child: Child,
+}
+
+fn keygen(args: &[&str]) {
+    let st = Command::new("ssh-keygen")
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .expect("ssh-keygen (apt install openssh-client)");
+    assert!(st.success(), "ssh-keygen {args:?}");
+}
+
+impl Sshd {
+    pub fn start() -> Sshd {
+        assert!(
+            Path::new("/usr/sbin/sshd").exists(),
+            "the sync tests need /usr/sbin/sshd: apt-get install openssh-server"
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        let p = |name: &str| d.join(name).to_string_lossy().into_owned();
+        keygen(&["-q", "-t", "ed25519", "-N", "", "-f", &p("host_ed25519")]);
+        keygen(&["-q", "-t", "ed25519", "-N", "", "-f", &p("client_ed25519")]);
+        keygen(&["-q", "-t", "rsa", "-b", "2048", "-m", "PEM", "-N", "", "-f", &p("client_rsa_pem")]);
+        keygen(&["-q", "-t", "ed25519", "-N", "", "-f", &p("stranger_ed25519")]);
+        let authorized = [p("client_ed25519.pub"), p("client_rsa_pem.pub")]
+            .iter()
+            .map(|f| std::fs::read_to_string(f).expect("pub key"))
+            .collect::<String>();
+        std::fs::write(d.join("authorized_keys"), authorized).expect("authorized_keys");
+        std::fs::create_dir_all("/run/sshd").expect("mkdir /run/sshd (the sync tests run as root)");
+        for _ in 0..20 {
+            let port = TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port();
+            std::fs::write(
+                d.join("sshd_config"),
+                format!(
+                    "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nPidFile {pid}\nAuthorizedKeysFile {ak}\n\
+                     PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
+                     PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nSubsystem sftp internal-sftp\n\
+                     LogLevel VERBOSE\nMaxStartups 100:30:200\nMaxSessions 64\n",
+                    hk = p("host_ed25519"),
+                    pid = p("sshd.pid"),
+                    ak = p("authorized_keys"),
+                ),
+            )
+            .expect("sshd_config");
+            let mut child = Command::new("/usr/sbin/sshd")
+                .args(["-D", "-f", &p("sshd_config"), "-E", &p("sshd.log")])
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("starting sshd");
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break; // port taken between our probe and sshd's bind: try another
+                }
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    let s = Sshd { dir, port, child };
+                    s.write_known_hosts(&s.path("known_hosts"), port);
+                    return s;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("sshd did not start; see its log in {}", d.join("sshd.log").display());
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A known_hosts file that pins this server's key for `127.0.0.1:port` (the port may be a proxy's).
+    pub fn write_known_hosts(&self, file: &Path, port: u16) {
+        let pub_key = std::fs::read_to_string(self.path("host_ed25519.pub")).expect("host key");
+        let mut parts = pub_key.split_whitespace();
+        let (kind, b64) = (parts.next().unwrap(), parts.next().unwrap());
+        std::fs::write(file, format!("[127.0.0.1]:{port} {kind} {b64}\n")).expect("known_hosts");
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        // SIGTERM, then reap: a killed but unreaped sshd would linger as a zombie.
+        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
+        let _ = self.child.wait();
+    }
+}

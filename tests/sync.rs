@@ -1,0 +1,481 @@
+//! `wmrender sync` against a real OpenSSH server on 127.0.0.1, with posix-profile nodes (a root directory each)
+//! so the whole protocol runs end to end: trust, plan, atomic upload, removal, manifest, apply, report.
+
+mod support;
+
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use support::sshd::Sshd;
+use support::{code, stderr, wmrender};
+
+struct Rig {
+    sshd: Sshd,
+    work: tempfile::TempDir,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        Rig { sshd: Sshd::start(), work: tempfile::tempdir().unwrap() }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.work.path().join(name)
+    }
+
+    /// Renders `inputs` text into `<work>/rendered`.
+    fn render(&self, inputs: &str) -> PathBuf {
+        let file = self.path("wmrender.yaml");
+        std::fs::write(&file, inputs).unwrap();
+        let out = self.path("rendered");
+        let o = wmrender(&["render", "-f", file.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        out
+    }
+
+    /// An inventory of `n` posix nodes on this sshd (or on `port`), each with its own root.
+    fn inventory(&self, n: usize, port: u16) -> PathBuf {
+        let mut text = String::from("nodes:\n");
+        for i in 0..n {
+            let root = self.path(&format!("node-{i:02}"));
+            std::fs::create_dir_all(&root).unwrap();
+            text.push_str(&format!(
+                "- name: node-{i:02}\n  address: 127.0.0.1\n  port: {port}\n  user: root\n  profile: posix\n  root: {}\n",
+                root.display()
+            ));
+        }
+        let file = self.path(&format!("nodes-{n}-{port}.yaml"));
+        std::fs::write(&file, text).unwrap();
+        file
+    }
+
+    fn sync(&self, inventory: &Path, extra: &[&str]) -> (i32, serde_json::Value, String) {
+        self.sync_as(inventory, &self.sshd.path("client_ed25519"), extra)
+    }
+
+    fn sync_as(&self, inventory: &Path, identity: &Path, extra: &[&str]) -> (i32, serde_json::Value, String) {
+        let rendered = self.path("rendered");
+        let known = self.sshd.path("known_hosts");
+        let mut args = vec![
+            "sync",
+            "--rendered",
+            rendered.to_str().unwrap(),
+            "--inventory",
+            inventory.to_str().unwrap(),
+            "--identity",
+            identity.to_str().unwrap(),
+            "--known-hosts",
+            known.to_str().unwrap(),
+            "--output",
+            "json",
+            "--connect-timeout",
+            "5",
+        ];
+        args.extend_from_slice(extra);
+        let o = wmrender(&args);
+        let report = serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null);
+        (code(&o), report, stderr(&o))
+    }
+}
+
+/// With the operator installed, WMCO owns the BYOH host of the ConfigMap: sync only touches the inventory nodes.
+const INPUTS: &str = "apiVersion: wmrender.dev/v1alpha1
+kind: ClusterInputs
+metadata:
+  name: sync-test
+spec:
+  infrastructureID: sync-00000
+  apiServerInternalURL: https://api-int.sync.example.com:6443
+  platform:
+    none: {}
+  byoh:
+  - address: 10.0.0.5
+    username: Administrator
+  network:
+    hybridClusterNetwork: [10.132.0.0/14]
+  operator:
+    install: true
+  mirrors:
+    imageTagMirrors:
+    - source: quay.io/openshift
+      mirrors: [mirror.example.com:5000/quay/openshift]
+    - source: registry.redhat.io/ubi9
+      mirrors: [mirror.example.com:5000/redhat/ubi9]
+";
+
+fn node_files(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let c = root.join("C");
+    if !c.exists() {
+        return BTreeMap::new();
+    }
+    support::read_tree(&c).into_iter().collect()
+}
+
+fn nodes(report: &serde_json::Value) -> &Vec<serde_json::Value> {
+    report["nodes"].as_array().unwrap_or_else(|| panic!("no report: {report}"))
+}
+
+#[test]
+fn first_sync_pushes_everything_second_nothing_and_a_mirror_change_only_its_file() {
+    let rig = Rig::new();
+    let rendered = rig.render(INPUTS);
+    let inv = rig.inventory(1, rig.sshd.port);
+    let (rc, report, err) = rig.sync(&inv, &[]);
+    assert_eq!(rc, 0, "{err}");
+    let n = &nodes(&report)[0];
+    assert_eq!(n["status"], "synced", "{n}");
+    assert_eq!(n["apply"]["errors"], serde_json::json!([]));
+    // Every bundle file is on the node, byte for byte, plus the node manifest.
+    let on_node = node_files(&rig.path("node-00"));
+    let bundle: Vec<(String, Vec<u8>)> =
+        support::read_tree(&rendered).into_iter().filter(|(p, _)| p.starts_with("node/C/")).collect();
+    assert_eq!(n["added"].as_array().unwrap().len(), bundle.len());
+    for (path, bytes) in &bundle {
+        assert_eq!(on_node.get(path.trim_start_matches("node/C/")), Some(bytes), "{path}");
+    }
+    assert!(on_node.contains_key("k/wmrender/manifest.json"));
+    assert!(!on_node.keys().any(|k| k.ends_with(".wmrender-tmp")));
+
+    let (rc, report, err) = rig.sync(&inv, &[]);
+    assert_eq!(rc, 0, "{err}");
+    let n = &nodes(&report)[0];
+    assert_eq!((n["status"].as_str(), n["bytesSent"].as_u64()), (Some("unchanged"), Some(0)), "{n}");
+    assert_eq!(n["restarted"], serde_json::json!([]));
+
+    rig.render(&INPUTS.replace("mirror.example.com:5000/redhat/ubi9", "mirror2.example.com/redhat/ubi9"));
+    let (rc, report, err) = rig.sync(&inv, &[]);
+    assert_eq!(rc, 0, "{err}");
+    let n = &nodes(&report)[0];
+    assert_eq!(
+        n["changed"],
+        serde_json::json!(["C:\\k\\containerd\\registries\\registry.redhat.io\\hosts.toml"]),
+        "{n}"
+    );
+    assert_eq!((n["added"].as_array().unwrap().len(), n["removed"].as_array().unwrap().len()), (0, 0));
+    // Only that file and the manifest travelled.
+    let hosts =
+        std::fs::read(rig.path("rendered/node/C/k/containerd/registries/registry.redhat.io/hosts.toml")).unwrap();
+    let sent = n["bytesSent"].as_u64().unwrap();
+    assert!(sent > hosts.len() as u64 && sent < hosts.len() as u64 + 20_000, "sent {sent}");
+
+    // A registry host that leaves the inputs loses its file and directory on the node.
+    rig.render(
+        &INPUTS
+            .replace("    - source: quay.io/openshift\n      mirrors: [mirror.example.com:5000/quay/openshift]\n", ""),
+    );
+    let (rc, report, _) = rig.sync(&inv, &[]);
+    assert_eq!(rc, 0);
+    assert_eq!(nodes(&report)[0]["removed"], serde_json::json!(["C:\\k\\containerd\\registries\\quay.io\\hosts.toml"]));
+    assert!(!rig.path("node-00/C/k/containerd/registries/quay.io").exists());
+}
+
+#[test]
+fn dry_run_shows_the_plan_changes_nothing_and_exits_1() {
+    let rig = Rig::new();
+    rig.render(INPUTS);
+    let inv = rig.inventory(1, rig.sshd.port);
+    let (rc, report, err) = rig.sync(&inv, &["--dry-run"]);
+    assert_eq!(rc, 1, "{err}");
+    assert_eq!(nodes(&report)[0]["status"], "would-change");
+    assert!(err.contains("node-00 would change:") && err.contains("add    C:\\k\\kubelet.conf"), "{err}");
+    assert!(node_files(&rig.path("node-00")).is_empty(), "a dry run writes nothing");
+    assert_eq!(rig.sync(&inv, &[]).0, 0);
+    let (rc, _, err) = rig.sync(&inv, &["--dry-run"]);
+    assert_eq!(rc, 0, "{err}");
+}
+
+#[test]
+fn host_keys_are_checked_strictly() {
+    let rig = Rig::new();
+    rig.render(INPUTS);
+    let inv = rig.inventory(1, rig.sshd.port);
+    let known = rig.sshd.path("known_hosts");
+
+    std::fs::write(&known, "").unwrap();
+    let (rc, report, err) = rig.sync(&inv, &[]);
+    assert_eq!(rc, 3, "{err}");
+    let e = nodes(&report)[0]["error"].as_str().unwrap().to_string();
+    assert!(e.contains("is not known") && e.contains("--accept-new") && e.contains("SHA256:"), "{e}");
+
+    let (rc, _, err) = rig.sync(&inv, &["--accept-new"]);
+    assert_eq!(rc, 0, "{err}");
+    let pinned = std::fs::read_to_string(&known).unwrap();
+    let pinned = pinned.trim_start();
+    assert!(pinned.starts_with(&format!("[127.0.0.1]:{} ssh-ed25519 ", rig.sshd.port)), "{pinned}");
+
+    // A different key of the same type for this host: always refused, --accept-new or not.
+    let stranger = std::fs::read_to_string(rig.sshd.path("stranger_ed25519.pub")).unwrap();
+    let b64 = stranger.split_whitespace().nth(1).unwrap();
+    std::fs::write(&known, format!("[127.0.0.1]:{} ssh-ed25519 {b64}\n", rig.sshd.port)).unwrap();
+    let (rc, report, _) = rig.sync(&inv, &["--accept-new"]);
+    assert_eq!(rc, 3);
+    let e = nodes(&report)[0]["error"].as_str().unwrap().to_string();
+    assert!(e.contains("HAS CHANGED") && e.matches("SHA256:").count() == 2, "{e}");
+}
+
+#[test]
+fn a_wrong_client_key_is_a_clear_error() {
+    let rig = Rig::new();
+    rig.render(INPUTS);
+    let inv = rig.inventory(1, rig.sshd.port);
+    let stranger = rig.sshd.path("stranger_ed25519");
+    let (rc, report, _) = rig.sync_as(&inv, &stranger, &[]);
+    assert_eq!(rc, 3);
+    let e = nodes(&report)[0]["error"].as_str().unwrap();
+    assert!(e.contains("authentication as root@") && e.contains("--identity"), "{e}");
+}
+
+#[test]
+fn a_pem_rsa_key_like_wmcos_cloud_private_key_works() {
+    let rig = Rig::new();
+    rig.render(INPUTS);
+    let inv = rig.inventory(1, rig.sshd.port);
+    let pem = rig.sshd.path("client_rsa_pem");
+    assert!(std::fs::read_to_string(&pem).unwrap().starts_with("-----BEGIN RSA PRIVATE KEY-----"));
+    let (rc, _, err) = rig.sync_as(&inv, &pem, &[]);
+    assert_eq!(rc, 0, "{err}");
+}
+
+#[test]
+fn an_unreachable_node_is_reported_while_the_others_finish_with_keep_going() {
+    let rig = Rig::new();
+    rig.render(INPUTS);
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port(); // nothing listens now
+    let good = rig.inventory(3, rig.sshd.port);
+    let mut text = std::fs::read_to_string(&good).unwrap();
+    text = text.replacen(&format!("port: {}", rig.sshd.port), &format!("port: {closed}"), 1);
+    let inv = rig.path("mixed.yaml");
+    std::fs::write(&inv, text).unwrap();
+
+    let (rc, report, _) = rig.sync(&inv, &["--keep-going", "--parallel", "1"]);
+    assert_eq!(rc, 3);
+    let statuses: Vec<&str> = nodes(&report).iter().map(|n| n["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["failed", "synced", "synced"]);
+    assert!(nodes(&report)[0]["error"].as_str().unwrap().contains("unreachable"));
+
+    // Without --keep-going no new node starts after the first failure.
+    for i in 1..3 {
+        std::fs::remove_dir_all(rig.path(&format!("node-{i:02}/C"))).unwrap();
+    }
+    let (rc, report, _) = rig.sync(&inv, &["--parallel", "1"]);
+    assert_eq!(rc, 3);
+    let statuses: Vec<&str> = nodes(&report).iter().map(|n| n["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["failed", "skipped", "skipped"]);
+}
+
+#[test]
+fn twenty_nodes_with_parallel_8_all_converge() {
+    let rig = Rig::new();
+    rig.render(INPUTS);
+    let inv = rig.inventory(20, rig.sshd.port);
+    let (rc, report, err) = rig.sync(&inv, &["--parallel", "8", "--max-unavailable", "4"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(nodes(&report).iter().all(|n| n["status"] == "synced"), "{report}");
+    let first = node_files(&rig.path("node-00"));
+    for i in 1..20 {
+        assert_eq!(node_files(&rig.path(&format!("node-{i:02}"))), first, "node-{i:02}");
+    }
+    let (rc, report, _) = rig.sync(&inv, &["--parallel", "8"]);
+    assert_eq!(rc, 0);
+    assert!(nodes(&report).iter().all(|n| n["status"] == "unchanged"));
+}
+
+#[test]
+fn the_pull_secret_reaches_the_nodes_hosts_toml_and_nowhere_else() {
+    let rig = Rig::new();
+    let rendered = rig.render(INPUTS);
+    let before = support::read_tree(&rendered);
+    let secret = rig.path("pull-secret.json");
+    // "c3luYy11c2VyOnN5bmMtcGFzcw==" is base64 of sync-user:sync-pass
+    std::fs::write(&secret, r#"{"auths":{"mirror.example.com:5000":{"auth":"c3luYy11c2VyOnN5bmMtcGFzcw=="}}}"#)
+        .unwrap();
+    let ca = rig.path("kubelet-ca.crt");
+    std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\nKUBELET-CA-MARKER\n-----END CERTIFICATE-----\n").unwrap();
+    let inv = rig.inventory(1, rig.sshd.port);
+    let rendered_s = rendered.to_str().unwrap().to_string();
+    let o = wmrender(&[
+        "sync",
+        "--rendered",
+        &rendered_s,
+        "--inventory",
+        inv.to_str().unwrap(),
+        "--identity",
+        rig.sshd.path("client_ed25519").to_str().unwrap(),
+        "--known-hosts",
+        rig.sshd.path("known_hosts").to_str().unwrap(),
+        "--pull-secret",
+        secret.to_str().unwrap(),
+        "--kubelet-ca",
+        ca.to_str().unwrap(),
+        "--output",
+        "json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let hosts = std::fs::read_to_string(rig.path("node-00/C/k/containerd/registries/quay.io/hosts.toml")).unwrap();
+    assert!(
+        hosts.contains("  [host.\"https://mirror.example.com:5000/v2/quay\".header]\n    authorization = \"Basic c3luYy11c2VyOnN5bmMtcGFzcw==\"\n"),
+        "{hosts}"
+    );
+    assert!(std::fs::read_to_string(rig.path("node-00/C/k/kubelet-ca.crt")).unwrap().contains("KUBELET-CA-MARKER"));
+    for (name, text) in [("stdout", String::from_utf8_lossy(&o.stdout)), ("stderr", String::from_utf8_lossy(&o.stderr))]
+    {
+        assert!(
+            !text.contains("c3luYy11c2Vy") && !text.contains("sync-pass") && !text.contains("KUBELET-CA-MARKER"),
+            "{name}"
+        );
+    }
+    assert_eq!(support::read_tree(&rendered), before, "nothing local was written");
+}
+
+/// A loopback TCP proxy that forwards to `target` and cuts each connection after `budget` bytes from the client.
+fn cutting_proxy(target: u16, budget: usize) -> (u16, Arc<AtomicBool>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        while !stop2.load(Ordering::SeqCst) {
+            let Ok((client, _)) = listener.accept() else {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                continue;
+            };
+            client.set_nonblocking(false).unwrap();
+            let server = TcpStream::connect(("127.0.0.1", target)).unwrap();
+            let (mut c_read, mut s_write) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            let (mut s_read, mut c_write) = (server, client);
+            std::thread::spawn(move || {
+                let mut left = budget;
+                let mut buf = [0u8; 4096];
+                while left > 0 {
+                    let n = match c_read.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n.min(left),
+                    };
+                    if s_write.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                    left -= n;
+                }
+                let _ = c_read.shutdown(std::net::Shutdown::Both);
+                let _ = s_write.shutdown(std::net::Shutdown::Both);
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut s_read, &mut c_write);
+            });
+        }
+    });
+    (port, stop)
+}
+
+fn sha(bytes: &[u8]) -> String {
+    wmrender::hex(&Sha256::digest(bytes))
+}
+
+#[test]
+fn connections_cut_mid_upload_leave_old_or_new_files_and_the_next_sync_converges() {
+    let rig = Rig::new();
+    rig.render(INPUTS);
+    // A payload large enough that cuts land inside uploads.
+    let payload = rig.path("payload");
+    std::fs::create_dir_all(payload.join("C/k")).unwrap();
+    let v1: Vec<u8> = (0..600_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(payload.join("C/k/kubelet.exe"), &v1).unwrap();
+    let inv = rig.inventory(1, rig.sshd.port);
+    let payload_s = payload.to_str().unwrap().to_string();
+    assert_eq!(rig.sync(&inv, &["--payload", &payload_s]).0, 0);
+    let old: BTreeMap<String, String> =
+        node_files(&rig.path("node-00")).into_iter().map(|(p, b)| (p, sha(&b))).collect();
+
+    // Version 2: the payload, the mirrors and the containerd config all change.
+    let v2: Vec<u8> = (0..600_000u32).map(|i| (i % 241) as u8).collect();
+    std::fs::write(payload.join("C/k/kubelet.exe"), &v2).unwrap();
+    let new_inputs = INPUTS.replace("mirror.example.com:5000", "mirror-b.example.com:5000")
+        + "  pauseImage: mirror-b.example.com:5000/pause:3.9\n";
+    let rendered = rig.render(&new_inputs);
+    let mut new: BTreeMap<String, String> = BTreeMap::new();
+    for (p, b) in support::read_tree(&rendered) {
+        if let Some(rest) = p.strip_prefix("node/C/") {
+            new.insert(rest.to_string(), sha(&b));
+        }
+    }
+    new.insert("k/kubelet.exe".into(), sha(&v2));
+
+    // Cut the connection after more and more bytes: every file is always a complete old or new version.
+    let mut cut_during_upload = 0;
+    for budget in [3_000, 8_000, 20_000, 60_000, 120_000, 250_000, 400_000, 550_000, 700_000] {
+        let (port, stop) = cutting_proxy(rig.sshd.port, budget);
+        rig.sshd.write_known_hosts(&rig.path("known_proxy"), port);
+        let inv_proxy = rig.inventory(1, port);
+        let o = wmrender(&[
+            "sync",
+            "--rendered",
+            rendered.to_str().unwrap(),
+            "--inventory",
+            inv_proxy.to_str().unwrap(),
+            "--identity",
+            rig.sshd.path("client_ed25519").to_str().unwrap(),
+            "--known-hosts",
+            rig.path("known_proxy").to_str().unwrap(),
+            "--payload",
+            &payload_s,
+            "--connect-timeout",
+            "3",
+        ]);
+        stop.store(true, Ordering::SeqCst);
+        let files = node_files(&rig.path("node-00"));
+        // The node manifest is written last: it never claims a file that is not there as it says.
+        let manifest: serde_json::Value = serde_json::from_slice(&files["k/wmrender/manifest.json"]).unwrap();
+        for entry in manifest["files"].as_array().unwrap() {
+            let rel = entry["path"].as_str().unwrap().trim_start_matches("C:\\").replace('\\', "/");
+            assert_eq!(files.get(&rel).map(|b| sha(b)).as_deref(), entry["sha256"].as_str(), "budget {budget}: {rel}");
+        }
+        for (path, bytes) in files {
+            if path.ends_with(".wmrender-tmp") {
+                cut_during_upload += 1;
+                continue;
+            }
+            if path == "k/wmrender/manifest.json" {
+                continue;
+            }
+            let h = sha(&bytes);
+            assert!(
+                old.get(&path) == Some(&h) || new.get(&path) == Some(&h),
+                "budget {budget}: {path} is neither the old nor the new version (exit {:?})",
+                o.status.code()
+            );
+        }
+    }
+    assert!(cut_during_upload > 0, "no cut landed inside an upload; raise the budgets");
+
+    // Even a revert to the old bundle right after an interrupted sync converges: the manifest never claimed the
+    // half-pushed files, so they are pushed again.
+    std::fs::write(payload.join("C/k/kubelet.exe"), &v1).unwrap();
+    rig.render(INPUTS);
+    let (rc, _, err) = rig.sync(&inv, &["--payload", &payload_s]);
+    assert_eq!(rc, 0, "{err}");
+    for (path, bytes) in node_files(&rig.path("node-00")) {
+        if !path.ends_with(".wmrender-tmp") && path != "k/wmrender/manifest.json" {
+            assert_eq!(old.get(&path), Some(&sha(&bytes)), "after the revert: {path}");
+        }
+    }
+    std::fs::write(payload.join("C/k/kubelet.exe"), &v2).unwrap();
+    rig.render(&new_inputs);
+
+    let (rc, _, err) = rig.sync(&inv, &["--payload", &payload_s]);
+    assert_eq!(rc, 0, "{err}");
+    let now: BTreeMap<String, String> = node_files(&rig.path("node-00"))
+        .into_iter()
+        .filter(|(p, _)| !p.ends_with(".wmrender-tmp") && p != "k/wmrender/manifest.json")
+        .map(|(p, b)| (p, sha(&b)))
+        .collect();
+    let mut expected = new.clone();
+    expected.retain(|p, _| p != "k/wmrender/manifest.json");
+    assert_eq!(now, expected, "the next sync converges to the new bundle");
+    let (rc, report, _) = rig.sync(&inv, &["--payload", &payload_s]);
+    assert_eq!((rc, nodes(&report)[0]["status"].as_str()), (0, Some("unchanged")));
+}
