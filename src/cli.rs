@@ -36,6 +36,25 @@ Nodes: the BYOH hosts of the rendered windows-instances ConfigMap (unless the re
 owns them) plus --inventory. Exit codes: 0 all synced or unchanged; 1 --dry-run found changes; \
 2 invalid input or usage; 3 a node failed.")]
     Sync(Box<SyncArgs>),
+    /// Review what a render would change in a rendered directory: a summary by object and node file, then diffs.
+    #[command(after_help = "Examples:\n  \
+wmrender diff -f wmrender.yaml --against rendered            # paste the output into the pull request\n  \
+wmrender diff -f wmrender.yaml --against rendered --output json\n\n\
+Exit codes: 0 no difference, 1 differences, 2 invalid input or usage.")]
+    Diff(DiffArgs),
+    /// Run as a KRM function: a ResourceList on stdin (functionConfig: a ClusterInputs), the rendered objects out.
+    #[command(after_help = "Examples:\n  \
+kustomize build --enable-alpha-plugins --enable-exec .   # with a generator whose config.kubernetes.io/function is exec: wmrender krm\n  \
+wmrender krm < resource-list.yaml\n\n\
+Paths in the functionConfig (spec.mirrors.files) are relative to the working directory.")]
+    Krm,
+    /// Print a shell completion script.
+    #[command(after_help = "Examples:\n  wmrender completions bash > /etc/bash_completion.d/wmrender\n  \
+wmrender completions zsh > \"${fpath[1]}/_wmrender\"\n  wmrender completions fish > ~/.config/fish/completions/wmrender.fish")]
+    Completions {
+        /// bash, zsh, fish, powershell or elvish.
+        shell: clap_complete::Shell,
+    },
     /// Check the inputs file without rendering anything.
     #[command(
         after_help = "Examples:\n  wmrender validate -f wmrender.yaml\n  wmrender validate -f wmrender.yaml --output json\n  wmrender validate -f wmrender.yaml --strict   # warnings fail too"
@@ -159,4 +178,16 @@ pub struct SyncArgs {
 
 fn default_known_hosts() -> PathBuf {
     std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(".ssh").join("known_hosts")
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    #[command(flatten)]
+    pub inputs: InputsArg,
+    /// The rendered directory to compare with (e.g. the committed output).
+    #[arg(long, value_name = "DIR")]
+    pub against: PathBuf,
+    /// `human` (Markdown-friendly text) or `json`.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub output: OutputFormat,
 }

@@ -2,8 +2,9 @@
 
 mod cli;
 
+use clap::CommandFactory;
 use clap::Parser;
-use cli::{Cli, Command, OnlyPart, OutputFormat, RenderArgs, SyncArgs, ValidateArgs};
+use cli::{Cli, Command, DiffArgs, OnlyPart, OutputFormat, RenderArgs, SyncArgs, ValidateArgs};
 use std::io::Write;
 use std::process::ExitCode;
 use wmrender::Part;
@@ -20,6 +21,12 @@ fn main() -> ExitCode {
         Command::Render(args) => render(args),
         Command::Validate(args) => validate(args),
         Command::Sync(args) => sync(*args),
+        Command::Diff(args) => diff(args),
+        Command::Krm => krm(),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "wmrender", &mut std::io::stdout());
+            Ok(OK)
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -59,6 +66,10 @@ fn render(args: RenderArgs) -> Result<u8, Error> {
     }
     if args.stdout {
         let stream = wmrender::render::stream(&compiled.artifacts.objects);
+        // An empty stream with exit 0 would make Argo CD prune the whole application.
+        if stream.is_empty() {
+            return Err(Error::Usage("the inputs render no cluster objects; refusing to print an empty stream".into()));
+        }
         let mut out = std::io::stdout().lock();
         out.write_all(stream.as_bytes()).and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
         return Ok(OK);
@@ -74,7 +85,7 @@ fn render(args: RenderArgs) -> Result<u8, Error> {
             eprintln!("{} is up to date", dir.display());
             return Ok(OK);
         }
-        eprint!("{}", s.diff);
+        eprint!("{}", s.diff());
         eprintln!("{}: {}", dir.display(), s.summary());
         return Ok(DIFFERENT);
     }
@@ -160,4 +171,34 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
     } else {
         OK
     })
+}
+
+fn diff(args: DiffArgs) -> Result<u8, Error> {
+    let compiled = wmrender::compile(&args.inputs.file, args.inputs.strict)?;
+    if !compiled.warnings.is_empty() {
+        eprint!("{}", compiled.warnings.render_human());
+    }
+    let files = compiled.output_files(None);
+    let staleness = wmrender::emit::check::compare(&args.against, &files)?;
+    let new = |p: &str| files.iter().find(|f| f.path == p).map(|f| f.bytes.clone());
+    let old = |p: &str| std::fs::read(args.against.join(p)).ok();
+    let review = wmrender::emit::review::review(&staleness, &old, &new);
+    let text = match args.output {
+        OutputFormat::Json => serde_json::to_string_pretty(&review).unwrap_or_default() + "\n",
+        OutputFormat::Human => review.render_text(),
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
+    Ok(if review.is_empty() { OK } else { DIFFERENT })
+}
+
+fn krm() -> Result<u8, Error> {
+    let mut input = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)
+        .map_err(|e| Error::io("reading the ResourceList from stdin", e))?;
+    let cwd = std::env::current_dir().map_err(|e| Error::io("finding the working directory", e))?;
+    let (output, failed) = wmrender::emit::krm::run(&input, &cwd);
+    let mut out = std::io::stdout().lock();
+    out.write_all(output.as_bytes()).and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
+    Ok(if failed { INVALID } else { OK })
 }

@@ -13,11 +13,16 @@ pub struct Staleness {
     pub changed: Vec<String>,
     pub added: Vec<String>,
     pub removed: Vec<String>,
-    /// A unified diff of every difference, `a/` = on disk, `b/` = freshly rendered.
-    pub diff: String,
+    /// A unified diff per differing file, `a/` = on disk, `b/` = freshly rendered, in path order.
+    pub diffs: Vec<(String, String)>,
 }
 
 impl Staleness {
+    /// Every file's diff, one after the other.
+    pub fn diff(&self) -> String {
+        self.diffs.iter().map(|(_, d)| d.as_str()).collect()
+    }
+
     pub fn is_current(&self) -> bool {
         self.changed.is_empty() && self.added.is_empty() && self.removed.is_empty()
     }
@@ -42,19 +47,20 @@ pub fn compare(dir: &Path, files: &[Artifact]) -> Result<Staleness, Error> {
         match on_disk.remove(&f.path) {
             Some(old) if old == f.bytes => {}
             Some(old) => {
-                s.diff.push_str(&unified(&f.path, &old, &f.bytes));
+                s.diffs.push((f.path.clone(), unified(&f.path, &old, &f.bytes)));
                 s.changed.push(f.path.clone());
             }
             None => {
-                s.diff.push_str(&unified(&f.path, b"", &f.bytes));
+                s.diffs.push((f.path.clone(), unified(&f.path, b"", &f.bytes)));
                 s.added.push(f.path.clone());
             }
         }
     }
     for (path, old) in on_disk {
-        s.diff.push_str(&unified(&path, &old, b""));
+        s.diffs.push((path.clone(), unified(&path, &old, b"")));
         s.removed.push(path);
     }
+    s.diffs.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(s)
 }
 

@@ -2,4 +2,6 @@
 
 pub mod check;
 pub mod directory;
+pub mod krm;
 pub mod manifest;
+pub mod review;

@@ -72,12 +72,19 @@ fn load_text(path: &Path, file: &Arc<str>, text: &str, mut diags: Diagnostics) -
             return Err(diags);
         }
     };
-    let inputs = schema::decode_document(&node, &mut diags);
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
+    from_node(&node, &base, diags)
+}
+
+/// Decodes a ClusterInputs document already parsed (the inputs file, or a KRM functionConfig) and loads the files
+/// it references, relative to `base`.
+pub fn from_node(node: &yaml::Node, base: &Path, mut diags: Diagnostics) -> Result<Loaded, Diagnostics> {
+    let inputs = schema::decode_document(node, &mut diags);
     let (Some(inputs), false) = (inputs, diags.has_errors()) else {
         return Err(diags);
     };
-    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
+    let base = base.to_path_buf();
     let root = repository_root(&base);
     let mut mirror_files = Vec::new();
     for f in &inputs.spec.mirrors.files {

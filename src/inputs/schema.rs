@@ -271,6 +271,10 @@ impl Decode for Metadata {
     fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
         let mut f = Fields::new(node, field, diags)?;
         let name = f.req("name", "a short name for this cluster, e.g. prod-east", diags);
+        // Tools that carry the inputs as a Kubernetes-style object (kustomize, kpt) add labels and annotations
+        // such as config.kubernetes.io/local-config; they mean nothing to the render.
+        f.node("labels");
+        f.node("annotations");
         f.finish(diags);
         Some(Metadata { name: name? })
     }

@@ -1,6 +1,8 @@
 //! The BYOH `windows-instances` ConfigMap (reference wmco-cluster-objects §4).
 
-use super::object::{ClusterObject, Order, annotations, labels, object_meta};
+use super::object::{
+    ClusterObject, FLUX_NO_SUBSTITUTE, Order, annotations, has_substitution_syntax, labels, object_meta,
+};
 use crate::plan::Plan;
 use k8s_openapi::api::core::v1::ConfigMap;
 
@@ -16,14 +18,14 @@ pub fn render(plan: &Plan) -> Vec<ClusterObject> {
         return Vec::new();
     };
     // WMCO splits on the first `=` and keeps the rest verbatim: no trailing newline.
-    let data = hosts.iter().map(|h| (h.address.clone(), format!("username={}", h.username))).collect();
+    let data: std::collections::BTreeMap<String, String> =
+        hosts.iter().map(|h| (h.address.clone(), format!("username={}", h.username))).collect();
+    let mut notes = annotations(Order::ConfigMap, NEVER_PRUNE);
+    if has_substitution_syntax(&data) {
+        notes.insert(FLUX_NO_SUBSTITUTE.0.into(), FLUX_NO_SUBSTITUTE.1.into());
+    }
     let cm = ConfigMap {
-        metadata: object_meta(
-            "windows-instances",
-            Some(&plan.operator.namespace),
-            labels([]),
-            annotations(Order::ConfigMap, NEVER_PRUNE),
-        ),
+        metadata: object_meta("windows-instances", Some(&plan.operator.namespace), labels([]), notes),
         data: Some(data),
         ..Default::default()
     };

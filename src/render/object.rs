@@ -5,6 +5,14 @@ use std::collections::BTreeMap;
 
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "wmrender");
 pub const SYNC_WAVE: &str = "argocd.argoproj.io/sync-wave";
+/// Flux's post-build substitution rewrites `${var}` (and fails on unset ones); an object whose text holds that
+/// syntax (a user's tag or path, say) opts out with this annotation.
+pub const FLUX_NO_SUBSTITUTE: (&str, &str) = ("kustomize.toolkit.fluxcd.io/substitute", "disabled");
+
+/// Whether any string of `value` contains Flux's substitution syntax.
+pub fn has_substitution_syntax<T: Serialize>(value: &T) -> bool {
+    serde_json::to_string(value).is_ok_and(|s| s.contains("${"))
+}
 
 /// Apply order: the WMCO install objects first, then RuntimeClasses, then what creates nodes. The number is
 /// both the position in the `--stdout` stream and the Argo CD sync wave.

@@ -10,7 +10,7 @@ mod gcp;
 mod nutanix;
 mod vsphere;
 
-use super::object::{ClusterObject, MANAGED_BY, Order, SYNC_WAVE};
+use super::object::{ClusterObject, FLUX_NO_SUBSTITUTE, MANAGED_BY, Order, SYNC_WAVE, has_substitution_syntax};
 use crate::plan::{MACHINE_API_NAMESPACE, MachineSetPlan, Plan, PlatformPlan};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -127,11 +127,15 @@ pub fn provider_spec(plan: &Plan, m: &MachineSetPlan) -> Option<ProviderSpec> {
 fn machine_set(plan: &Plan, m: &MachineSetPlan, value: ProviderSpec) -> MachineSet {
     let infra = plan.infrastructure_id.as_str();
     let name = m.name.as_str();
+    let mut annotations = map([(SYNC_WAVE, Order::MachineSet.wave())]);
+    if has_substitution_syntax(&value) {
+        annotations.insert(FLUX_NO_SUBSTITUTE.0.into(), FLUX_NO_SUBSTITUTE.1.into());
+    }
     MachineSet {
         api_version: "machine.openshift.io/v1beta1",
         kind: "MachineSet",
         metadata: Metadata {
-            annotations: map([(SYNC_WAVE, Order::MachineSet.wave())]),
+            annotations,
             // managed-by goes on the MachineSet only: template labels end up on every Machine.
             labels: map([(CLUSTER_LABEL, infra), MANAGED_BY]),
             name: name.to_string(),

@@ -1,0 +1,124 @@
+# Rendered by wmrender: completes the node's network configuration once hybrid-overlay-node has created the HNS
+# network, as WMCO's network-conf.ps1 does. Runs before kube-proxy starts; writes C:\k\cni\config\cni.conf and
+# C:\k\kube-proxy.conf only when their content changes. Edit the inputs, not this file.
+param(
+    # The node's name, computed by install.ps1 (the platform's host name, or the computer name).
+    [Parameter(Mandatory = $true)]
+    [string]$NodeName
+)
+$ErrorActionPreference = 'Stop'
+
+$networkName = 'OVNKubernetesHybridOverlayNetwork'
+Import-Module -DisableNameChecking 'C:\k\hns.psm1'
+
+# hybrid-overlay creates the network from the node's k8s.ovn.org/hybrid-overlay-node-subnet annotation.
+$network = $null
+for ($i = 0; $i -lt 20; $i++) {
+    $network = Get-HnsNetwork | Where-Object { $_.Name -eq $networkName }
+    if ($network) {
+        break
+    }
+    Start-Sleep -Seconds 1
+}
+if (-not $network) {
+    throw ('cannot find HNS network with name ' + $networkName)
+}
+$nodeSubnet = [string]@($network.Subnets)[0].AddressPrefix
+$providerAddress = [string]$network.ManagementIP
+
+function Set-ContentIfChanged {
+    param(
+        [string]$Path,
+        [string]$Content
+    )
+    if (Test-Path -LiteralPath $Path) {
+        $current = (Get-Content -Raw -LiteralPath $Path) -replace "`r", ''
+        if ($current -ceq $Content) {
+            return
+        }
+    }
+    Set-Content -LiteralPath $Path -Value $Content -NoNewline -Encoding ascii
+}
+
+$cni = @'
+{
+  "cniVersion": "0.2.0",
+  "name": "OVNKubernetesHybridOverlayNetwork",
+  "type": "win-overlay",
+  "apiVersion": 2,
+  "capabilities": {
+    "dns": true,
+    "portMappings": true
+  },
+  "ipam": {
+    "type": "host-local",
+    "subnet": "__NODE_SUBNET__"
+  },
+  "policies": [
+    {
+      "name": "EndpointPolicy",
+      "value": {
+        "settings": {
+          "destinationPrefix": "",
+          "exceptionList": [
+            "172.30.0.0/16"
+          ],
+          "needEncap": false
+        },
+        "type": "OutBoundNAT"
+      }
+    },
+    {
+      "name": "EndpointPolicy",
+      "value": {
+        "settings": {
+          "destinationPrefix": "172.30.0.0/16",
+          "exceptionList": [],
+          "needEncap": true
+        },
+        "type": "SDNRoute"
+      }
+    },
+    {
+      "name": "EndpointPolicy",
+      "value": {
+        "settings": {
+          "providerAddress": "__PROVIDER_ADDRESS__"
+        },
+        "type": "ProviderAddress"
+      }
+    }
+  ]
+}
+'@
+$cni = $cni.Replace('__NODE_SUBNET__', $nodeSubnet).Replace('__PROVIDER_ADDRESS__', $providerAddress)
+Set-ContentIfChanged -Path 'C:\k\cni\config\cni.conf' -Content ($cni -replace "`r", '')
+
+# The VIP endpoint is kube-proxy's source address for load-balanced traffic.
+$endpoint = Invoke-HNSRequest GET endpoints | Where-Object { $_.Name -eq 'VIPEndpoint' }
+if (-not $endpoint) {
+    $endpoint = New-HnsEndpoint -NetworkId $network.ID -Name 'VIPEndpoint'
+    Attach-HNSHostEndpoint -EndpointID $endpoint.ID -CompartmentID 1
+}
+$mac = ([string]$endpoint.MacAddress).Replace(':', '-')
+$adapter = Get-NetIPConfiguration -AllCompartments -All -Detailed | Where-Object { $_.NetAdapter.LinkLayerAddress -eq $mac }
+$sourceVip = [string]@($adapter.IPv4Address)[0].IPAddress
+if (-not $sourceVip) {
+    throw 'cannot find the IPv4 address of the VIP endpoint'
+}
+
+$kubeProxy = @'
+kind: KubeProxyConfiguration
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+clientConnection:
+  kubeconfig: C:\k\kubeconfig
+hostnameOverride: __NODE_NAME__
+mode: kernelspace
+winkernel:
+  networkName: OVNKubernetesHybridOverlayNetwork
+  sourceVip: __SOURCE_VIP__
+  enableDSR: true
+clusterCIDR: __NODE_SUBNET__
+'@
+$kubeProxy = $kubeProxy.Replace('__NODE_NAME__', $NodeName).Replace('__NODE_SUBNET__', $nodeSubnet).Replace('__SOURCE_VIP__', $sourceVip)
+Set-ContentIfChanged -Path 'C:\k\kube-proxy.conf' -Content ($kubeProxy -replace "`r", '')
