@@ -48,6 +48,16 @@ kustomize build --enable-alpha-plugins --enable-exec .   # with a generator whos
 wmrender krm < resource-list.yaml\n\n\
 Paths in the functionConfig (spec.mirrors.files) are relative to the working directory.")]
     Krm,
+    /// Write a starting wmrender.yaml from `oc get -o yaml` dumps of a cluster.
+    #[command(after_help = "Examples:\n  \
+mkdir dump && for o in infrastructure/cluster network.config/cluster network.operator/cluster proxy/cluster; do\n    \
+oc get $o -o yaml > dump/$(echo $o | tr / -).yaml; done\n  \
+oc get imagedigestmirrorsets,imagetagmirrorsets -o yaml > dump/mirrors.yaml\n  \
+oc get machinesets -n openshift-machine-api -o yaml > dump/machinesets.yaml\n  \
+wmrender import --from-dir dump --image ami-0123456789abcdef0 -o clusters/prod/wmrender.yaml\n\n\
+The Windows MachineSets copy network, placement and identity settings from the Linux worker MachineSets; \
+IDMS/ITMS objects are written under mirrors/ beside the inputs and referenced from spec.mirrors.files.")]
+    Import(ImportArgs),
     /// Print a shell completion script.
     #[command(after_help = "Examples:\n  wmrender completions bash > /etc/bash_completion.d/wmrender\n  \
 wmrender completions zsh > \"${fpath[1]}/_wmrender\"\n  wmrender completions fish > ~/.config/fish/completions/wmrender.fish")]
@@ -190,4 +200,22 @@ pub struct DiffArgs {
     /// `human` (Markdown-friendly text) or `json`.
     #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
     pub output: OutputFormat,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// A directory of `oc get -o yaml` dumps: Infrastructure, Network (config and operator), Proxy, IDMS/ITMS and
+    /// MachineSets, one or several objects per file, or `kind: List`.
+    #[arg(long, value_name = "DIR")]
+    pub from_dir: PathBuf,
+    /// Where to write the inputs (mirror files go to mirrors/ beside it).
+    #[arg(short = 'o', long, value_name = "FILE", default_value = "wmrender.yaml")]
+    pub output: PathBuf,
+    /// The Windows image: AMI ID (AWS), publisher:offer:sku:version or resource ID (Azure), image path (GCP),
+    /// image name (Nutanix), template (vSphere). Required on AWS, Nutanix and vSphere.
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// Overwrite existing files.
+    #[arg(long)]
+    pub force: bool,
 }

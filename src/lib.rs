@@ -9,6 +9,7 @@
 pub mod diagnostics;
 pub mod emit;
 pub mod error;
+pub mod import;
 pub mod inputs;
 pub mod net;
 pub mod plan;

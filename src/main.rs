@@ -4,7 +4,7 @@ mod cli;
 
 use clap::CommandFactory;
 use clap::Parser;
-use cli::{Cli, Command, DiffArgs, OnlyPart, OutputFormat, RenderArgs, SyncArgs, ValidateArgs};
+use cli::{Cli, Command, DiffArgs, ImportArgs, OnlyPart, OutputFormat, RenderArgs, SyncArgs, ValidateArgs};
 use std::io::Write;
 use std::process::ExitCode;
 use wmrender::Part;
@@ -23,6 +23,7 @@ fn main() -> ExitCode {
         Command::Sync(args) => sync(*args),
         Command::Diff(args) => diff(args),
         Command::Krm => krm(),
+        Command::Import(args) => import(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "wmrender", &mut std::io::stdout());
             Ok(OK)
@@ -201,4 +202,23 @@ fn krm() -> Result<u8, Error> {
     let mut out = std::io::stdout().lock();
     out.write_all(output.as_bytes()).and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
     Ok(if failed { INVALID } else { OK })
+}
+
+fn import(args: ImportArgs) -> Result<u8, Error> {
+    let opts = wmrender::import::ImportOptions { from_dir: args.from_dir, image: args.image };
+    let imported = wmrender::import::import(&opts)?;
+    for path in wmrender::import::write(&imported, &args.output, args.force)? {
+        eprintln!("wrote {}", path.display());
+    }
+    // The imported file must at least be valid; say what to fix if not.
+    match wmrender::check_inputs(&args.output, false) {
+        Ok((_, warnings)) => eprint!("{}", warnings.render_human()),
+        Err(Error::Invalid(d)) => {
+            eprint!("{}", d.render_human());
+            eprintln!("{} needs the edits above before it renders", args.output.display());
+            return Ok(INVALID);
+        }
+        Err(e) => return Err(e),
+    }
+    Ok(OK)
 }
