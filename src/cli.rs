@@ -48,13 +48,14 @@ kustomize build --enable-alpha-plugins --enable-exec .   # with a generator whos
 wmrender krm < resource-list.yaml\n\n\
 Paths in the functionConfig (spec.mirrors.files) are relative to the working directory.")]
     Krm,
-    /// Write a starting wmrender.yaml from `oc get -o yaml` dumps of a cluster.
+    /// Write a starting wmrender.yaml from `oc get -o yaml` dumps of a cluster, or from the cluster itself.
     #[command(after_help = "Examples:\n  \
 mkdir dump && for o in infrastructure/cluster network.config/cluster network.operator/cluster proxy/cluster; do\n    \
 oc get $o -o yaml > dump/$(echo $o | tr / -).yaml; done\n  \
 oc get imagedigestmirrorsets,imagetagmirrorsets -o yaml > dump/mirrors.yaml\n  \
 oc get machinesets -n openshift-machine-api -o yaml > dump/machinesets.yaml\n  \
-wmrender import --from-dir dump --image ami-0123456789abcdef0 -o clusters/prod/wmrender.yaml\n\n\
+wmrender import --from-dir dump --image ami-0123456789abcdef0 -o clusters/prod/wmrender.yaml\n  \
+wmrender import --kubeconfig ~/.kube/config --image ami-0123456789abcdef0 -o clusters/prod/wmrender.yaml\n\n\
 The Windows MachineSets copy network, placement and identity settings from the Linux worker MachineSets; \
 IDMS/ITMS objects are written under mirrors/ beside the inputs and referenced from spec.mirrors.files.")]
     Import(ImportArgs),
@@ -206,8 +207,11 @@ pub struct DiffArgs {
 pub struct ImportArgs {
     /// A directory of `oc get -o yaml` dumps: Infrastructure, Network (config and operator), Proxy, IDMS/ITMS and
     /// MachineSets, one or several objects per file, or `kind: List`.
-    #[arg(long, value_name = "DIR")]
-    pub from_dir: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "kubeconfig", conflicts_with = "kubeconfig")]
+    pub from_dir: Option<PathBuf>,
+    /// Read the same objects from a live cluster instead (read-only: GET requests only).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
     /// Where to write the inputs (mirror files go to mirrors/ beside it).
     #[arg(short = 'o', long, value_name = "FILE", default_value = "wmrender.yaml")]
     pub output: PathBuf,

@@ -1,4 +1,5 @@
-//! `wmrender import --from-dir DIR`: a starting `wmrender.yaml` from `oc get -o yaml` dumps of a cluster:
+//! `wmrender import`: a starting `wmrender.yaml` from `oc get -o yaml` dumps of a cluster (`--from-dir`), or from
+//! the same objects read from a live cluster (`--kubeconfig`, see `cluster.rs`):
 //! Infrastructure, the Network config and operator objects, Proxy, IDMS/ITMS (written beside the inputs and
 //! referenced as files), and the Linux worker MachineSets, whose network, placement and identity settings the
 //! Windows MachineSets copy. The result is a starting point to review, not a finished file.
@@ -10,7 +11,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub struct ImportOptions {
-    pub from_dir: PathBuf,
+    /// Where the objects came from, for the header comment and messages (a directory or a kubeconfig).
+    pub source: String,
     /// The Windows image: AMI ID, Azure image, GCP image, Nutanix image name or vSphere template.
     pub image: Option<String>,
 }
@@ -22,7 +24,7 @@ pub struct Imported {
 }
 
 /// Every object of every YAML/JSON file in `dir`, Lists flattened, in file-name order.
-fn objects(dir: &Path) -> Result<Vec<Value>, Error> {
+pub fn objects_from_dir(dir: &Path) -> Result<Vec<Value>, Error> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| Error::io(format!("reading {}", dir.display()), e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -130,13 +132,9 @@ fn put(map: &mut serde_json::Map<String, Value>, key: &str, value: Option<impl I
     }
 }
 
-pub fn import(opts: &ImportOptions) -> Result<Imported, Error> {
-    let objs = objects(&opts.from_dir)?;
-    let infra = find(&objs, "config.openshift.io/", "Infrastructure").ok_or_else(|| {
-        Error::Usage(format!(
-            "{}: no Infrastructure object (oc get infrastructure cluster -o yaml)",
-            opts.from_dir.display()
-        ))
+pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
+    let infra = find(objs, "config.openshift.io/", "Infrastructure").ok_or_else(|| {
+        Error::Usage(format!("{}: no Infrastructure object (oc get infrastructure cluster -o yaml)", opts.source))
     })?;
     let infra_id = s(&infra["status"]["infrastructureName"])
         .ok_or_else(|| Error::Usage("the Infrastructure has no status.infrastructureName".into()))?;
@@ -156,7 +154,7 @@ pub fn import(opts: &ImportOptions) -> Result<Imported, Error> {
     let need_worker = || {
         Error::Usage(format!(
             "{}: no Linux worker MachineSet to copy network settings from (oc get machinesets -n openshift-machine-api -o yaml)",
-            opts.from_dir.display()
+            opts.source
         ))
     };
     let need_image = |what: &str| Error::Usage(format!("platform {kind} needs --image: the Windows {what}"));
@@ -287,8 +285,8 @@ pub fn import(opts: &ImportOptions) -> Result<Imported, Error> {
         }
     };
 
-    let net_config = find(&objs, "config.openshift.io/", "Network");
-    let net_operator = find(&objs, "operator.openshift.io/", "Network");
+    let net_config = find(objs, "config.openshift.io/", "Network");
+    let net_operator = find(objs, "operator.openshift.io/", "Network");
     let hybrid = net_operator.map(|n| &n["spec"]["defaultNetwork"]["ovnKubernetesConfig"]["hybridOverlayConfig"]);
     let network = Network {
         service_network: net_config.and_then(|n| cidrs(&n["spec"]["serviceNetwork"])),
@@ -296,7 +294,7 @@ pub fn import(opts: &ImportOptions) -> Result<Imported, Error> {
         hybrid_cluster_network: hybrid.and_then(|h| cidrs(&h["hybridClusterNetwork"])),
         hybrid_overlay_vxlan_port: hybrid.and_then(|h| h["hybridOverlayVXLANPort"].as_u64()),
     };
-    let proxy = find(&objs, "config.openshift.io/", "Proxy").map(|p| &p["spec"]).and_then(|spec| {
+    let proxy = find(objs, "config.openshift.io/", "Proxy").map(|p| &p["spec"]).and_then(|spec| {
         let proxy = Proxy {
             http_proxy: s(&spec["httpProxy"]),
             https_proxy: s(&spec["httpsProxy"]),
@@ -340,7 +338,7 @@ pub fn import(opts: &ImportOptions) -> Result<Imported, Error> {
     let header = format!(
         "# Imported by `wmrender import` from {} ({} Linux worker MachineSet(s) copied).\n\
          # A starting point: review every value, set replicas and windowsVersion, then `wmrender validate`.\n",
-        opts.from_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        opts.source,
         workers.len()
     );
     Ok(Imported { inputs: header + &body, mirror_files })

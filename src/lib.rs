@@ -6,6 +6,7 @@
 // A Diagnostic is returned at most a few times per run, on the error path; boxing it would buy nothing.
 #![allow(clippy::result_large_err)]
 
+pub mod cluster;
 pub mod diagnostics;
 pub mod emit;
 pub mod error;

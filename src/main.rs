@@ -205,8 +205,23 @@ fn krm() -> Result<u8, Error> {
 }
 
 fn import(args: ImportArgs) -> Result<u8, Error> {
-    let opts = wmrender::import::ImportOptions { from_dir: args.from_dir, image: args.image };
-    let imported = wmrender::import::import(&opts)?;
+    let (objects, source) = match (&args.from_dir, &args.kubeconfig) {
+        (Some(dir), _) => {
+            let name =
+                dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| dir.display().to_string());
+            (wmrender::import::objects_from_dir(dir)?, name)
+        }
+        (None, Some(kubeconfig)) => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Error::io("starting the async runtime", e))?;
+            (runtime.block_on(wmrender::cluster::fetch(kubeconfig))?, "the cluster".to_string())
+        }
+        (None, None) => return Err(Error::Usage("give --from-dir DIR or --kubeconfig PATH".into())),
+    };
+    let opts = wmrender::import::ImportOptions { source, image: args.image };
+    let imported = wmrender::import::import(&objects, &opts)?;
     for path in wmrender::import::write(&imported, &args.output, args.force)? {
         eprintln!("wrote {}", path.display());
     }

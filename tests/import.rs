@@ -105,3 +105,138 @@ fn import_explains_what_is_missing_and_never_overwrites() {
     assert_eq!(code(&o), 2);
     assert!(stderr(&o).contains("no Infrastructure object"));
 }
+
+/// A stand-in for the Kubernetes API on 127.0.0.1: serves the AWS dump objects at their API paths, 404 elsewhere,
+/// and records every request line so the test can check that import only reads.
+fn fake_api() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let dump = root().join("fixtures/import/aws");
+    let mut objects: Vec<serde_json::Value> = Vec::new();
+    for f in [
+        "infrastructure.yaml",
+        "network-config.yaml",
+        "network-operator.yaml",
+        "proxy.yaml",
+        "mirrors.yaml",
+        "worker-machinesets.yaml",
+    ] {
+        let doc: serde_json::Value = serde_saphyr::from_str(&std::fs::read_to_string(dump.join(f)).unwrap()).unwrap();
+        match doc["items"].as_array() {
+            Some(items) => objects.extend(items.iter().cloned()),
+            None => objects.push(doc),
+        }
+    }
+    let of = |api: &str, kind: &str| {
+        objects
+            .iter()
+            .filter(|o| o["kind"] == kind && o["apiVersion"].as_str().unwrap().starts_with(api))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let list = |api_version: &str, kind: &str, items: Vec<serde_json::Value>| {
+        // API lists carry apiVersion and kind on the list, not on each item.
+        let items: Vec<serde_json::Value> = items
+            .into_iter()
+            .map(|mut i| {
+                i.as_object_mut().unwrap().remove("kind");
+                i.as_object_mut().unwrap().remove("apiVersion");
+                i
+            })
+            .collect();
+        serde_json::json!({"apiVersion": api_version, "kind": format!("{kind}List"), "items": items})
+    };
+    let mut routes: std::collections::BTreeMap<&str, serde_json::Value> = std::collections::BTreeMap::new();
+    routes.insert(
+        "/apis/config.openshift.io/v1/infrastructures/cluster",
+        of("config.openshift.io", "Infrastructure")[0].clone(),
+    );
+    routes.insert("/apis/config.openshift.io/v1/networks/cluster", of("config.openshift.io", "Network")[0].clone());
+    routes.insert("/apis/operator.openshift.io/v1/networks/cluster", of("operator.openshift.io", "Network")[0].clone());
+    routes.insert("/apis/config.openshift.io/v1/proxies/cluster", of("config.openshift.io", "Proxy")[0].clone());
+    routes.insert(
+        "/apis/config.openshift.io/v1/imagedigestmirrorsets",
+        list("config.openshift.io/v1", "ImageDigestMirrorSet", of("config.openshift.io", "ImageDigestMirrorSet")),
+    );
+    routes.insert(
+        "/apis/config.openshift.io/v1/imagetagmirrorsets",
+        list("config.openshift.io/v1", "ImageTagMirrorSet", of("config.openshift.io", "ImageTagMirrorSet")),
+    );
+    routes.insert(
+        "/apis/machine.openshift.io/v1beta1/namespaces/openshift-machine-api/machinesets",
+        list("machine.openshift.io/v1beta1", "MachineSet", of("machine.openshift.io", "MachineSet")),
+    );
+    let routes: std::collections::BTreeMap<String, String> =
+        routes.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            loop {
+                let mut header = String::new();
+                if reader.read_line(&mut header).is_err() || header == "\r\n" || header.is_empty() {
+                    break;
+                }
+            }
+            log.lock().unwrap().push(line.trim().to_string());
+            let path = line.split_whitespace().nth(1).unwrap_or("").split('?').next().unwrap_or("").to_string();
+            let (status, body) = match routes.get(&path) {
+                Some(b) => ("200 OK", b.clone()),
+                None => ("404 Not Found", r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"not found","reason":"NotFound","code":404}"#.to_string()),
+            };
+            let mut s = stream;
+            let _ = write!(
+                s,
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, seen)
+}
+
+#[test]
+fn import_from_a_live_cluster_reads_the_same_objects_and_only_reads() {
+    let (port, seen) = fake_api();
+    let tmp = tempfile::tempdir().unwrap();
+    let kubeconfig = tmp.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{port}\n\
+             users:\n- name: u\n  user:\n    token: not-a-real-token\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n\
+             current-context: x\n"
+        ),
+    )
+    .unwrap();
+    let live = tmp.path().join("live/wmrender.yaml");
+    let o = wmrender(&[
+        "import",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--image",
+        "ami-0123456789abcdef0",
+        "-o",
+        live.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let dumped = tmp.path().join("dumped/wmrender.yaml");
+    assert_eq!(code(&import("aws", "ami-0123456789abcdef0", &dumped)), 0);
+    let body = |p: &Path| std::fs::read_to_string(p).unwrap().lines().skip(2).collect::<Vec<_>>().join("\n");
+    assert_eq!(body(&live), body(&dumped), "the live import equals the import of the dumps");
+    for rel in ["mirrors/imagedigestmirrorset-release-mirrors.yaml", "mirrors/imagetagmirrorset-windows-pause.yaml"] {
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("live").join(rel)).unwrap(),
+            std::fs::read_to_string(tmp.path().join("dumped").join(rel)).unwrap()
+        );
+    }
+    let requests = seen.lock().unwrap().clone();
+    assert!(requests.len() >= 7, "{requests:?}");
+    assert!(requests.iter().all(|r| r.starts_with("GET ")), "read-only: {requests:?}");
+}
