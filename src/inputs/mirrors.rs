@@ -55,15 +55,13 @@ pub fn load(inputs: &ClusterInputs, files: &[MirrorFile], diags: &mut Diagnostic
 
 fn load_file(mf: &MirrorFile, diags: &mut Diagnostics) -> Vec<MirrorSet> {
     let (written, file) = (&mf.written, Arc::<str>::from(mf.shown.as_str()));
-    let text = match std::fs::read_to_string(&mf.path) {
+    let text = match yaml::read_source(&mf.path, &file, diags) {
         Ok(t) => t,
         Err(e) => {
             diags.push(written.error(format!("cannot read `{}`: {e}", written.value)).expected("a readable YAML file"));
             return Vec::new();
         }
     };
-    let text: Arc<str> = Arc::from(text);
-    diags.add_source(&file, &text);
     let docs = match yaml::parse_all(&file, &text) {
         Ok(d) => d,
         Err(e) => {

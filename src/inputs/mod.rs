@@ -36,13 +36,11 @@ impl Loaded {
 pub fn load(path: &Path) -> Result<Loaded, Diagnostics> {
     let file: Arc<str> = Arc::from(path.display().to_string());
     let mut diags = Diagnostics::default();
-    let text = match std::fs::read(path) {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(t) => t,
-            Err(_) => {
-                return Err(one(Diagnostic::error(&Loc::file_only(&file), "", "the inputs file is not UTF-8 text")));
-            }
-        },
+    let text = match yaml::read_source(path, &file, &mut diags) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            return Err(one(Diagnostic::error(&Loc::file_only(&file), "", "the inputs file is not UTF-8 text")));
+        }
         Err(e) => {
             return Err(one(Diagnostic::error(
                 &Loc::file_only(&file),
@@ -52,8 +50,6 @@ pub fn load(path: &Path) -> Result<Loaded, Diagnostics> {
             .hint("pass the inputs with -f PATH (default: wmrender.yaml in the current directory)")));
         }
     };
-    let text: Arc<str> = Arc::from(text);
-    diags.add_source(&file, &text);
     load_text(path, &file, &text, diags)
 }
 

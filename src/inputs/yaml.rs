@@ -52,6 +52,14 @@ impl Value {
     }
 }
 
+/// Reads a UTF-8 file and registers its text with `diags`, so diagnostics pointing into it show the offending
+/// line. The caller words the error: it knows what the file is for.
+pub fn read_source(path: &std::path::Path, shown: &Arc<str>, diags: &mut Diagnostics) -> std::io::Result<Arc<str>> {
+    let text: Arc<str> = Arc::from(std::fs::read_to_string(path)?);
+    diags.add_source(shown, &text);
+    Ok(text)
+}
+
 /// Parses one YAML document. A syntax error comes back as a diagnostic pointing at the offending place.
 pub fn parse(file: &Arc<str>, text: &str) -> Result<Node, Diagnostic> {
     let raw: Spanned<RawNode> = serde_saphyr::from_str(text).map_err(|e| syntax_error(file, &e))?;

@@ -52,13 +52,11 @@ pub fn from_configmap(text: &str) -> Result<Vec<Node>, String> {
 pub fn load(path: &Path) -> Result<Vec<Node>, Diagnostics> {
     let file: Arc<str> = Arc::from(path.display().to_string());
     let mut diags = Diagnostics::default();
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let text = yaml::read_source(path, &file, &mut diags).map_err(|e| {
         let mut d = Diagnostics::default();
         d.push(Diagnostic::error(&Loc::file_only(&file), "", format!("cannot read the inventory: {e}")));
         d
     })?;
-    let text: Arc<str> = Arc::from(text);
-    diags.add_source(&file, &text);
     let root = match yaml::parse(&file, &text) {
         Ok(n) => n,
         Err(e) => {

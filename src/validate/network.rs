@@ -6,13 +6,24 @@ use crate::diagnostics::Diagnostics;
 use crate::inputs::schema::ClusterInputs;
 use crate::inputs::yaml::Located;
 use crate::net::Cidr;
+use crate::plan::{DEFAULT_CLUSTER_NETWORK, DEFAULT_SERVICE_NETWORK};
 
 pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
     let net = &inputs.spec.network;
     let row = support(inputs.spec.platform.name());
 
-    let service = parse_all(net.service_network.as_deref().unwrap_or_default(), d);
-    let cluster = parse_all(net.cluster_network.as_deref().unwrap_or_default(), d);
+    // Networks left out take the documented defaults, so a hybrid network overlapping them is still caught.
+    let default = |cidr: &str, key: &str| {
+        vec![Located {
+            value: cidr.to_string(),
+            loc: net.at.loc.clone(),
+            field: format!("{}.{key}, the default", net.at.field),
+        }]
+    };
+    let service_default = default(DEFAULT_SERVICE_NETWORK, "serviceNetwork");
+    let cluster_default = default(DEFAULT_CLUSTER_NETWORK, "clusterNetwork");
+    let service = parse_all(net.service_network.as_deref().unwrap_or(&service_default), d);
+    let cluster = parse_all(net.cluster_network.as_deref().unwrap_or(&cluster_default), d);
     let hybrid = parse_all(net.hybrid_cluster_network.as_deref().unwrap_or_default(), d);
 
     if net.hybrid_cluster_network.as_ref().is_none_or(|h| h.is_empty()) {
