@@ -1,0 +1,65 @@
+//! The node contract: what wmrender's renderer writes, `wmrender sync` delivers and `wmrender-node` converges
+//! to. One definition of each file and path, used by all three; everything read back from a node goes through the
+//! parsers here, which check it as untrusted input.
+
+pub mod manifest;
+pub mod path;
+pub mod result;
+pub mod services;
+pub mod settings;
+
+pub use manifest::{BundleEntry, BundleManifest, FileKind, Journal, Mode, NodeFile, NodeManifest};
+pub use path::NodePath;
+pub use result::{ApplyResult, ApplyStatus};
+pub use services::{NodeVariable, Service, ServicesFile};
+pub use settings::{NodeNameSource, NodeSettings, Step, StepOutput, When};
+
+use sha2::{Digest, Sha256};
+
+/// The node paths of the contract's own files.
+pub mod paths {
+    /// wmrender's folder on the node.
+    pub const WMRENDER_DIR: &str = r"C:\k\wmrender";
+    /// Written by sync: what it delivered, with its journal.
+    pub const NODE_MANIFEST: &str = r"C:\k\wmrender\manifest.json";
+    pub const SERVICES_JSON: &str = r"C:\k\wmrender\services.json";
+    pub const SETTINGS_JSON: &str = r"C:\k\wmrender\node.json";
+    /// The agent itself; sync delivers it with the bundle.
+    pub const AGENT_EXE: &str = r"C:\k\wmrender\wmrender-node.exe";
+    /// Written by the agent only after a converged pass: what it applied.
+    pub const APPLIED_STATE: &str = r"C:\k\wmrender\applied.json";
+    /// Held by the agent while it converges, so a sync's `apply` and the service's loop never overlap.
+    pub const AGENT_LOCK: &str = r"C:\k\wmrender\agent.lock";
+    /// The agent's own service.
+    pub const AGENT_SERVICE: &str = "wmrender-node";
+}
+
+/// Suffix of a file sync is still writing; a cut leaves it behind and the next sync removes it.
+pub const TEMP_SUFFIX: &str = ".wmrender-tmp";
+/// Suffix of a service binary waiting for the agent to stop its services and swap it in.
+pub const STAGED_SUFFIX: &str = ".wmrender-staged";
+
+/// Lower-case hex sha256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contract_paths_are_node_paths() {
+        for p in [
+            paths::WMRENDER_DIR,
+            paths::NODE_MANIFEST,
+            paths::SERVICES_JSON,
+            paths::SETTINGS_JSON,
+            paths::AGENT_EXE,
+            paths::APPLIED_STATE,
+            paths::AGENT_LOCK,
+        ] {
+            NodePath::parse_delivered(p).unwrap();
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! The agent's answer: one JSON line on stdout from `wmrender-node apply`, read by sync.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApplyStatus {
+    /// Everything matches the staged bundle. Exit code 0.
+    Converged,
+    /// Waiting on a reboot or on the cluster (kubelet's certificate, the HNS network); the agent service goes on
+    /// by itself. Exit code 3.
+    Pending,
+    /// A step failed; the agent service retries it. Exit code 1.
+    #[default]
+    Failed,
+}
+
+impl ApplyStatus {
+    pub fn exit_code(self) -> i32 {
+        match self {
+            ApplyStatus::Converged => 0,
+            ApplyStatus::Failed => 1,
+            ApplyStatus::Pending => 3,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyResult {
+    pub status: ApplyStatus,
+    #[serde(default)]
+    pub node_name: String,
+    #[serde(default)]
+    pub node_ip: String,
+    #[serde(default)]
+    pub created: Vec<String>,
+    #[serde(default)]
+    pub updated: Vec<String>,
+    #[serde(default)]
+    pub deleted: Vec<String>,
+    #[serde(default)]
+    pub started: Vec<String>,
+    #[serde(default)]
+    pub restarted: Vec<String>,
+    /// Service processes killed after they did not stop within the bounded wait.
+    #[serde(default)]
+    pub killed: Vec<String>,
+    /// Files swapped in from staging (service binaries).
+    #[serde(default)]
+    pub replaced: Vec<String>,
+    /// Steps (scripts) that ran.
+    #[serde(default)]
+    pub steps: Vec<String>,
+    #[serde(default)]
+    pub environment: Vec<String>,
+    #[serde(default)]
+    pub reboot_required: bool,
+    /// Why the node is not converged yet, when it is pending.
+    #[serde(default)]
+    pub pending: Vec<String>,
+    /// Files the services need that are not on the node.
+    #[serde(default)]
+    pub missing: Vec<String>,
+    #[serde(default)]
+    pub errors: Vec<String>,
+}
+
+impl ApplyResult {
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The last line of `stdout` that is an apply result.
+    pub fn from_stdout(stdout: &str) -> Option<ApplyResult> {
+        stdout.lines().rev().find_map(|l| serde_json::from_str::<ApplyResult>(l.trim()).ok())
+    }
+}

@@ -1,0 +1,132 @@
+//! `C:\k\wmrender\node.json`: what the agent does on a node besides the services: folders, machine-level
+//! environment variables, how the node's name is found, and the steps only PowerShell can do (rendered scripts
+//! the agent runs and checks by their result line).
+
+use crate::path::NodePath;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSettings {
+    /// `aws`, `azure`, `gcp`, `nutanix`, `vsphere` or `none`: for messages.
+    pub platform: String,
+    pub node_name: NodeNameSource,
+    /// Folders the services need.
+    pub directories: Vec<NodePath>,
+    /// Machine-level environment variables (the cluster proxy). An empty value means the variable must not be
+    /// set; services see a change only after a reboot, which the agent reports.
+    pub environment: BTreeMap<String, String>,
+    pub steps: Vec<Step>,
+}
+
+/// How the agent finds the node's name (WMCO's rule per platform, lower case as kubelet registers it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "from", rename_all = "kebab-case")]
+pub enum NodeNameSource {
+    /// The DNS host name (Azure, Nutanix, BYOH): what kubelet registers without an override. Not the 15-character
+    /// NetBIOS computer name.
+    DnsHostName,
+    /// Host name and primary DNS suffix (vSphere), passed to kubelet as `--hostname-override`.
+    DnsFullyQualified,
+    /// A rendered step prints the name (AWS metadata, GCP's script), passed as `--hostname-override`.
+    Step { step: String },
+}
+
+impl NodeNameSource {
+    /// Whether kubelet gets `--hostname-override` (the platform names the node, not Windows).
+    pub fn overrides_hostname(&self) -> bool {
+        !matches!(self, NodeNameSource::DnsHostName)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum When {
+    /// Until it succeeds once for this script's content (Containers feature, Defender, firewall).
+    Once,
+    /// Once after every boot (routes Windows forgets).
+    EveryBoot,
+    /// Whenever the agent needs its value or its effect: node name look-ups and pre-start steps.
+    OnDemand,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    pub name: String,
+    pub script: NodePath,
+    /// Literal arguments; `NODE_NAME`-style placeholders of [`crate::services::NodeVariable`] are replaced.
+    pub args: Vec<String>,
+    pub when: When,
+}
+
+/// The last line a step script prints: one JSON object. The agent trusts this, not the exit code alone.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepOutput {
+    pub ok: bool,
+    /// The step did what it should, and Windows must restart for it to take effect.
+    #[serde(default)]
+    pub reboot_required: bool,
+    /// Not done yet and not an error: the cluster or Windows must do something first (say what).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// A value the step looked up (a host name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+impl StepOutput {
+    /// The last line of `stdout` that is a JSON object, if any.
+    pub fn from_stdout(stdout: &str) -> Option<StepOutput> {
+        stdout.lines().rev().find_map(|l| serde_json::from_str::<StepOutput>(l.trim()).ok())
+    }
+}
+
+impl NodeSettings {
+    pub fn parse(bytes: &[u8]) -> Result<NodeSettings, String> {
+        let s: NodeSettings = serde_json::from_slice(bytes).map_err(|e| format!("node.json does not parse: {e}"))?;
+        for name in s.environment.keys() {
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(format!("node.json: `{name}` is not an environment variable name"));
+            }
+        }
+        for v in s.environment.values() {
+            if v.contains('\0') {
+                return Err("node.json: an environment value holds a NUL character".into());
+            }
+        }
+        if let NodeNameSource::Step { step } = &s.node_name
+            && s.step(step).is_none()
+        {
+            return Err(format!("node.json: the node name comes from step `{step}`, which is not listed"));
+        }
+        Ok(s)
+    }
+
+    pub fn step(&self, name: &str) -> Option<&Step> {
+        self.steps.iter().find(|s| s.name == name)
+    }
+
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut out = serde_json::to_vec_pretty(self).unwrap_or_default();
+        out.push(b'\n');
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_output_is_the_last_json_line() {
+        let out = "noise\n{\"ok\":true,\"value\":\"ip-10-0-0-1.ec2.internal\"}\n";
+        assert_eq!(StepOutput::from_stdout(out).unwrap().value.as_deref(), Some("ip-10-0-0-1.ec2.internal"));
+        assert_eq!(StepOutput::from_stdout("nothing"), None);
+        assert_eq!(StepOutput::from_stdout("[1]\n"), None);
+    }
+}

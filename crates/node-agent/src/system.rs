@@ -1,0 +1,104 @@
+//! Everything the agent asks of Windows, behind one trait: the Service Control Manager, machine-level environment
+//! variables, processes, PowerShell steps and the node's identity. Files go through the real file system under a
+//! root (`C:\` on Windows; a folder standing for it in tests), so only what Linux cannot do is faked.
+//!
+//! Implementations: `windows::WindowsSystem` (the real one, built for x86_64-pc-windows-gnu) and `fake::FakeSystem`
+//! (unit tests on Linux; it enforces the SCM rules the engine relies on).
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::Duration;
+use wmrender_contract::NodePath;
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SysError(pub String);
+
+pub type SysResult<T> = Result<T, SysError>;
+
+/// A service's state as the SCM reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunState {
+    Stopped,
+    StartPending,
+    StopPending,
+    Running,
+    /// Paused, continue pending and the like: treated as running for convergence.
+    Other,
+}
+
+/// A service's configuration as the agent sets it and reads it back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceConfig {
+    pub name: String,
+    /// The full command line (`BinaryPathName`).
+    pub command: String,
+    pub description: String,
+    pub dependencies: Vec<String>,
+    /// Automatic start at boot.
+    pub automatic: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceStatus {
+    pub config: ServiceConfig,
+    pub state: RunState,
+    /// The process id while the service runs.
+    pub pid: Option<u32>,
+}
+
+/// What a step script printed and how it ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScriptRun {
+    pub exit_code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+pub trait System {
+    /// The local folder that stands for `C:\` (on Windows, `C:\` itself).
+    fn root(&self) -> PathBuf;
+
+    /// The local path of a node path.
+    fn local(&self, path: &NodePath) -> PathBuf {
+        let mut p = self.root();
+        for c in path.components() {
+            p.push(c);
+        }
+        p
+    }
+
+    /// `None` when no service of that name exists.
+    fn service(&self, name: &str) -> SysResult<Option<ServiceStatus>>;
+    /// Creates a service (own process, LocalSystem) with this configuration and the recovery actions that restart
+    /// it when its process dies.
+    fn create_service(&mut self, config: &ServiceConfig) -> SysResult<()>;
+    /// Changes an existing service's command, description, dependencies and start type, and sets the recovery
+    /// actions again.
+    fn update_service(&mut self, config: &ServiceConfig) -> SysResult<()>;
+    /// Marks a stopped service for deletion.
+    fn delete_service(&mut self, name: &str) -> SysResult<()>;
+    /// Asks the SCM to start a service; does not wait for it to run.
+    fn start_service(&mut self, name: &str) -> SysResult<()>;
+    /// Sends a stop request; does not wait.
+    fn stop_service(&mut self, name: &str) -> SysResult<()>;
+    /// Ends a process at once (a service that did not stop within the bounded wait).
+    fn kill_process(&mut self, pid: u32) -> SysResult<()>;
+
+    /// A machine-level environment variable (HKLM), `None` when unset.
+    fn machine_env(&self, name: &str) -> SysResult<Option<String>>;
+    /// Sets (`Some`) or removes (`None`) a machine-level environment variable.
+    fn set_machine_env(&mut self, name: &str, value: Option<&str>) -> SysResult<()>;
+
+    /// Runs a rendered PowerShell script with literal arguments (no shell in between).
+    fn run_script(&mut self, script: &NodePath, args: &[String]) -> SysResult<ScriptRun>;
+
+    /// The DNS host name, or with `fully_qualified` host name and primary DNS suffix (not the NetBIOS name).
+    fn dns_host_name(&self, fully_qualified: bool) -> SysResult<String>;
+    /// The IPv4 address of the interface that holds the default route with the lowest metric.
+    fn default_route_ipv4(&self) -> SysResult<Option<Ipv4Addr>>;
+    /// Something that changes at every boot and only then (the boot time, to the second).
+    fn boot_id(&self) -> SysResult<String>;
+
+    fn sleep(&self, d: Duration);
+}
