@@ -149,6 +149,18 @@ pub struct SyncArgs {
     /// The Windows binaries the services run, laid out by node path (DIR/C/k/kubelet.exe is C:\\k\\kubelet.exe).
     #[arg(long, value_name = "DIR")]
     pub payload: Option<PathBuf>,
+    /// wmrender-node.exe, the agent that applies the bundle on a Windows node (pushed to
+    /// C:\k\wmrender\wmrender-node.exe; or put it in the payload at C/k/wmrender/wmrender-node.exe).
+    #[arg(long, value_name = "FILE")]
+    pub agent: Option<PathBuf>,
+    /// Remove payload files (binaries, the agent) that this sync was not given. Without it a sync without
+    /// --payload leaves the payload on the node as it is.
+    #[arg(long)]
+    pub prune_payload: bool,
+    /// Remove credentials and CAs that this sync was not given (and push hosts.toml files without mirror
+    /// credentials). Without it each credential not given is left on the node as it is.
+    #[arg(long)]
+    pub prune_credentials: bool,
     /// A .dockerconfigjson: mirror credentials become `authorization` headers in the pushed hosts.toml files.
     #[arg(long, value_name = "FILE")]
     pub pull_secret: Option<PathBuf>,

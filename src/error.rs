@@ -10,6 +10,9 @@ pub enum Error {
     /// The command line asked for something that cannot be done.
     #[error("{0}")]
     Usage(String),
+    /// Something outside the inputs failed (a network, a task, a node).
+    #[error("{0}")]
+    Operational(String),
     #[error("{context}: {source}")]
     Io {
         context: String,

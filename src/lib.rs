@@ -31,6 +31,8 @@ pub struct Compiled {
     pub artifacts: ArtifactSet,
     /// `sha256:…` of the inputs, for `manifest.json`.
     pub inputs_digest: String,
+    /// Who configures the nodes, for `manifest.json` (sync reads it).
+    pub mode: wmrender_contract::Mode,
     pub warnings: Diagnostics,
 }
 
@@ -63,7 +65,7 @@ impl Compiled {
             .filter(|f| only.is_none_or(|p| f.path.starts_with(p.prefix())))
             .cloned()
             .collect();
-        files.push(emit::manifest::render(&files, &self.inputs_digest));
+        files.push(emit::manifest::render(&files, &self.inputs_digest, self.mode));
         files.sort_by(|a, b| a.path.cmp(&b.path));
         files
     }
@@ -88,7 +90,7 @@ pub fn compile(path: &Path, strict: bool) -> Result<Compiled, Error> {
     let (loaded, warnings) = check_inputs(path, strict)?;
     let plan = plan::plan(&loaded);
     let artifacts = render::render(&plan);
-    Ok(Compiled { artifacts, inputs_digest: loaded.digest(), warnings })
+    Ok(Compiled { artifacts, inputs_digest: loaded.digest(), mode: plan.operator.mode(), warnings })
 }
 
 /// Lower-case hex, for digests.

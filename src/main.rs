@@ -46,7 +46,7 @@ fn report(e: &Error) -> u8 {
             eprintln!("error: {msg}");
             INVALID
         }
-        Error::Io { .. } => {
+        Error::Io { .. } | Error::Operational(_) => {
             eprintln!("error: {e}");
             FAILED
         }
@@ -123,6 +123,9 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
         known_hosts: args.known_hosts,
         accept_new: args.accept_new,
         payload: args.payload,
+        agent: args.agent,
+        prune_payload: args.prune_payload,
+        prune_credentials: args.prune_credentials,
         secrets: SecretFiles {
             pull_secret: args.pull_secret,
             bootstrap_kubeconfig: args.bootstrap_kubeconfig,

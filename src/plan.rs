@@ -106,6 +106,13 @@ pub struct OperatorPlan {
     pub install_plan_approval: String,
 }
 
+impl OperatorPlan {
+    /// Who configures the nodes: the one setting sync follows (DESIGN: "Two ways to run").
+    pub fn mode(&self) -> wmrender_contract::Mode {
+        if self.install { wmrender_contract::Mode::WithOperator } else { wmrender_contract::Mode::WithoutOperator }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum PlatformPlan {
     Aws(AwsPlan),

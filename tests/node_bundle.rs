@@ -217,13 +217,37 @@ fn services_follow_wmco_order_and_dependencies() {
     assert!(kubelet.contains("--windows-priorityclass=ABOVE_NORMAL_PRIORITY_CLASS"));
     assert!(kubelet.contains("--node-labels=node.openshift.io/os_id=Windows"));
     assert!(command(&svcs, "kube-proxy").contains("--windows-service"));
-    // Every file a service names is in the bundle or delivered by sync.
+    // Every file a service names is in the bundle, or written on the node by a step the service runs first.
+    let settings = settings(&files);
     for s in &svcs {
+        let step_writes = s["preStart"].as_str().map(|step| {
+            let script = settings["steps"].as_array().unwrap().iter().find(|x| x["name"] == step).unwrap();
+            files[&bundle_path(script["script"].as_str().unwrap())].clone()
+        });
         for f in s["files"].as_array().unwrap() {
-            let p = format!("node/C/{}", f.as_str().unwrap().trim_start_matches("C:\\").replace('\\', "/"));
-            assert!(files.contains_key(&p), "{p}");
+            let f = f.as_str().unwrap();
+            let by_step = step_writes.as_ref().is_some_and(|text| text.contains(&format!("'{f}'")));
+            assert!(files.contains_key(&bundle_path(f)) || by_step, "{f}");
         }
     }
+    // First boot in WMCO's stages: only containerd and kubelet start before kubelet's kubeconfig exists.
+    for s in &svcs {
+        let waits = s["requires"].as_array().is_some_and(|r| r.iter().any(|x| x == "C:\\k\\kubeconfig"));
+        assert_eq!(!waits, ["containerd", "kubelet"].contains(&s["name"].as_str().unwrap()), "{}", s["name"]);
+    }
+    assert_eq!(svcs.iter().find(|s| s["name"] == "kube-proxy").unwrap()["preStart"], "network");
+}
+
+fn bundle_path(node_path: &str) -> String {
+    format!("node/C/{}", node_path.trim_start_matches("C:\\").replace('\\', "/"))
+}
+
+fn settings(files: &BTreeMap<String, String>) -> serde_json::Value {
+    serde_json::from_str(&files["node/C/k/wmrender/node.json"]).unwrap()
+}
+
+fn step<'a>(settings: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    settings["steps"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("no step {name}"))
 }
 
 #[test]
@@ -235,9 +259,18 @@ fn platform_differences() {
         command(&s, "kubelet").contains("--image-credential-provider-config=C:\\k\\credential-provider-config.yaml")
     );
     assert!(aws.contains_key("node/C/k/credential-provider-config.yaml"));
-    assert!(aws.contains_key("node/C/k/wmrender/aws-metadata-route.ps1"));
-    assert!(aws["node/C/k/wmrender/install.ps1"].contains("169.254.169.254/latest/meta-data/local-hostname"));
-    assert!(aws["node/C/k/wmrender/install.ps1"].contains("wmrender-aws-metadata-route"));
+    let aws_settings = settings(&aws);
+    assert_eq!(aws_settings["nodeName"], serde_json::json!({"from": "step", "step": "aws-hostname"}));
+    assert!(
+        aws[&bundle_path(step(&aws_settings, "aws-hostname")["script"].as_str().unwrap())]
+            .contains("169.254.169.254/latest/meta-data/local-hostname")
+    );
+    let routes = step(&aws_settings, "aws-routes");
+    assert_eq!(routes["when"], "every-boot", "Windows forgets the routes at every boot");
+    let routes = &aws[&bundle_path(routes["script"].as_str().unwrap())];
+    for prefix in ["169.254.169.254/32", "169.254.169.250/32", "169.254.169.251/32", "169.254.169.123/32"] {
+        assert!(routes.contains(prefix), "metadata, KMS and time routes: {prefix}");
+    }
     assert!(!command(&s, "hybrid-overlay-node").contains("--hybrid-overlay-vxlan-port"));
     assert!(!s.iter().any(|x| x["name"] == "cloud-node-manager"));
 
@@ -245,17 +278,19 @@ fn platform_differences() {
     let s = services(&azure);
     assert!(!command(&s, "kubelet").contains("--hostname-override"));
     assert!(command(&s, "cloud-node-manager").contains("--node-name=NODE_NAME"));
-    assert!(!azure["node/C/k/wmrender/install.ps1"].contains("169.254.169.254"));
+    let azure_settings = settings(&azure);
+    assert_eq!(azure_settings["nodeName"]["from"], "dns-host-name", "the DNS host name, not the NetBIOS name");
+    assert!(!azure.values().any(|text| text.contains("169.254.169.254")));
 
     let gcp = bundle(&example("gcp"));
     assert!(gcp.contains_key("node/C/k/wmrender/gcp-get-hostname.ps1"));
-    assert!(gcp["node/C/k/wmrender/install.ps1"].contains("gcp-get-hostname.ps1"));
+    assert_eq!(settings(&gcp)["nodeName"], serde_json::json!({"from": "step", "step": "gcp-hostname"}));
     assert!(command(&services(&gcp), "kubelet").contains("--hostname-override=HOSTNAME_OVERRIDE"));
 
     let vsphere = bundle(&example("vsphere"));
     let s = services(&vsphere);
     assert!(command(&s, "hybrid-overlay-node").ends_with("--hybrid-overlay-vxlan-port 9898"));
-    assert!(vsphere["node/C/k/wmrender/install.ps1"].contains("'NV Domain'"), "vSphere names nodes by FQDN");
+    assert_eq!(settings(&vsphere)["nodeName"]["from"], "dns-fully-qualified", "vSphere names nodes by FQDN");
 
     for name in ["nutanix", "none"] {
         let files = bundle(&example(name));
@@ -263,6 +298,7 @@ fn platform_differences() {
         assert!(!command(&s, "kubelet").contains("--hostname-override"), "{name}");
         assert!(command(&s, "kubelet").contains("--node-ip=NODE_IP"), "{name}");
         assert!(!files.contains_key("node/C/k/credential-provider-config.yaml"), "{name}");
+        assert_eq!(settings(&files)["nodeName"]["from"], "dns-host-name", "{name}");
     }
     let none = services(&bundle(&example("none")));
     assert!(!command(&none, "kubelet").contains("--cloud-provider"), "BYOH-only clusters have no cloud provider");
@@ -270,16 +306,15 @@ fn platform_differences() {
 
 #[test]
 fn proxy_values_arrive_unchanged_and_no_proxy_removes_them() {
-    let with = bundle(&example("none"));
-    let script = &with["node/C/k/wmrender/install.ps1"];
-    assert!(script.contains("NO_PROXY    = '.cluster.local,.svc,10.0.0.0/16'"), "commas stay commas");
-    assert!(script.contains("HTTP_PROXY  = 'http://proxy.metal-lab.example.com:3128'"));
-    let without = bundle(&example("aws"));
-    let script = &without["node/C/k/wmrender/install.ps1"];
-    for var in ["HTTP_PROXY  = ''", "HTTPS_PROXY = ''", "NO_PROXY    = ''"] {
-        assert!(script.contains(var), "{var}: an empty value removes the variable");
-    }
-    assert!(script.contains("[Environment]::SetEnvironmentVariable($name, $null, 'Machine')"));
+    let with = settings(&bundle(&example("none")));
+    assert_eq!(with["environment"]["NO_PROXY"], ".cluster.local,.svc,10.0.0.0/16", "commas stay commas");
+    assert_eq!(with["environment"]["HTTP_PROXY"], "http://proxy.metal-lab.example.com:3128");
+    let without = settings(&bundle(&example("aws")));
+    assert_eq!(
+        without["environment"],
+        serde_json::json!({"HTTPS_PROXY": "", "HTTP_PROXY": "", "NO_PROXY": ""}),
+        "every variable is listed; an empty value removes it"
+    );
 }
 
 #[test]

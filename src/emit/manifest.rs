@@ -1,32 +1,24 @@
-//! `manifest.json`: every output file with its sha256 and size, the wmrender version and the inputs digest.
-//! `sync` (later) compares it with the node's copy; reviewers can see at a glance what a render produced.
+//! `manifest.json`: every output file with its sha256 and size, the wmrender version, the inputs digest and the
+//! mode (with or without the operator). `sync` reads it to verify the directory and to know whether it may touch
+//! BYOH hosts; reviewers can see at a glance what a render produced. The type is the node contract's.
 
 use crate::render::Artifact;
-use serde::Serialize;
 use sha2::{Digest, Sha256};
-
-#[derive(Serialize)]
-struct Manifest<'a> {
-    wmrender: &'a str,
-    inputs: &'a str,
-    files: Vec<Entry<'a>>,
-}
-
-#[derive(Serialize)]
-struct Entry<'a> {
-    path: &'a str,
-    sha256: String,
-    size: usize,
-}
+use wmrender_contract::{BundleEntry, BundleManifest, Mode};
 
 /// The manifest for `files` (which must be sorted by path, as [`crate::render::render`] returns them).
-pub fn render(files: &[Artifact], inputs_digest: &str) -> Artifact {
-    let m = Manifest {
-        wmrender: env!("CARGO_PKG_VERSION"),
-        inputs: inputs_digest,
+pub fn render(files: &[Artifact], inputs_digest: &str, mode: Mode) -> Artifact {
+    let m = BundleManifest {
+        wmrender: env!("CARGO_PKG_VERSION").into(),
+        inputs: inputs_digest.into(),
+        mode,
         files: files
             .iter()
-            .map(|f| Entry { path: &f.path, sha256: crate::hex(&Sha256::digest(&f.bytes)), size: f.bytes.len() })
+            .map(|f| BundleEntry {
+                path: f.path.clone(),
+                sha256: crate::hex(&Sha256::digest(&f.bytes)),
+                size: f.bytes.len() as u64,
+            })
             .collect(),
     };
     // Plain strings and numbers: serialisation cannot fail.

@@ -24,11 +24,13 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
     // Every template of templates/; the snapshot tests render each of them.
     const ALL: &[(&str, &str)] = &[
         ("containerd_conf.toml.j2", include_str!("../../templates/containerd_conf.toml.j2")),
-        ("install.ps1.j2", include_str!("../../templates/install.ps1.j2")),
         ("network-conf.ps1.j2", include_str!("../../templates/network-conf.ps1.j2")),
+        ("containers-feature.ps1.j2", include_str!("../../templates/containers-feature.ps1.j2")),
+        ("firewall.ps1.j2", include_str!("../../templates/firewall.ps1.j2")),
         ("windows-defender-exclusion.ps1.j2", include_str!("../../templates/windows-defender-exclusion.ps1.j2")),
         ("gcp-get-hostname.ps1.j2", include_str!("../../templates/gcp-get-hostname.ps1.j2")),
-        ("aws-metadata-route.ps1.j2", include_str!("../../templates/aws-metadata-route.ps1.j2")),
+        ("aws-get-hostname.ps1.j2", include_str!("../../templates/aws-get-hostname.ps1.j2")),
+        ("aws-routes.ps1.j2", include_str!("../../templates/aws-routes.ps1.j2")),
     ];
     for (name, text) in ALL {
         env.add_template(name, text).expect("embedded templates parse (covered by tests)");

@@ -1,30 +1,37 @@
-# wmrender's apply step for the posix profile ($1 = root standing for C:\, $2 = changed node paths joined by |).
-# Verifies every file of the node manifest against its sha256 and prints install.ps1's JSON result line.
+# wmrender's apply step for the posix profile ($1 = the folder standing for C:\). Checks every file of the node
+# manifest against its sha256 and prints the agent's JSON result line. Paths are read one per line, never split.
 root=$1
 manifest="$root/C/k/wmrender/manifest.json"
-errors=""
-checked=0
+result() { # $1 status, $2 errors (JSON strings, comma-separated), $3 files checked
+  printf '{"status":"%s","created":[],"updated":[],"deleted":[],"started":[],"restarted":[],"rebootRequired":false,"pending":[],"missing":[],"errors":[%s],"checked":%d}\n' "$1" "$2" "$3"
+}
 if [ ! -f "$manifest" ]; then
-  printf '{"created":[],"updated":[],"restarted":[],"started":[],"rebootRequired":false,"missing":[],"errors":["no manifest"]}\n'
+  result failed '"no manifest"' 0
   exit 1
 fi
-# The manifest is wmrender's own pretty JSON: one "path" line, then its "sha256" line.
-paths=$(sed -n 's/^ *"path": "\(.*\)",$/\1/p' "$manifest")
-sums=$(sed -n 's/^ *"sha256": "\([0-9a-f]*\)",$/\1/p' "$manifest")
-set -- $sums
-for p in $paths; do
-  want=$1; shift
-  rel=$(printf '%s' "$p" | sed -e 's/^C:\\\\/C\//' -e 's/\\\\/\//g')
-  file="$root/$rel"
-  have=$(sha256sum "$file" 2>/dev/null | cut -d' ' -f1)
-  if [ "$have" != "$want" ]; then
-    errors="$errors\"mismatch: $p\","
+# The manifest is wmrender's own pretty JSON: a "path" line, then its "sha256" line. Paths stay JSON-escaped
+# (a backslash is written \\) so they can go back into the result line as they are.
+sed -n -e 's/^ *"path": "\(.*\)",$/P\1/p' -e 's/^ *"sha256": "\([0-9a-f]*\)",$/S\1/p' "$manifest" | {
+  errors=""
+  checked=0
+  path=""
+  while IFS= read -r line; do
+    case $line in
+      P*) path=${line#P} ;;
+      S*)
+        rel=$(printf '%s\n' "$path" | sed -e 's/^C:\\\\//' -e 's/\\\\/\//g')
+        have=$(sha256sum < "$root/C/$rel" 2>/dev/null | cut -d' ' -f1)
+        if [ "$have" != "${line#S}" ]; then
+          errors="$errors\"mismatch: $path\","
+        fi
+        checked=$((checked + 1))
+        ;;
+    esac
+  done
+  errors=${errors%,}
+  if [ -n "$errors" ]; then
+    result failed "$errors" "$checked"
+    exit 1
   fi
-  checked=$((checked + 1))
-done
-errors=${errors%,}
-if [ -n "$errors" ]; then
-  printf '{"created":[],"updated":[],"restarted":[],"started":[],"rebootRequired":false,"missing":[],"errors":[%s],"checked":%d}\n' "$errors" "$checked"
-  exit 1
-fi
-printf '{"created":[],"updated":[],"restarted":[],"started":[],"rebootRequired":false,"missing":[],"errors":[],"checked":%d}\n' "$checked"
+  result converged "" "$checked"
+}

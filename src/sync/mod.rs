@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::Semaphore;
+use wmrender_contract::{BundleManifest, Mode, NodePath, ServicesFile};
 
 /// Called after each node finishes, for the progress display.
 pub type OnNodeDone = Box<dyn Fn(&NodeReport) + Send + Sync>;
@@ -30,7 +31,11 @@ pub struct SyncOptions {
     pub known_hosts: PathBuf,
     pub accept_new: bool,
     pub payload: Option<PathBuf>,
+    /// The agent executable (`wmrender-node.exe`), delivered to `C:\k\wmrender\wmrender-node.exe`.
+    pub agent: Option<PathBuf>,
     pub secrets: secrets::SecretFiles,
+    pub prune_payload: bool,
+    pub prune_credentials: bool,
     pub parallel: usize,
     pub max_unavailable: usize,
     pub keep_going: bool,
@@ -39,42 +44,68 @@ pub struct SyncOptions {
     pub on_node_done: Option<OnNodeDone>,
 }
 
+/// A rendered output directory, read for sync: its manifest and every file of it, checked against the manifest.
+pub struct Rendered {
+    pub manifest: BundleManifest,
+    /// Output-relative path → bytes.
+    pub files: Vec<(String, Vec<u8>)>,
+    /// The node bundle's services table.
+    pub services: ServicesFile,
+}
+
 /// The rendered bundle, verified against the rendered manifest.json so a hand-edited or half-copied directory is
 /// never pushed.
-pub fn read_rendered(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, Error> {
+pub fn read_rendered(dir: &Path) -> Result<Rendered, Error> {
     let manifest_path = dir.join("manifest.json");
-    let manifest: serde_json::Value = std::fs::read(&manifest_path)
+    let manifest: BundleManifest = std::fs::read(&manifest_path)
         .map_err(|e| {
             Error::Usage(format!("{} is not a rendered directory ({}: {e})", dir.display(), manifest_path.display()))
         })
         .and_then(|b| {
-            serde_json::from_slice(&b).map_err(|e| Error::Usage(format!("{}: {e}", manifest_path.display())))
+            serde_json::from_slice(&b).map_err(|e| {
+                Error::Usage(format!(
+                    "{} is not a manifest this wmrender wrote ({e}); render the directory again",
+                    manifest_path.display()
+                ))
+            })
         })?;
     let mut files = Vec::new();
-    for entry in manifest["files"].as_array().into_iter().flatten() {
-        let (Some(path), Some(sum)) = (entry["path"].as_str(), entry["sha256"].as_str()) else { continue };
-        let bytes =
-            std::fs::read(dir.join(path)).map_err(|e| Error::io(format!("reading {}/{path}", dir.display()), e))?;
+    for entry in &manifest.files {
+        let path = &entry.path;
+        // A file missing or changed since the render is bad input, not a failure of the sync.
+        let bytes = std::fs::read(dir.join(path)).map_err(|e| {
+            Error::Usage(format!(
+                "{}/{path} is listed in manifest.json but cannot be read ({e}); render again",
+                dir.display()
+            ))
+        })?;
         let actual = crate::hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes));
-        if actual != sum {
+        if actual != entry.sha256 {
             return Err(Error::Usage(format!(
                 "{}/{path} differs from the rendered manifest.json; render again instead of editing the output",
                 dir.display()
             )));
         }
-        files.push((path.to_string(), bytes));
+        files.push((path.clone(), bytes));
     }
     if !files.iter().any(|(p, _)| p.starts_with("node/")) {
         return Err(Error::Usage(format!("{} holds no node bundle (rendered with --only cluster?)", dir.display())));
     }
-    Ok(files)
+    let services_path = NodePath::known(wmrender_contract::paths::SERVICES_JSON).bundle_path();
+    let services = match files.iter().find(|(p, _)| *p == services_path) {
+        Some((_, bytes)) => {
+            ServicesFile::parse(bytes).map_err(|e| Error::Usage(format!("{}/{services_path}: {e}", dir.display())))?
+        }
+        None => ServicesFile::default(),
+    };
+    Ok(Rendered { manifest, files, services })
 }
 
 /// The nodes to sync: BYOH hosts from the rendered ConfigMap (unless WMCO manages them) and the inventory.
-pub fn nodes(bundle: &[(String, Vec<u8>)], inventory: Option<&Path>) -> Result<Vec<Node>, Error> {
-    // With the WMCO Subscription rendered, the operator configures the BYOH hosts; sync must not touch them.
-    let operator_mode = bundle.iter().any(|(p, _)| p.starts_with("cluster/subscription-"));
-    let byoh = match bundle.iter().find(|(p, _)| p == "cluster/configmap-windows-instances.yaml") {
+pub fn nodes(rendered: &Rendered, inventory: Option<&Path>) -> Result<Vec<Node>, Error> {
+    // With the operator, WMCO configures the BYOH hosts; sync must not touch them.
+    let operator_mode = rendered.manifest.mode == Mode::WithOperator;
+    let byoh = match rendered.files.iter().find(|(p, _)| p == "cluster/configmap-windows-instances.yaml") {
         Some((_, bytes)) => inventory::from_configmap(&String::from_utf8_lossy(bytes)).map_err(Error::Usage)?,
         None => vec![],
     };
@@ -102,10 +133,21 @@ pub fn nodes(bundle: &[(String, Vec<u8>)], inventory: Option<&Path>) -> Result<V
 }
 
 pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
-    let bundle = read_rendered(&opts.rendered)?;
-    let nodes = nodes(&bundle, opts.inventory.as_deref())?;
+    let rendered = read_rendered(&opts.rendered)?;
+    let nodes = nodes(&rendered, opts.inventory.as_deref())?;
     let secrets = secrets::Secrets::load(&opts.secrets).map_err(Error::Usage)?;
-    let desired = plan::desired(&bundle, &secrets, opts.payload.as_deref()).map_err(Error::Usage)?;
+    let mut desired = plan::desired(&rendered.files, &secrets, opts.payload.as_deref(), opts.agent.as_deref())
+        .map_err(Error::Usage)?;
+    plan::mark_credentials(&mut desired, opts.secrets.pull_secret.is_some());
+    let agent_path = NodePath::known(wmrender_contract::paths::AGENT_EXE);
+    let given = plan::Given {
+        payload: opts.payload.is_some(),
+        agent: opts.agent.is_some() || desired.iter().any(|d| d.file.path == agent_path),
+        credentials: secrets.files.keys().map(|p| NodePath::known(p)).collect(),
+        pull_secret: opts.secrets.pull_secret.is_some(),
+        prune_payload: opts.prune_payload,
+        prune_credentials: opts.prune_credentials,
+    };
     let key = russh::keys::load_secret_key(&opts.identity, None).map_err(|e| {
         Error::Usage(format!(
             "cannot use the private key {}: {e} (keys with a passphrase are not supported)",
@@ -124,18 +166,18 @@ pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
     let connections = Arc::new(Semaphore::new(opts.parallel.max(1)));
     let unavailable = Arc::new(Semaphore::new(opts.max_unavailable.max(1)));
     let stop = Arc::new(AtomicBool::new(false));
-    let shared = Arc::new((desired, bundle, connect, opts));
+    let shared = Arc::new((desired, given, rendered.services, connect, opts));
     let mut tasks = tokio::task::JoinSet::new();
     for (i, node) in nodes.iter().cloned().enumerate() {
         let (connections, unavailable, stop, shared) =
             (connections.clone(), unavailable.clone(), stop.clone(), shared.clone());
         tasks.spawn(async move {
-            let (desired, bundle, connect, opts) = &*shared;
+            let (desired, given, services, connect, opts) = &*shared;
             let _slot = connections.acquire_owned().await;
             let report = if stop.load(Ordering::SeqCst) && !opts.keep_going {
                 NodeReport::new(&node, Status::Skipped)
             } else {
-                let job = Job { node: &node, desired, bundle, connect, dry_run: opts.dry_run, unavailable };
+                let job = Job { node: &node, desired, given, services, connect, dry_run: opts.dry_run, unavailable };
                 node::sync(job).await
             };
             if report.status == Status::Failed {
@@ -149,7 +191,7 @@ pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
     }
     let mut reports: Vec<(usize, NodeReport)> = Vec::new();
     while let Some(done) = tasks.join_next().await {
-        reports.push(done.map_err(|e| Error::Usage(format!("a sync task failed: {e}")))?);
+        reports.push(done.map_err(|e| Error::Operational(format!("a sync task failed: {e}")))?);
     }
     reports.sort_by_key(|(i, _)| *i);
     Ok(reports.into_iter().map(|(_, r)| r).collect())
@@ -167,6 +209,9 @@ pub fn table(reports: &[NodeReport]) -> String {
         let mut notes = r.restarted.join(",");
         if r.reboot_required {
             notes.push_str(" REBOOT NEEDED");
+        }
+        for p in &r.pending {
+            notes.push_str(&format!(" waiting: {p}"));
         }
         if let Some(e) = &r.error {
             notes.push_str(&format!(" {e}"));

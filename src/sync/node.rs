@@ -1,23 +1,28 @@
-//! Syncing one node: read its manifest, plan, upload changed files atomically, remove what left the bundle, write
-//! the manifest last, run the install step with the changed files, and read its JSON result line.
+//! Syncing one node: read its manifest (untrusted), plan, record the journal, upload changed files atomically
+//! (service binaries on Windows are staged for the agent), remove what left the bundle, write the manifest, run the
+//! apply step and read its result. The node counts as converged only once the apply step said so; until then
+//! every sync runs it again, so a cut anywhere is finished by the next sync.
 
 use super::error::SyncError;
 use super::inventory::Node;
-use super::plan::{self, Changes, Desired, NODE_MANIFEST, NodeManifest};
+use super::plan::{self, Changes, Desired, Given};
 use super::profile::{Profile, strip_clixml};
 use super::ssh::{ConnectOptions, Connection, Sftp};
-use crate::render::node::paths;
 use serde::Serialize;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
+use wmrender_contract::paths::{AGENT_EXE, NODE_MANIFEST};
+use wmrender_contract::{ApplyResult, ApplyStatus, NodeManifest, NodePath, STAGED_SUFFIX, ServicesFile, TEMP_SUFFIX};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
-    /// Files were pushed and the install step succeeded.
+    /// Files were pushed (or an unfinished apply was run again) and the node converged.
     Synced,
-    /// Nothing differed; nothing was pushed or run.
+    /// Nothing differed and the last apply had succeeded; nothing was pushed or run.
     Unchanged,
+    /// The bundle is delivered; the agent waits on a reboot or on the cluster and finishes by itself.
+    Pending,
     /// `--dry-run`: this node would change.
     WouldChange,
     Failed,
@@ -34,15 +39,24 @@ pub struct NodeReport {
     pub added: Vec<String>,
     pub changed: Vec<String>,
     pub removed: Vec<String>,
+    /// Files of kinds this sync was not given (payload, credentials), left as they are on the node.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<String>,
     pub bytes_sent: u64,
-    /// Services the change restarts (from the install step; planned ones with `--dry-run`).
+    /// Services the change restarts (from the agent; planned ones with `--dry-run`).
     pub restarted: Vec<String>,
+    /// Services the change creates (from the agent; planned ones with `--dry-run`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub created: Vec<String>,
     pub reboot_required: bool,
+    /// Why the node is not converged yet (`pending`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// The install step's JSON result line, as it printed it.
+    /// The apply step's result line.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub apply: Option<serde_json::Value>,
+    pub apply: Option<ApplyResult>,
 }
 
 impl NodeReport {
@@ -54,9 +68,12 @@ impl NodeReport {
             added: vec![],
             changed: vec![],
             removed: vec![],
+            kept: vec![],
             bytes_sent: 0,
             restarted: vec![],
+            created: vec![],
             reboot_required: false,
+            pending: vec![],
             error: None,
             apply: None,
         }
@@ -66,7 +83,9 @@ impl NodeReport {
 pub struct Job<'a> {
     pub node: &'a Node,
     pub desired: &'a [Desired],
-    pub bundle: &'a [(String, Vec<u8>)],
+    pub given: &'a Given,
+    /// The bundle's services table: which files are service binaries, and which services a change restarts.
+    pub services: &'a ServicesFile,
     pub connect: &'a ConnectOptions,
     pub dry_run: bool,
     /// `--max-unavailable`: a node holds a permit while it is being changed.
@@ -82,99 +101,158 @@ pub async fn sync(job: Job<'_>) -> NodeReport {
     report
 }
 
+fn strings(paths: &[NodePath]) -> Vec<String> {
+    paths.iter().map(|p| p.to_string()).collect()
+}
+
 async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
     let profile = &job.node.profile;
     let conn = Connection::open(job.node, job.connect).await?;
     let sftp = conn.sftp().await?;
-    let on_node = match sftp.read_if_exists(&profile.sftp_path(NODE_MANIFEST)).await? {
-        // A manifest that does not parse is treated as absent: everything is pushed again.
-        Some(bytes) => serde_json::from_slice::<NodeManifest>(&bytes).unwrap_or_default(),
+    let manifest_path = NodePath::known(NODE_MANIFEST);
+    let on_node = match sftp.read_if_exists(&profile.sftp_path(&manifest_path)).await? {
+        Some(bytes) => NodeManifest::parse(&bytes).map_err(|e| {
+            SyncError::Remote(format!("the node's {NODE_MANIFEST} {e} (remove it to have everything pushed again)"))
+        })?,
         None => NodeManifest::default(),
     };
-    let changes = plan::diff(job.desired, &on_node);
-    report.added = changes.add.clone();
-    report.changed = changes.change.clone();
-    report.removed = changes.remove.clone();
-    if changes.is_empty() {
+    // Only Windows nodes run services; elsewhere (posix staging hosts) every file is replaced in place.
+    let binaries = job.services.binaries();
+    let staged = |p: &NodePath| *profile == Profile::Windows && binaries.contains(p);
+    let changes = plan::diff(job.desired, &on_node, job.given, &staged);
+    report.added = strings(&changes.added);
+    report.changed = strings(&changes.changed);
+    report.removed = strings(&changes.remove);
+    report.kept = changes.kept.iter().map(|f| f.path.to_string()).collect();
+    if !changes.files_differ() && on_node.applied && on_node.pending.is_none() {
         report.status = Status::Unchanged;
         conn.close().await;
         return Ok(());
     }
+    if *profile == Profile::Windows && !changes.result.iter().any(|f| f.path.as_str() == AGENT_EXE) {
+        return Err(SyncError::Local(format!(
+            "the node has no agent: give --agent PATH (wmrender-node.exe) or put it in the payload at C/k/wmrender/wmrender-node.exe (it lands at {AGENT_EXE})"
+        )));
+    }
     if job.dry_run {
         report.status = Status::WouldChange;
-        report.restarted = plan::services_to_restart(job.bundle, &changes.touched());
+        plan_services(job, &changes, &on_node, report);
         conn.close().await;
         return Ok(());
     }
     let _permit = job.unavailable.clone().acquire_owned().await.map_err(|e| SyncError::Local(e.to_string()))?;
-    report.bytes_sent = push(job, &conn, &sftp, &on_node, &changes).await?;
-    let result = apply(&conn, profile, &changes.touched()).await?;
-    report.restarted = strings(&result["restarted"]);
-    report.reboot_required = result["rebootRequired"].as_bool().unwrap_or(false);
+    report.bytes_sent = push(profile, &conn, &sftp, &on_node, &changes).await?;
+    let result = apply(&conn, profile).await?;
+    report.restarted = result.restarted.clone();
+    report.created = result.created.clone();
+    report.reboot_required = result.reboot_required;
+    report.pending = result.pending.clone();
+    let status = result.status;
     report.apply = Some(result);
-    report.status = Status::Synced;
+    match status {
+        ApplyStatus::Converged => {
+            replace_bytes(&conn, &sftp, profile, &manifest_path, changes.done(true).to_json()).await?;
+            report.status = Status::Synced;
+        }
+        ApplyStatus::Pending => report.status = Status::Pending,
+        ApplyStatus::Failed => unreachable!("apply() returns failures as errors"),
+    }
     conn.close().await;
     Ok(())
 }
 
-/// Uploads every added or changed file to a temporary name beside it and swaps it in, removes what left the
-/// bundle, and writes the node manifest last. A connection cut at any point leaves every file either old or new,
-/// and the manifest never claims a file that is not as it says: before anything is touched, the entries of the
-/// files about to change are dropped from it, so an interrupted sync is finished by the next one whatever it pushes.
+/// `--dry-run`: the services the agent would create (on a fresh node) or restart (for the files that change).
+fn plan_services(job: &Job<'_>, changes: &Changes, on_node: &NodeManifest, report: &mut NodeReport) {
+    let names = |it: &mut dyn Iterator<Item = &wmrender_contract::Service>| it.map(|s| s.name.clone()).collect();
+    if on_node.files.is_empty() && on_node.pending.is_none() {
+        report.created = names(&mut job.services.services.iter());
+    } else {
+        let touched = changes.touched();
+        report.restarted = names(&mut job.services.affected_by(&touched));
+    }
+}
+
+/// Records the journal, uploads every file to write to a temporary name beside it and swaps it in (or stages it
+/// for the agent), removes what left the bundle, and writes the manifest. A connection cut at any point leaves
+/// every file old or new and the journal naming every file that may differ from the manifest, so the next sync
+/// finishes the job whatever it pushes.
 async fn push(
-    job: &Job<'_>,
+    profile: &Profile,
     conn: &Connection,
     sftp: &Sftp,
     on_node: &NodeManifest,
     changes: &Changes,
 ) -> Result<u64, SyncError> {
-    let profile = &job.node.profile;
-    let manifest_path = profile.sftp_path(NODE_MANIFEST);
-    let touched = changes.touched();
-    let interim = NodeManifest {
-        wmrender: on_node.wmrender.clone(),
-        files: on_node.files.iter().filter(|e| !touched.contains(&e.path)).cloned().collect(),
-    };
+    let manifest_path = NodePath::known(NODE_MANIFEST);
     let mut sent = 0;
-    if !on_node.files.is_empty() {
-        let bytes = serde_json::to_vec_pretty(&interim).map_err(|e| SyncError::Local(e.to_string()))?;
-        sent += replace(conn, sftp, profile, &manifest_path, &plan::Source::Bytes(Arc::new(bytes))).await?;
+    // Temporary files a cut left behind: the manifest's own, and those of every file the last journal named.
+    sftp.remove_file(&profile.sftp_path(&temp(&manifest_path)?)).await?;
+    for p in &changes.leftovers {
+        sftp.remove_file(&profile.sftp_path(&temp(p)?)).await?;
     }
-    let wanted: std::collections::BTreeSet<&String> = changes.add.iter().chain(&changes.change).collect();
-    for d in job.desired.iter().filter(|d| wanted.contains(&d.node_path)) {
-        let target = profile.sftp_path(&d.node_path);
+    if changes.files_differ() {
+        sent += replace_bytes(conn, sftp, profile, &manifest_path, changes.journal(on_node).to_json()).await?;
+    }
+    for d in &changes.write {
+        let target =
+            if d.file.staged { d.file.path.with_suffix(STAGED_SUFFIX).map_err(local)? } else { d.file.path.clone() };
         sent += replace(conn, sftp, profile, &target, &d.source).await?;
     }
     for path in &changes.remove {
-        let target = profile.sftp_path(path);
-        sftp.remove_file(&target).await?;
-        // A registry host whose last file left the bundle loses its directory too.
-        if path.starts_with(paths::REGISTRIES) {
-            let dir = &target[..target.rfind('/').unwrap_or(0)];
-            sftp.remove_dir_if_empty(dir).await?;
+        sftp.remove_file(&profile.sftp_path(path)).await?;
+        sftp.remove_file(&profile.sftp_path(&path.with_suffix(STAGED_SUFFIX).map_err(local)?)).await?;
+        // A registry host whose last file left the bundle loses its folder too.
+        if plan::is_hosts_toml(path)
+            && let Some(dir) = path.parent()
+        {
+            sftp.remove_dir_if_empty(&profile.sftp_path(&dir)).await?;
         }
     }
-    let manifest =
-        serde_json::to_vec_pretty(&plan::manifest_of(job.desired)).map_err(|e| SyncError::Local(e.to_string()))?;
-    sent += replace(conn, sftp, profile, &manifest_path, &plan::Source::Bytes(Arc::new(manifest))).await?;
+    sent += replace_bytes(conn, sftp, profile, &manifest_path, changes.done(false).to_json()).await?;
     Ok(sent)
+}
+
+fn local(e: impl std::fmt::Display) -> SyncError {
+    SyncError::Local(e.to_string())
+}
+
+fn temp(path: &NodePath) -> Result<NodePath, SyncError> {
+    path.with_suffix(TEMP_SUFFIX).map_err(local)
+}
+
+async fn replace_bytes(
+    conn: &Connection,
+    sftp: &Sftp,
+    profile: &Profile,
+    target: &NodePath,
+    bytes: Vec<u8>,
+) -> Result<u64, SyncError> {
+    replace(conn, sftp, profile, target, &plan::Source::Bytes(Arc::new(bytes))).await
 }
 
 async fn replace(
     conn: &Connection,
     sftp: &Sftp,
     profile: &Profile,
-    target: &str,
+    target: &NodePath,
     source: &plan::Source,
 ) -> Result<u64, SyncError> {
-    let dir = &target[..target.rfind('/').unwrap_or(0)];
-    sftp.mkdir_p(dir).await?;
-    let temp = format!("{target}.wmrender-tmp");
-    let sent = sftp.upload(&temp, source).await?;
+    if let Some(dir) = target.parent() {
+        sftp.mkdir_p(&profile.sftp_path(&dir)).await?;
+    }
+    let (temp_path, target_path) = (profile.sftp_path(&temp(target)?), profile.sftp_path(target));
+    let sent = sftp.upload(&temp_path, source).await?;
+    // The agent's own executable may be running as a service: Windows lets a running program be renamed, not
+    // overwritten, so the old one steps aside first (the agent removes it once it no longer runs).
+    if *profile == Profile::Windows && target.as_str() == AGENT_EXE {
+        let aside = profile.sftp_path(&target.with_suffix(".wmrender-old").map_err(local)?);
+        sftp.remove_file(&aside).await.ok();
+        sftp.rename_if_exists(&target_path, &aside).await?;
+    }
     if sftp.posix_rename {
-        sftp.posix_rename(&temp, target).await?;
+        sftp.posix_rename(&temp_path, &target_path).await?;
     } else {
-        let out = conn.exec(&profile.replace_command(&temp, target)).await?;
+        let out = conn.exec(&profile.replace_command(&temp(target)?, target)).await?;
         if out.status != Some(0) {
             return Err(SyncError::Remote(format!(
                 "replacing {target}: {}",
@@ -185,33 +263,24 @@ async fn replace(
     Ok(sent)
 }
 
-/// Runs the install step and returns its JSON result line (the last stdout line that is a JSON object).
-async fn apply(conn: &Connection, profile: &Profile, touched: &[String]) -> Result<serde_json::Value, SyncError> {
-    let out = conn.exec(&profile.apply_command(touched)).await?;
+/// Runs the apply step and reads its result line. A failed apply is an error; a pending one is a result.
+async fn apply(conn: &Connection, profile: &Profile) -> Result<ApplyResult, SyncError> {
+    let out = conn.exec(&profile.apply_command()).await?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let result = stdout
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok().filter(|v| v.is_object()));
     let stderr = strip_clixml(&String::from_utf8_lossy(&out.stderr));
-    match (out.status, result) {
-        (Some(0), Some(r)) if strings(&r["errors"]).is_empty() => Ok(r),
-        (_, Some(r)) => {
-            let mut why = strings(&r["errors"]).join("; ");
-            let missing = strings(&r["missing"]);
-            if !missing.is_empty() {
-                why = format!("{why} (missing on the node: {})", missing.join(", "));
+    match ApplyResult::from_stdout(&stdout) {
+        Some(r) if r.status == ApplyStatus::Failed || !r.errors.is_empty() => {
+            let mut why = r.errors.join("; ");
+            if !r.missing.is_empty() {
+                why = format!("{why} (missing on the node: {})", r.missing.join(", "));
             }
-            Err(SyncError::Apply(why))
+            Err(SyncError::Apply(why.trim().to_string()))
         }
-        (status, None) => Err(SyncError::Apply(format!(
+        Some(r) => Ok(r),
+        None => Err(SyncError::Apply(format!(
             "no result line (exit status {}): {}",
-            status.map(|s| s.to_string()).unwrap_or_else(|| "none".into()),
+            out.status.map(|s| s.to_string()).unwrap_or_else(|| "none".into()),
             stderr.trim()
         ))),
     }
-}
-
-fn strings(v: &serde_json::Value) -> Vec<String> {
-    v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_string)).collect()
 }

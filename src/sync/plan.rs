@@ -1,17 +1,17 @@
 //! What a node should hold, and what must change on it: the rendered bundle (with sync-time secrets merged in),
-//! the credential files, and the payload, each with its sha256, compared with the node's manifest.
+//! the credential files, the payload and the agent, each with its sha256 and kind, compared with the node's
+//! manifest. A sync replaces only the kinds it was given: payload and credentials it was not handed stay as they
+//! are on the node unless pruning them is asked for.
 
 use super::secrets::Secrets;
 use crate::render::registries::REGISTRIES_DIR;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// On the node, the record of what wmrender pushed. Written last, so it never claims a file that is not there.
-pub const NODE_MANIFEST: &str = r"C:\k\wmrender\manifest.json";
+use wmrender_contract::paths::{AGENT_EXE, NODE_MANIFEST};
+use wmrender_contract::{FileKind, Journal, NodeFile, NodeManifest, NodePath};
 
 #[derive(Clone, Debug)]
 pub enum Source {
@@ -23,37 +23,45 @@ pub enum Source {
 
 #[derive(Clone, Debug)]
 pub struct Desired {
-    pub node_path: String,
-    pub sha256: String,
-    pub size: u64,
+    pub file: NodeFile,
     pub source: Source,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct NodeManifest {
-    pub wmrender: String,
-    pub files: Vec<ManifestEntry>,
+impl Desired {
+    pub fn path(&self) -> &NodePath {
+        &self.file.path
+    }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct ManifestEntry {
-    pub path: String,
-    pub sha256: String,
-    pub size: u64,
-}
-
-/// `node/C/k/x` (bundle) → `C:\k\x`.
-pub fn node_path(bundle_path: &str) -> Option<String> {
-    let rest = bundle_path.strip_prefix("node/C/")?;
-    Some(format!("C:\\{}", rest.replace('/', "\\")))
+/// What this sync was given besides the bundle, which decides what it may replace or remove.
+#[derive(Clone, Debug, Default)]
+pub struct Given {
+    /// `--payload` was given: the payload on the node is replaced by it.
+    pub payload: bool,
+    /// `--agent` (or the payload) brings the agent executable.
+    pub agent: bool,
+    /// The credential files given, by node path.
+    pub credentials: BTreeSet<NodePath>,
+    /// `--pull-secret` was given: hosts.toml files carry mirror credentials.
+    pub pull_secret: bool,
+    /// `--prune-payload`: payload files not given are removed.
+    pub prune_payload: bool,
+    /// `--prune-credentials`: credentials not given are removed, and hosts.toml lose their credentials.
+    pub prune_credentials: bool,
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
     crate::hex(&Sha256::digest(bytes))
 }
 
-fn from_bytes(node_path: String, bytes: Vec<u8>) -> Desired {
-    Desired { sha256: sha256_hex(&bytes), size: bytes.len() as u64, source: Source::Bytes(Arc::new(bytes)), node_path }
+fn from_bytes(path: NodePath, kind: FileKind, bytes: Vec<u8>) -> Desired {
+    let file = NodeFile { path, sha256: sha256_hex(&bytes), size: bytes.len() as u64, kind, staged: false };
+    Desired { file, source: Source::Bytes(Arc::new(bytes)) }
+}
+
+/// Whether a node path is a registry's hosts.toml, which carries mirror credentials when a pull secret is given.
+pub fn is_hosts_toml(path: &NodePath) -> bool {
+    path.bundle_path().starts_with(REGISTRIES_DIR) && path.file_name() == "hosts.toml"
 }
 
 /// Everything every node should hold, sorted by node path.
@@ -61,35 +69,42 @@ pub fn desired(
     bundle: &[(String, Vec<u8>)],
     secrets: &Secrets,
     payload: Option<&Path>,
+    agent: Option<&Path>,
 ) -> Result<Vec<Desired>, String> {
-    let mut all: BTreeMap<String, Desired> = BTreeMap::new();
+    let mut all: BTreeMap<NodePath, Desired> = BTreeMap::new();
     for (path, bytes) in bundle {
-        let Some(np) = node_path(path) else { continue };
-        let bytes = if path.starts_with(REGISTRIES_DIR) && path.ends_with("/hosts.toml") {
-            secrets.merge_into_hosts_toml(bytes)
-        } else {
-            bytes.clone()
-        };
-        all.insert(np.clone(), from_bytes(np, bytes));
+        let Some(np) = NodePath::from_bundle_path(path) else { continue };
+        let bytes = if is_hosts_toml(&np) { secrets.merge_into_hosts_toml(bytes) } else { bytes.clone() };
+        all.insert(np.clone(), from_bytes(np, FileKind::Bundle, bytes));
     }
     for (np, secret) in &secrets.files {
-        all.insert(np.to_string(), from_bytes(np.to_string(), secret.bytes().to_vec()));
+        let np = NodePath::known(np);
+        all.insert(np.clone(), from_bytes(np, FileKind::Credential, secret.bytes().to_vec()));
     }
-    if let Some(dir) = payload {
-        for (np, file) in payload_files(dir)? {
-            if all.contains_key(&np) {
-                return Err(format!("{} would overwrite the rendered {np}", file.display()));
-            }
-            let (sha256, size) = hash_file(&file)?;
-            all.insert(np.clone(), Desired { node_path: np, sha256, size, source: Source::File(file) });
+    let mut files: Vec<(NodePath, PathBuf)> = match payload {
+        Some(dir) => payload_files(dir)?,
+        None => vec![],
+    };
+    if let Some(exe) = agent {
+        // --agent wins over a copy of the agent in the payload.
+        let np = NodePath::known(AGENT_EXE);
+        files.retain(|(p, _)| *p != np);
+        files.push((np, exe.to_path_buf()));
+    }
+    for (np, file) in files {
+        if all.contains_key(&np) {
+            return Err(format!("{} would overwrite the rendered {np}", file.display()));
         }
+        let (sha256, size) = hash_file(&file)?;
+        let entry = NodeFile { path: np.clone(), sha256, size, kind: FileKind::Payload, staged: false };
+        all.insert(np, Desired { file: entry, source: Source::File(file) });
     }
-    all.remove(NODE_MANIFEST);
+    all.remove(&NodePath::known(NODE_MANIFEST));
     Ok(all.into_values().collect())
 }
 
 /// The payload directory is laid out by node path: `DIR/C/k/kubelet.exe` is `C:\k\kubelet.exe`.
-fn payload_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, String> {
+fn payload_files(dir: &Path) -> Result<Vec<(NodePath, PathBuf)>, String> {
     let root = dir.join("C");
     if !root.is_dir() {
         return Err(format!(
@@ -98,20 +113,16 @@ fn payload_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, String> {
         ));
     }
     let mut out = Vec::new();
-    let mut stack = vec![root.clone()];
-    while let Some(d) = stack.pop() {
-        let entries = std::fs::read_dir(&d).map_err(|e| format!("reading {}: {e}", d.display()))?;
-        for entry in entries {
-            let p = entry.map_err(|e| format!("reading {}: {e}", d.display()))?.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(&root).map_err(|e| e.to_string())?;
-                let parts: Vec<String> =
-                    rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
-                out.push((format!("C:\\{}", parts.join("\\")), p));
-            }
+    for entry in walkdir::WalkDir::new(&root).sort_by_file_name() {
+        let entry = entry.map_err(|e| format!("reading {}: {e}", dir.display()))?;
+        if entry.file_type().is_dir() {
+            continue;
         }
+        let rel = entry.path().strip_prefix(&root).map_err(|e| e.to_string())?;
+        let parts: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+        let text = format!("C:\\{}", parts.join("\\"));
+        let np = NodePath::parse_delivered(&text).map_err(|e| format!("{}: {e}", entry.path().display()))?;
+        out.push((np, entry.path().to_path_buf()));
     }
     Ok(out)
 }
@@ -135,93 +146,244 @@ fn hash_file(path: &Path) -> Result<(String, u64), String> {
 /// What one node needs.
 #[derive(Clone, Debug, Default)]
 pub struct Changes {
-    pub add: Vec<String>,
-    pub change: Vec<String>,
-    pub remove: Vec<String>,
+    /// Files to write (new, changed, or left uncertain by an interrupted sync), with the content they get.
+    pub write: Vec<Desired>,
+    /// How many of `write` are new on the node.
+    pub added: Vec<NodePath>,
+    pub changed: Vec<NodePath>,
+    pub remove: Vec<NodePath>,
+    /// Files of kinds this sync was not given, left as they are.
+    pub kept: Vec<NodeFile>,
+    /// The node's manifest after the sync: every file the node holds from wmrender.
+    pub result: Vec<NodeFile>,
+    /// The files an interrupted sync left uncertain (temporary files to clean up).
+    pub leftovers: Vec<NodePath>,
 }
 
 impl Changes {
-    pub fn is_empty(&self) -> bool {
-        self.add.is_empty() && self.change.is_empty() && self.remove.is_empty()
+    pub fn files_differ(&self) -> bool {
+        !self.write.is_empty() || !self.remove.is_empty()
     }
 
-    /// Every node path the install step must know about.
-    pub fn touched(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.add.iter().chain(&self.change).chain(&self.remove).cloned().collect();
+    /// Every node path the change touches.
+    pub fn touched(&self) -> Vec<NodePath> {
+        let mut v: Vec<NodePath> = self.write.iter().map(|d| d.file.path.clone()).chain(self.remove.clone()).collect();
         v.sort();
         v
     }
-}
 
-pub fn diff(desired: &[Desired], on_node: &NodeManifest) -> Changes {
-    let have: BTreeMap<&str, &str> = on_node.files.iter().map(|e| (e.path.as_str(), e.sha256.as_str())).collect();
-    let mut c = Changes::default();
-    for d in desired {
-        match have.get(d.node_path.as_str()) {
-            None => c.add.push(d.node_path.clone()),
-            Some(sum) if *sum != d.sha256 => c.change.push(d.node_path.clone()),
-            Some(_) => {}
+    /// The manifest written before anything changes: the files known not to change, and the journal.
+    pub fn journal(&self, on_node: &NodeManifest) -> NodeManifest {
+        let touched: BTreeSet<NodePath> = self.touched().into_iter().collect();
+        NodeManifest {
+            wmrender: env!("CARGO_PKG_VERSION").into(),
+            files: on_node.files.iter().filter(|f| !touched.contains(&f.path)).cloned().collect(),
+            pending: Some(Journal {
+                files: self.write.iter().map(|d| d.file.clone()).chain(self.uncertain_of(on_node)).collect(),
+                remove: self.remove.clone(),
+            }),
+            applied: false,
         }
     }
-    let wanted: std::collections::BTreeSet<&str> = desired.iter().map(|d| d.node_path.as_str()).collect();
-    c.remove = on_node.files.iter().filter(|e| !wanted.contains(e.path.as_str())).map(|e| e.path.clone()).collect();
+
+    /// Entries of an earlier journal that this sync neither writes nor removes (kept kinds): still uncertain.
+    fn uncertain_of(&self, on_node: &NodeManifest) -> Vec<NodeFile> {
+        let written: BTreeSet<&NodePath> = self.write.iter().map(|d| &d.file.path).collect();
+        on_node
+            .pending
+            .iter()
+            .flat_map(|j| &j.files)
+            .filter(|f| !written.contains(&f.path) && self.kept.iter().any(|k| k.path == f.path))
+            .cloned()
+            .collect()
+    }
+
+    /// The manifest written after the files are in place; `applied` is set once the apply step succeeded.
+    pub fn done(&self, applied: bool) -> NodeManifest {
+        NodeManifest { wmrender: env!("CARGO_PKG_VERSION").into(), files: self.result.clone(), pending: None, applied }
+    }
+}
+
+/// Compares the desired files with a node's manifest. `staged` says which paths must be staged for the agent
+/// (service binaries on Windows) instead of being replaced in place.
+pub fn diff(desired: &[Desired], on_node: &NodeManifest, given: &Given, staged: &dyn Fn(&NodePath) -> bool) -> Changes {
+    let known: BTreeMap<&NodePath, &NodeFile> = on_node.files.iter().map(|f| (&f.path, f)).collect();
+    let journal = on_node.pending.clone().unwrap_or_default();
+    let uncertain: BTreeSet<&NodePath> = journal.files.iter().map(|f| &f.path).collect();
+    let wanted: BTreeSet<&NodePath> = desired.iter().map(|d| &d.file.path).collect();
+    let mut c = Changes::default();
+
+    // Files of a kind this sync was not given stay as they are (and in the manifest), unless pruning is asked.
+    let keep = |f: &NodeFile| -> bool {
+        if wanted.contains(&f.path) {
+            return false;
+        }
+        match f.kind {
+            FileKind::Bundle => false,
+            // A registry that left the bundle takes its hosts.toml with it, credentials or not.
+            FileKind::Credential if is_hosts_toml(&f.path) => false,
+            FileKind::Payload if f.path.as_str().eq_ignore_ascii_case(AGENT_EXE) => {
+                !given.agent && !given.prune_payload
+            }
+            FileKind::Payload => !given.payload && !given.prune_payload,
+            FileKind::Credential => !given.credentials.contains(&f.path) && !given.prune_credentials,
+        }
+    };
+    let mut seen = BTreeSet::new();
+    for f in on_node.files.iter().chain(&journal.files) {
+        if seen.insert(&f.path) && keep(f) {
+            c.kept.push(f.clone());
+        }
+    }
+    // hosts.toml carrying mirror credentials stay as they are when this sync has no pull secret.
+    let keep_hosts = on_node_has_pull_secret(on_node) && !given.pull_secret && !given.prune_credentials;
+
+    for d in desired {
+        let path = &d.file.path;
+        let on = known.get(path);
+        if keep_hosts
+            && is_hosts_toml(path)
+            && let Some(f) = on
+        {
+            c.kept.push((*f).clone());
+            continue;
+        }
+        let mut file = d.file.clone();
+        file.staged = staged(path);
+        let same = on.is_some_and(|f| f.sha256 == d.file.sha256) && !uncertain.contains(path);
+        if same {
+            // Still waiting for the agent to swap it in? Keep the mark until an apply succeeds.
+            file.staged = on.is_some_and(|f| f.staged) && !on_node.applied;
+            c.result.push(file);
+            continue;
+        }
+        if on.is_some() {
+            c.changed.push(path.clone());
+        } else {
+            c.added.push(path.clone());
+        }
+        c.result.push(file.clone());
+        c.write.push(Desired { file, source: d.source.clone() });
+    }
+    let kept: BTreeSet<NodePath> = c.kept.iter().map(|f| f.path.clone()).collect();
+    c.result.extend(c.kept.iter().filter(|f| !wanted.contains(&f.path)).cloned());
+    c.result.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut remove: BTreeSet<NodePath> = BTreeSet::new();
+    for p in on_node.files.iter().map(|f| &f.path).chain(uncertain.iter().copied()).chain(&journal.remove) {
+        if !wanted.contains(p) && !kept.contains(p) {
+            remove.insert(p.clone());
+        }
+    }
+    c.remove = remove.into_iter().collect();
+    c.leftovers = uncertain.into_iter().cloned().collect();
     c
 }
 
-pub fn manifest_of(desired: &[Desired]) -> NodeManifest {
-    NodeManifest {
-        wmrender: env!("CARGO_PKG_VERSION").into(),
-        files: desired
-            .iter()
-            .map(|d| ManifestEntry { path: d.node_path.clone(), sha256: d.sha256.clone(), size: d.size })
-            .collect(),
-    }
+/// A node whose hosts.toml were pushed with mirror credentials: its manifest lists them as credentials.
+fn on_node_has_pull_secret(on_node: &NodeManifest) -> bool {
+    on_node.files.iter().any(|f| is_hosts_toml(&f.path) && f.kind == FileKind::Credential)
 }
 
-/// The services a change restarts, from the bundle's services.json (for `--dry-run`).
-pub fn services_to_restart(bundle: &[(String, Vec<u8>)], touched: &[String]) -> Vec<String> {
-    let Some((_, bytes)) = bundle.iter().find(|(p, _)| p == "node/C/k/wmrender/services.json") else { return vec![] };
-    let Ok(doc) = serde_json::from_slice::<serde_json::Value>(bytes) else { return vec![] };
-    doc["services"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|s| {
-            s["files"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|f| f.as_str().is_some_and(|f| touched.iter().any(|t| t == f)))
-        })
-        .filter_map(|s| s["name"].as_str().map(str::to_string))
-        .collect()
+/// Marks hosts.toml entries as carrying credentials when the pull secret was merged into them.
+pub fn mark_credentials(desired: &mut [Desired], pull_secret: bool) {
+    if pull_secret {
+        for d in desired.iter_mut().filter(|d| is_hosts_toml(&d.file.path)) {
+            d.file.kind = FileKind::Credential;
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn diff_finds_adds_changes_and_removals() {
-        let desired =
-            vec![from_bytes(r"C:\k\a".into(), b"new".to_vec()), from_bytes(r"C:\k\b".into(), b"same".to_vec())];
-        let on_node = NodeManifest {
-            wmrender: "0".into(),
-            files: vec![
-                ManifestEntry { path: r"C:\k\b".into(), sha256: sha256_hex(b"same"), size: 4 },
-                ManifestEntry { path: r"C:\k\old".into(), sha256: "x".into(), size: 1 },
-            ],
-        };
-        let c = diff(&desired, &on_node);
-        assert_eq!((c.add, c.change, c.remove), (vec![r"C:\k\a".to_string()], vec![], vec![r"C:\k\old".to_string()]));
+    fn p(s: &str) -> NodePath {
+        NodePath::known(s)
+    }
+
+    fn entry(path: &str, sha: &str, kind: FileKind) -> NodeFile {
+        NodeFile { path: p(path), sha256: sha.into(), size: 1, kind, staged: false }
+    }
+
+    fn no_staging(_: &NodePath) -> bool {
+        false
     }
 
     #[test]
-    fn bundle_paths_map_to_node_paths() {
-        assert_eq!(
-            node_path("node/C/k/containerd/registries/quay.io/hosts.toml").unwrap(),
-            r"C:\k\containerd\registries\quay.io\hosts.toml"
-        );
-        assert_eq!(node_path("cluster/x.yaml"), None);
+    fn diff_finds_adds_changes_and_removals() {
+        let desired = vec![
+            from_bytes(p(r"C:\k\a"), FileKind::Bundle, b"new".to_vec()),
+            from_bytes(p(r"C:\k\b"), FileKind::Bundle, b"same".to_vec()),
+        ];
+        let on_node = NodeManifest {
+            wmrender: "0".into(),
+            files: vec![
+                entry(r"C:\k\b", &sha256_hex(b"same"), FileKind::Bundle),
+                entry(r"C:\k\old", "x", FileKind::Bundle),
+            ],
+            pending: None,
+            applied: true,
+        };
+        let c = diff(&desired, &on_node, &Given::default(), &no_staging);
+        assert_eq!(c.added, vec![p(r"C:\k\a")]);
+        assert!(c.changed.is_empty());
+        assert_eq!(c.remove, vec![p(r"C:\k\old")]);
+    }
+
+    #[test]
+    fn kinds_not_given_are_kept_unless_pruned() {
+        let desired = vec![from_bytes(p(r"C:\k\kubelet.conf"), FileKind::Bundle, b"x".to_vec())];
+        let on_node = NodeManifest {
+            wmrender: "0".into(),
+            files: vec![
+                entry(r"C:\k\kubelet.exe", "1", FileKind::Payload),
+                entry(r"C:\k\bootstrap-kubeconfig", "2", FileKind::Credential),
+                entry(r"C:\k\wmrender\wmrender-node.exe", "3", FileKind::Payload),
+            ],
+            pending: None,
+            applied: true,
+        };
+        let c = diff(&desired, &on_node, &Given::default(), &no_staging);
+        assert!(c.remove.is_empty(), "{:?}", c.remove);
+        assert_eq!(c.kept.len(), 3);
+        assert_eq!(c.result.len(), 4);
+        let pruned = Given { prune_payload: true, ..Given::default() };
+        let c = diff(&desired, &on_node, &pruned, &no_staging);
+        assert_eq!(c.remove, vec![p(r"C:\k\kubelet.exe"), p(r"C:\k\wmrender\wmrender-node.exe")]);
+        let given = Given { credentials: BTreeSet::from([p(r"C:\k\kubelet-ca.crt")]), ..Given::default() };
+        let c = diff(&desired, &on_node, &given, &no_staging);
+        assert!(c.kept.iter().any(|f| f.path == p(r"C:\k\bootstrap-kubeconfig")), "other credentials stay");
+    }
+
+    #[test]
+    fn an_interrupted_journal_is_finished() {
+        // A cut while pushing version 2 (which added C:\k\two and meant to remove C:\k\gone), then version 1.
+        let desired = vec![from_bytes(p(r"C:\k\one"), FileKind::Bundle, b"1".to_vec())];
+        let on_node = NodeManifest {
+            wmrender: "0".into(),
+            files: vec![],
+            pending: Some(Journal {
+                files: vec![
+                    entry(r"C:\k\one", &sha256_hex(b"1"), FileKind::Bundle),
+                    entry(r"C:\k\two", "2", FileKind::Bundle),
+                ],
+                remove: vec![p(r"C:\k\gone")],
+            }),
+            applied: false,
+        };
+        let c = diff(&desired, &on_node, &Given::default(), &no_staging);
+        assert_eq!(c.write.len(), 1, "an uncertain file is written again");
+        assert_eq!(c.remove, vec![p(r"C:\k\gone"), p(r"C:\k\two")]);
+        assert_eq!(c.leftovers, vec![p(r"C:\k\one"), p(r"C:\k\two")]);
+    }
+
+    #[test]
+    fn service_binaries_are_staged() {
+        let desired = vec![from_bytes(p(r"C:\k\kubelet.exe"), FileKind::Payload, b"new".to_vec())];
+        let on_node = NodeManifest { wmrender: "0".into(), files: vec![], pending: None, applied: true };
+        let given = Given { payload: true, ..Given::default() };
+        let c = diff(&desired, &on_node, &given, &|p: &NodePath| p.file_name() == "kubelet.exe");
+        assert!(c.write[0].file.staged);
+        assert!(c.result[0].staged);
     }
 }

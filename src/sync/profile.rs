@@ -1,68 +1,58 @@
 //! A target profile: where node paths live over SFTP and how the apply step runs. Everything else in the sync
 //! engine is shared between the two.
 
-use crate::render::node::paths;
 use crate::render::node::powershell;
+use wmrender_contract::NodePath;
+use wmrender_contract::paths::AGENT_EXE;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Profile {
-    /// A Windows node: `C:\k\x` is `/C:/k/x` over SFTP, and install.ps1 runs through powershell.exe.
+    /// A Windows node: `C:\k\x` is `/C:/k/x` over SFTP, and the agent (`wmrender-node.exe apply`) applies.
     Windows,
-    /// A Unix host standing in for a node (tests, Linux staging): `C:\k\x` is `<root>/C/k/x`, applied through sh.
+    /// A Unix host standing in for a node (tests, Linux staging): `C:\k\x` is `<root>/C/k/x`; the apply step
+    /// checks every file against the manifest through sh.
     Posix { root: String },
 }
 
 /// The built-in apply step of the posix profile: checks every file of the node manifest against its sha256 and
-/// prints the same JSON result line install.ps1 prints, so the whole protocol runs end to end.
+/// prints the agent's result line, so the whole protocol runs end to end.
 const POSIX_APPLY: &str = include_str!("apply-posix.sh");
 
 impl Profile {
     /// The SFTP path of a node path (`C:\k\kubelet.conf`).
-    pub fn sftp_path(&self, node_path: &str) -> String {
-        let rest = node_path.strip_prefix("C:\\").unwrap_or(node_path).replace('\\', "/");
+    pub fn sftp_path(&self, path: &NodePath) -> String {
+        let rest = path.relative_slash();
         match self {
             Profile::Windows => format!("/C:/{rest}"),
             Profile::Posix { root } => format!("{}/C/{rest}", root.trim_end_matches('/')),
         }
     }
 
-    /// The command that applies the pushed bundle, given the node paths that changed.
-    pub fn apply_command(&self, changed: &[String]) -> String {
-        // `|` cannot occur in a Windows path, so it separates the list safely.
-        let joined = changed.join("|");
+    /// The command that applies what sync delivered. On Windows the SSH server's default shell is cmd.exe: one
+    /// program invocation, no `&&` (and no path with a space to quote).
+    pub fn apply_command(&self) -> String {
         match self {
-            Profile::Windows => format!(
-                "powershell.exe -NoProfile -NonInteractive -ExecutionPolicy Bypass -File {} -ChangedFiles {}",
-                paths::INSTALL_PS1,
-                // cmd.exe (the default shell of Windows OpenSSH) passes the double-quoted argument through whole.
-                format_args!("\"{joined}\"")
-            ),
-            Profile::Posix { root } => format!(
-                "sh -c {} wmrender-apply {} {}",
-                sh_quote(POSIX_APPLY),
-                sh_quote(root.trim_end_matches('/')),
-                sh_quote(&joined)
-            ),
+            Profile::Windows => format!("{AGENT_EXE} apply"),
+            Profile::Posix { root } => {
+                format!("sh -c {} wmrender-apply {}", sh_quote(POSIX_APPLY), sh_quote(root.trim_end_matches('/')))
+            }
         }
     }
 
     /// A command that replaces `target` by `temp` atomically, for SFTP servers without posix-rename.
-    pub fn replace_command(&self, temp: &str, target: &str) -> String {
+    pub fn replace_command(&self, temp: &NodePath, target: &NodePath) -> String {
         match self {
             Profile::Windows => {
-                let (t, n) = (powershell::quote(&windows_path(temp)), powershell::quote(&windows_path(target)));
+                let (t, n) = (powershell::quote(temp.as_str()), powershell::quote(target.as_str()));
                 format!(
                     "powershell.exe -NoProfile -NonInteractive -Command \"if (Test-Path -LiteralPath {n}) {{ [IO.File]::Replace({t}, {n}, $null) }} else {{ [IO.File]::Move({t}, {n}) }}\""
                 )
             }
-            Profile::Posix { .. } => format!("mv -f {} {}", sh_quote(temp), sh_quote(target)),
+            Profile::Posix { .. } => {
+                format!("mv -f {} {}", sh_quote(&self.sftp_path(temp)), sh_quote(&self.sftp_path(target)))
+            }
         }
     }
-}
-
-/// `/C:/k/x` back to `C:\k\x`.
-fn windows_path(sftp: &str) -> String {
-    sftp.trim_start_matches('/').replace('/', "\\")
 }
 
 /// A POSIX shell single-quoted word.
@@ -96,18 +86,18 @@ mod tests {
 
     #[test]
     fn path_mapping() {
-        assert_eq!(Profile::Windows.sftp_path(r"C:\k\kubelet.conf"), "/C:/k/kubelet.conf");
-        let p = Profile::Posix { root: "/srv/n1/".into() };
+        let p = |s: &str| NodePath::known(s);
+        assert_eq!(Profile::Windows.sftp_path(&p(r"C:\k\kubelet.conf")), "/C:/k/kubelet.conf");
+        let posix = Profile::Posix { root: "/srv/n1/".into() };
         assert_eq!(
-            p.sftp_path(r"C:\k\containerd\registries\quay.io\hosts.toml"),
+            posix.sftp_path(&p(r"C:\k\containerd\registries\quay.io\hosts.toml")),
             "/srv/n1/C/k/containerd/registries/quay.io/hosts.toml"
         );
     }
 
     #[test]
-    fn windows_apply_passes_the_changed_files_as_one_argument() {
-        let cmd = Profile::Windows.apply_command(&[r"C:\k\kubelet.conf".into(), r"C:\k\a b.toml".into()]);
-        assert!(cmd.ends_with(r#"-ChangedFiles "C:\k\kubelet.conf|C:\k\a b.toml""#), "{cmd}");
+    fn windows_apply_is_one_program_invocation() {
+        assert_eq!(Profile::Windows.apply_command(), r"C:\k\wmrender\wmrender-node.exe apply");
     }
 
     #[test]

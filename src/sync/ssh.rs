@@ -294,6 +294,14 @@ impl Sftp {
         }
     }
 
+    /// Renames `from` to `to` (which must not exist) when `from` exists.
+    pub async fn rename_if_exists(&self, from: &str, to: &str) -> Result<(), SyncError> {
+        if self.session.try_exists(from).await.map_err(remote)? {
+            self.session.rename(from, to).await.map_err(remote)?;
+        }
+        Ok(())
+    }
+
     pub async fn remove_file(&self, path: &str) -> Result<(), SyncError> {
         if self.session.try_exists(path).await.map_err(remote)? {
             self.session.remove_file(path).await.map_err(remote)?;

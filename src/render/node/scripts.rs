@@ -1,4 +1,5 @@
-//! The PowerShell of the bundle (all from templates/) and the small static files WMCO also ships.
+//! The PowerShell steps of the bundle (all from templates/), each printing one JSON result line the agent reads,
+//! and the small static files WMCO also ships.
 
 use super::{network, paths};
 use crate::plan::{Plan, PlatformPlan};
@@ -7,23 +8,6 @@ use crate::render::templates;
 
 fn artifact(node_path: &str, text: String) -> Artifact {
     Artifact { path: paths::bundle(node_path), bytes: text.into_bytes() }
-}
-
-pub fn install(plan: &Plan) -> Artifact {
-    let proxy = &plan.node.proxy;
-    let ctx = minijinja::context! {
-        platform => plan.platform.name(),
-        directories => paths::DIRECTORIES.to_vec(),
-        http_proxy => proxy.http.clone().unwrap_or_default(),
-        https_proxy => proxy.https.clone().unwrap_or_default(),
-        no_proxy => proxy.no_proxy.clone().unwrap_or_default(),
-        defender_script => paths::DEFENDER_PS1,
-        containerd_exe => r"C:\k\containerd\containerd.exe",
-        gcp_hostname_script => paths::GCP_HOSTNAME_PS1,
-        aws_route_script => paths::AWS_ROUTE_PS1,
-        services_json => paths::SERVICES_JSON,
-    };
-    artifact(paths::INSTALL_PS1, templates::render("install.ps1.j2", ctx))
 }
 
 pub fn network_conf(plan: &Plan) -> Artifact {
@@ -42,6 +26,23 @@ pub fn network_conf(plan: &Plan) -> Artifact {
     artifact(paths::NETWORK_CONF_PS1, templates::render("network-conf.ps1.j2", ctx))
 }
 
+struct FirewallRule {
+    name: &'static str,
+    port: u16,
+}
+
+/// kubelet (logs, exec) and windows_exporter (metrics), as WMCO's user data opens them.
+const FIREWALL_RULES: &[FirewallRule] =
+    &[FirewallRule { name: "ContainerLogsPort", port: 10250 }, FirewallRule { name: "WindowsExporter", port: 9182 }];
+
+fn firewall_rules() -> Vec<minijinja::Value> {
+    FIREWALL_RULES.iter().map(|r| minijinja::context! { name => r.name, port => r.port }).collect()
+}
+
+/// The EC2 link-local services the launch agent routes: instance metadata, KMS (activation), time.
+const AWS_LINK_LOCAL: &[&str] =
+    &["169.254.169.254/32", "169.254.169.250/32", "169.254.169.251/32", "169.254.169.123/32"];
+
 /// windows_exporter's TLS settings; the certificate and key are delivered by `sync`. Plain YAML scalars: the
 /// doubled backslashes are read literally, as WMCO writes them.
 const EXPORTER_WEBCONFIG: &str = "tls_server_config:\n  cert_file: C:\\\\k\\\\tls\\\\certs\\\\tls.crt\n  key_file: C:\\\\k\\\\tls\\\\certs\\\\tls.key\n";
@@ -53,12 +54,23 @@ fn fixed(node_path: &str, template: &str) -> Artifact {
 
 pub fn static_files(plan: &Plan) -> Vec<Artifact> {
     let mut files = vec![
+        fixed(paths::CONTAINERS_FEATURE_PS1, "containers-feature.ps1.j2"),
         fixed(paths::DEFENDER_PS1, "windows-defender-exclusion.ps1.j2"),
+        artifact(
+            paths::FIREWALL_PS1,
+            templates::render("firewall.ps1.j2", minijinja::context! { rules => firewall_rules() }),
+        ),
         artifact(paths::EXPORTER_WEBCONFIG, EXPORTER_WEBCONFIG.into()),
     ];
     match plan.platform {
         PlatformPlan::Gcp(_) => files.push(fixed(paths::GCP_HOSTNAME_PS1, "gcp-get-hostname.ps1.j2")),
-        PlatformPlan::Aws(_) => files.push(fixed(paths::AWS_ROUTE_PS1, "aws-metadata-route.ps1.j2")),
+        PlatformPlan::Aws(_) => {
+            files.push(fixed(paths::AWS_HOSTNAME_PS1, "aws-get-hostname.ps1.j2"));
+            files.push(artifact(
+                paths::AWS_ROUTES_PS1,
+                templates::render("aws-routes.ps1.j2", minijinja::context! { prefixes => AWS_LINK_LOCAL.to_vec() }),
+            ));
+        }
         _ => {}
     }
     files

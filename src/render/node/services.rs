@@ -1,45 +1,18 @@
 //! The Windows services, in WMCO's order and with its dependencies and command lines (reference
-//! wmco-node-artifacts §3.1, §4, §5.1, §6.1), as one reviewable file, `C:\k\wmrender\services.json`, that
-//! install.ps1 applies. Each service also names the bundle files whose change restarts it, the payload binaries
-//! it needs and the credentials `sync` delivers for it.
+//! wmco-node-artifacts §3.1, §4, §5.1, §6.1), as one reviewable file, `C:\k\wmrender\services.json`, that the
+//! node agent converges the Service Control Manager to. Each service also names the bundle files whose change
+//! restarts it, the payload binaries it runs, the credentials `sync` delivers for it, the files the cluster must
+//! create before it can start, and the step that prepares it. The types are the node contract's.
 
-use super::paths;
+use super::paths::{self, node};
+use super::settings::NETWORK_STEP;
 use crate::plan::{Plan, PlatformPlan};
 use crate::render::Artifact;
-use serde::Serialize;
+use wmrender_contract::{NodeVariable, Service, ServicesFile};
 
-/// Node values the install script computes and substitutes into commands (plain text replacement, as WMCO does).
-pub const NODE_IP: &str = "NODE_IP";
-pub const NODE_NAME: &str = "NODE_NAME";
-pub const HOSTNAME_OVERRIDE: &str = "HOSTNAME_OVERRIDE";
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Service {
-    pub name: &'static str,
-    pub description: String,
-    pub command: String,
-    pub dependencies: Vec<&'static str>,
-    pub node_variables: Vec<&'static str>,
-    /// Node paths of bundle files; a change to any of them restarts the service.
-    pub files: Vec<&'static str>,
-    /// Node paths of the payload files the service runs.
-    pub binaries: Vec<&'static str>,
-    /// Node paths of the credentials and CAs `sync` delivers.
-    pub secrets: Vec<&'static str>,
-    /// A script the install script runs before starting the service.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pre_start: Option<&'static str>,
-}
-
-#[derive(Serialize)]
-struct ServicesFile<'a> {
-    services: &'a [Service],
-}
-
-fn service(name: &'static str, command: String) -> Service {
+fn service(name: &str, command: String) -> Service {
     Service {
-        name,
+        name: name.into(),
         description: format!("OpenShift managed {name} (wmrender)"),
         command,
         dependencies: vec![],
@@ -47,8 +20,13 @@ fn service(name: &'static str, command: String) -> Service {
         files: vec![],
         binaries: vec![],
         secrets: vec![],
+        requires: vec![],
         pre_start: None,
     }
+}
+
+fn nodes(list: &[&str]) -> Vec<wmrender_contract::NodePath> {
+    list.iter().map(|p| node(p)).collect()
 }
 
 /// `kube-log-runner.exe` writes the service's log file and hands the SCM handshake to the child.
@@ -63,12 +41,13 @@ pub fn services(plan: &Plan) -> Vec<Service> {
     let mut containerd = service(
         "containerd",
         format!(
-            r"C:\k\containerd\containerd.exe --config {} --log-file C:\var\log\containerd\containerd.log --run-service --log-level info",
+            r"{} --config {} --log-file C:\var\log\containerd\containerd.log --run-service --log-level info",
+            paths::CONTAINERD_EXE,
             paths::CONTAINERD_CONF
         ),
     );
-    containerd.files = vec![paths::CONTAINERD_CONF];
-    containerd.binaries = vec![r"C:\k\containerd\containerd.exe", r"C:\k\containerd\containerd-shim-runhcs-v1.exe"];
+    containerd.files = nodes(&[paths::CONTAINERD_CONF]);
+    containerd.binaries = nodes(&[paths::CONTAINERD_EXE, r"C:\k\containerd\containerd-shim-runhcs-v1.exe"]);
     all.push(containerd);
 
     let mut args = format!(
@@ -77,16 +56,16 @@ pub fn services(plan: &Plan) -> Vec<Service> {
         paths::BOOTSTRAP_KUBECONFIG,
         paths::KUBECONFIG
     );
-    let mut kubelet_vars = vec![NODE_IP];
+    let mut kubelet_vars = vec![NodeVariable::NodeIp];
     if !matches!(platform, PlatformPlan::None) {
         // IPI clusters of OpenShift 4.x run external cloud controller managers, Windows nodes included.
         args.push_str(" --cloud-provider=external");
     }
     if has_hostname_override(platform) {
-        args.push_str(&format!(" --hostname-override={HOSTNAME_OVERRIDE}"));
-        kubelet_vars.push(HOSTNAME_OVERRIDE);
+        args.push_str(&format!(" --hostname-override={}", NodeVariable::HostnameOverride.placeholder()));
+        kubelet_vars.push(NodeVariable::HostnameOverride);
     }
-    args.push_str(&format!(" --node-ip={NODE_IP}"));
+    args.push_str(&format!(" --node-ip={}", NodeVariable::NodeIp.placeholder()));
     let mut kubelet_files = vec![paths::KUBELET_CONF];
     let mut kubelet_binaries = vec![r"C:\k\kubelet.exe", r"C:\k\kube-log-runner.exe"];
     if matches!(platform, PlatformPlan::Aws(_)) {
@@ -99,13 +78,15 @@ pub fn services(plan: &Plan) -> Vec<Service> {
     }
     let mut kubelet =
         service("kubelet", with_log_runner(r"C:\var\log\kubelet\kubelet.log", r"C:\k\kubelet.exe", &args));
-    kubelet.dependencies = vec!["containerd"];
+    kubelet.dependencies = vec!["containerd".into()];
     kubelet.node_variables = kubelet_vars;
-    kubelet.files = kubelet_files;
-    kubelet.binaries = kubelet_binaries;
-    kubelet.secrets = vec![paths::BOOTSTRAP_KUBECONFIG, paths::KUBELET_CA];
+    kubelet.files = nodes(&kubelet_files);
+    kubelet.binaries = nodes(&kubelet_binaries);
+    kubelet.secrets = nodes(&[paths::BOOTSTRAP_KUBECONFIG, paths::KUBELET_CA]);
     all.push(kubelet);
 
+    // WMCO starts only containerd and kubelet at first boot; everything below waits for the Node to exist, which
+    // on a node shows as kubelet's kubeconfig (written once its client certificate is approved).
     let mut exporter = service(
         "windows_exporter",
         format!(
@@ -113,13 +94,15 @@ pub fn services(plan: &Plan) -> Vec<Service> {
             paths::EXPORTER_WEBCONFIG
         ),
     );
-    exporter.files = vec![paths::EXPORTER_WEBCONFIG];
-    exporter.binaries = vec![r"C:\k\windows_exporter.exe"];
-    exporter.secrets = vec![paths::EXPORTER_TLS_CERT, paths::EXPORTER_TLS_KEY];
+    exporter.files = nodes(&[paths::EXPORTER_WEBCONFIG]);
+    exporter.binaries = nodes(&[r"C:\k\windows_exporter.exe"]);
+    exporter.secrets = nodes(&[paths::EXPORTER_TLS_CERT, paths::EXPORTER_TLS_KEY]);
+    exporter.requires = nodes(&[paths::KUBECONFIG]);
     all.push(exporter);
 
     let mut hybrid = format!(
-        r"C:\k\hybrid-overlay-node.exe --node {NODE_NAME} --bootstrap-kubeconfig={} --cert-dir=C:\k\cni\config --cert-duration=24h --windows-service --logfile C:\var\log\hybrid-overlay\hybrid-overlay.log --k8s-apiserver={} --k8s-cacert {}",
+        r"C:\k\hybrid-overlay-node.exe --node {} --bootstrap-kubeconfig={} --cert-dir=C:\k\cni\config --cert-duration=24h --windows-service --logfile C:\var\log\hybrid-overlay\hybrid-overlay.log --k8s-apiserver={} --k8s-cacert {}",
+        NodeVariable::NodeName.placeholder(),
         paths::KUBECONFIG,
         plan.node.api_server_url,
         paths::BOOTSTRAP_CA
@@ -128,10 +111,11 @@ pub fn services(plan: &Plan) -> Vec<Service> {
         hybrid.push_str(&format!(" --hybrid-overlay-vxlan-port {port}"));
     }
     let mut hybrid = service("hybrid-overlay-node", hybrid);
-    hybrid.dependencies = vec!["kubelet"];
-    hybrid.node_variables = vec![NODE_NAME];
-    hybrid.binaries = vec![r"C:\k\hybrid-overlay-node.exe"];
-    hybrid.secrets = vec![paths::BOOTSTRAP_CA];
+    hybrid.dependencies = vec!["kubelet".into()];
+    hybrid.node_variables = vec![NodeVariable::NodeName];
+    hybrid.binaries = nodes(&[r"C:\k\hybrid-overlay-node.exe"]);
+    hybrid.secrets = nodes(&[paths::BOOTSTRAP_CA]);
+    hybrid.requires = nodes(&[paths::KUBECONFIG]);
     all.push(hybrid);
 
     let mut csi = service(
@@ -139,7 +123,8 @@ pub fn services(plan: &Plan) -> Vec<Service> {
         r"C:\k\csi-proxy.exe -log_file=C:\var\log\csi-proxy\csi-proxy.log -logtostderr=false -windows-service --v=2"
             .into(),
     );
-    csi.binaries = vec![r"C:\k\csi-proxy.exe"];
+    csi.binaries = nodes(&[r"C:\k\csi-proxy.exe"]);
+    csi.requires = nodes(&[paths::KUBECONFIG]);
     all.push(csi);
 
     let mut proxy = service(
@@ -150,23 +135,27 @@ pub fn services(plan: &Plan) -> Vec<Service> {
             &format!("--config {} --windows-service", paths::KUBE_PROXY_CONF),
         ),
     );
-    // kube-proxy must start after hybrid-overlay has created the HNS network its config names.
-    proxy.dependencies = vec!["hybrid-overlay-node"];
-    proxy.files = vec![paths::NETWORK_CONF_PS1];
-    proxy.binaries = vec![r"C:\k\kube-proxy.exe", r"C:\k\kube-log-runner.exe", paths::HNS_MODULE];
-    proxy.pre_start = Some(paths::NETWORK_CONF_PS1);
+    // kube-proxy must start after hybrid-overlay has created the HNS network its config names; the network step
+    // waits for that network and writes kube-proxy.conf, so a change of either restarts kube-proxy.
+    proxy.dependencies = vec!["hybrid-overlay-node".into()];
+    proxy.files = nodes(&[paths::NETWORK_CONF_PS1, paths::KUBE_PROXY_CONF]);
+    proxy.binaries = nodes(&[r"C:\k\kube-proxy.exe", r"C:\k\kube-log-runner.exe", paths::HNS_MODULE]);
+    proxy.requires = nodes(&[paths::KUBECONFIG]);
+    proxy.pre_start = Some(NETWORK_STEP.into());
     all.push(proxy);
 
     if matches!(platform, PlatformPlan::Azure(_)) {
         let mut cnm = service(
             "cloud-node-manager",
             format!(
-                r"C:\k\azure-cloud-node-manager.exe --windows-service --node-name={NODE_NAME} --wait-routes=false --kubeconfig={}",
+                r"C:\k\azure-cloud-node-manager.exe --windows-service --node-name={} --wait-routes=false --kubeconfig={}",
+                NodeVariable::NodeName.placeholder(),
                 paths::KUBECONFIG
             ),
         );
-        cnm.node_variables = vec![NODE_NAME];
-        cnm.binaries = vec![r"C:\k\azure-cloud-node-manager.exe"];
+        cnm.node_variables = vec![NodeVariable::NodeName];
+        cnm.binaries = nodes(&[r"C:\k\azure-cloud-node-manager.exe"]);
+        cnm.requires = nodes(&[paths::KUBECONFIG]);
         all.push(cnm);
     }
     all
@@ -177,7 +166,6 @@ pub fn has_hostname_override(platform: &PlatformPlan) -> bool {
     matches!(platform, PlatformPlan::Aws(_) | PlatformPlan::Gcp(_) | PlatformPlan::Vsphere(_))
 }
 
-pub fn render(services: &[Service]) -> Artifact {
-    let json = serde_json::to_string_pretty(&ServicesFile { services }).unwrap_or_default() + "\n";
-    Artifact { path: paths::bundle(paths::SERVICES_JSON), bytes: json.into_bytes() }
+pub fn render(services: Vec<Service>) -> Artifact {
+    Artifact { path: paths::bundle(paths::SERVICES_JSON), bytes: ServicesFile { services }.to_json() }
 }

@@ -1,19 +1,32 @@
-# Rendered by wmrender: completes the node's network configuration once hybrid-overlay-node has created the HNS
-# network, as WMCO's network-conf.ps1 does. Runs before kube-proxy starts; writes C:\k\cni\config\cni.conf and
-# C:\k\kube-proxy.conf only when their content changes. Edit the inputs, not this file.
+# Rendered by wmrender: the network step of wmrender-node. Completes the node's network configuration once
+# hybrid-overlay-node has created the HNS network, as WMCO's network-conf.ps1 does. The agent runs it before
+# kube-proxy starts and after every boot; it writes C:\k\cni\config\cni.conf and C:\k\kube-proxy.conf only when
+# their content changes. Prints one JSON line: {"ok":true}, {"ok":false,"pending":…} while the network is not
+# there yet (the agent retries), or {"ok":false,"error":…}. Edit the inputs, not this file.
 param(
-    # The node's name, computed by install.ps1 (the platform's host name, or the computer name).
+    # The node's name, computed by the agent (the platform's host name, or the DNS host name).
     [Parameter(Mandatory = $true)]
     [string]$NodeName
 )
 $ErrorActionPreference = 'Stop'
+
+function Write-StepResult {
+    param([hashtable]$Result, [int]$Code)
+    Write-Output ($Result | ConvertTo-Json -Compress)
+    exit $Code
+}
+
+trap {
+    Write-StepResult @{ ok = $false; error = $_.Exception.Message } 1
+}
 
 $networkName = 'OVNKubernetesHybridOverlayNetwork'
 Import-Module -DisableNameChecking 'C:\k\hns.psm1'
 
 # hybrid-overlay creates the network from the node's k8s.ovn.org/hybrid-overlay-node-subnet annotation.
 $network = $null
-for ($i = 0; $i -lt 20; $i++) {
+# It appears once kubelet has registered the node; the agent retries a pending step, so wait only briefly here.
+for ($i = 0; $i -lt 10; $i++) {
     $network = Get-HnsNetwork | Where-Object { $_.Name -eq $networkName }
     if ($network) {
         break
@@ -21,7 +34,7 @@ for ($i = 0; $i -lt 20; $i++) {
     Start-Sleep -Seconds 1
 }
 if (-not $network) {
-    throw ('cannot find HNS network with name ' + $networkName)
+    Write-StepResult @{ ok = $false; pending = ('waiting for hybrid-overlay-node to create the HNS network ' + $networkName) } 0
 }
 $nodeSubnet = [string]@($network.Subnets)[0].AddressPrefix
 $providerAddress = [string]$network.ManagementIP
@@ -122,3 +135,4 @@ clusterCIDR: __NODE_SUBNET__
 '@
 $kubeProxy = $kubeProxy.Replace('__NODE_NAME__', $NodeName).Replace('__NODE_SUBNET__', $nodeSubnet).Replace('__SOURCE_VIP__', $sourceVip)
 Set-ContentIfChanged -Path 'C:\k\kube-proxy.conf' -Content ($kubeProxy -replace "`r", '')
+Write-StepResult @{ ok = $true } 0

@@ -1,0 +1,63 @@
+//! `C:\k\wmrender\node.json`: what the node agent does besides the services (folders, the cluster proxy as
+//! machine-level variables, how the node's name is found) and the steps only PowerShell can do, each a rendered
+//! script the agent runs and checks by its result line. The types are the node contract's.
+
+use super::paths::{self, node};
+use crate::plan::{Plan, PlatformPlan};
+use crate::render::Artifact;
+use std::collections::BTreeMap;
+use wmrender_contract::{NodeNameSource, NodeSettings, NodeVariable, Step, When};
+
+/// The step that completes the network configuration before kube-proxy starts.
+pub const NETWORK_STEP: &str = "network";
+const AWS_HOSTNAME_STEP: &str = "aws-hostname";
+const GCP_HOSTNAME_STEP: &str = "gcp-hostname";
+
+fn step(name: &str, script: &str, args: &[&str], when: When) -> Step {
+    Step { name: name.into(), script: node(script), args: args.iter().map(|a| a.to_string()).collect(), when }
+}
+
+pub fn settings(plan: &Plan) -> NodeSettings {
+    let mut steps = vec![
+        step("containers-feature", paths::CONTAINERS_FEATURE_PS1, &[], When::Once),
+        step("defender-exclusion", paths::DEFENDER_PS1, &["-BinPath", paths::CONTAINERD_EXE], When::Once),
+        step("firewall", paths::FIREWALL_PS1, &[], When::Once),
+    ];
+    let node_name = match plan.platform {
+        PlatformPlan::Aws(_) => {
+            steps.push(step("aws-routes", paths::AWS_ROUTES_PS1, &[], When::EveryBoot));
+            steps.push(step(AWS_HOSTNAME_STEP, paths::AWS_HOSTNAME_PS1, &[], When::OnDemand));
+            NodeNameSource::Step { step: AWS_HOSTNAME_STEP.into() }
+        }
+        PlatformPlan::Gcp(_) => {
+            steps.push(step(GCP_HOSTNAME_STEP, paths::GCP_HOSTNAME_PS1, &[], When::OnDemand));
+            NodeNameSource::Step { step: GCP_HOSTNAME_STEP.into() }
+        }
+        PlatformPlan::Vsphere(_) => NodeNameSource::DnsFullyQualified,
+        _ => NodeNameSource::DnsHostName,
+    };
+    steps.push(step(
+        NETWORK_STEP,
+        paths::NETWORK_CONF_PS1,
+        &["-NodeName", NodeVariable::NodeName.placeholder()],
+        When::OnDemand,
+    ));
+    let proxy = &plan.node.proxy;
+    // Every variable is listed: an empty value removes one that an earlier bundle set.
+    let environment = BTreeMap::from([
+        ("HTTP_PROXY".to_string(), proxy.http.clone().unwrap_or_default()),
+        ("HTTPS_PROXY".to_string(), proxy.https.clone().unwrap_or_default()),
+        ("NO_PROXY".to_string(), proxy.no_proxy.clone().unwrap_or_default()),
+    ]);
+    NodeSettings {
+        platform: plan.platform.name().into(),
+        node_name,
+        directories: paths::DIRECTORIES.iter().map(|d| node(d)).collect(),
+        environment,
+        steps,
+    }
+}
+
+pub fn render(settings: &NodeSettings) -> Artifact {
+    Artifact { path: paths::bundle(paths::SETTINGS_JSON), bytes: settings.to_json() }
+}
