@@ -159,6 +159,12 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
                     eprintln!("  {label:<7}{path}");
                 }
             }
+            for path in &r.kept {
+                eprintln!("  keep   {path} (not given to this sync; --prune-payload / --prune-credentials remove it)");
+            }
+            if !r.created.is_empty() {
+                eprintln!("  create {}", r.created.join(", "));
+            }
             if !r.restarted.is_empty() {
                 eprintln!("  restart {}", r.restarted.join(", "));
             }

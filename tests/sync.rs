@@ -479,3 +479,195 @@ fn connections_cut_mid_upload_leave_old_or_new_files_and_the_next_sync_converges
     let (rc, report, _) = rig.sync(&inv, &["--payload", &payload_s]);
     assert_eq!((rc, nodes(&report)[0]["status"].as_str()), (0, Some("unchanged")));
 }
+
+/// The node's files that came from wmrender (everything but its manifest), as path → sha256.
+fn delivered(root: &Path) -> BTreeMap<String, String> {
+    node_files(root).into_iter().filter(|(p, _)| p != "k/wmrender/manifest.json").map(|(p, b)| (p, sha(&b))).collect()
+}
+
+/// What a node must hold after a clean sync of `rendered` with `payload`: the bundle's node files and the payload.
+fn expected(rendered: &Path, payload: &Path) -> BTreeMap<String, String> {
+    let mut want = BTreeMap::new();
+    for (p, b) in support::read_tree(rendered) {
+        if let Some(rest) = p.strip_prefix("node/C/") {
+            want.insert(rest.to_string(), sha(&b));
+        }
+    }
+    for (p, b) in support::read_tree(&payload.join("C")) {
+        want.insert(p, sha(&b));
+    }
+    want
+}
+
+#[test]
+fn a_node_manifest_naming_paths_outside_the_node_root_is_refused_and_nothing_there_is_deleted() {
+    let rig = Rig::new();
+    rig.render(INPUTS);
+    let inv = rig.inventory(1, rig.sshd.port);
+    assert_eq!(rig.sync(&inv, &[]).0, 0);
+    // Victims outside C:\k: beside the node root (reached by `..`), and elsewhere on the node's drive.
+    let victims = [rig.path("victim"), rig.path("node-00/C/Windows/win.ini")];
+    for v in &victims {
+        std::fs::create_dir_all(v.parent().unwrap()).unwrap();
+        std::fs::write(v, "keep me").unwrap();
+    }
+    let manifest = rig.path("node-00/C/k/wmrender/manifest.json");
+    let good = std::fs::read_to_string(&manifest).unwrap();
+    for hostile in [r"C:\\k\\..\\..\\..\\victim", r"C:\\Windows\\win.ini", r"C:\\k\\..\\Windows\\win.ini"] {
+        let entry = format!(r#"{{"path":"{hostile}","sha256":"00","size":1,"kind":"bundle"}}"#);
+        for text in [
+            good.replacen("\"files\": [", &format!("\"files\": [{entry},"), 1),
+            good.replacen(
+                "\"files\": [",
+                &format!("\"pending\": {{\"files\": [], \"remove\": [\"{hostile}\"]}}, \"files\": ["),
+                1,
+            ),
+        ] {
+            std::fs::write(&manifest, &text).unwrap();
+            let (rc, report, err) = rig.sync(&inv, &[]);
+            assert_eq!(rc, 3, "{err}");
+            let n = &nodes(&report)[0];
+            assert_eq!(n["status"], "failed");
+            let e = n["error"].as_str().unwrap();
+            assert!(e.contains("manifest.json") && e.contains("refus") || e.contains(".."), "{e}");
+            assert!(err.contains("node-00"), "the node is named: {err}");
+            for v in &victims {
+                assert_eq!(std::fs::read_to_string(v).unwrap(), "keep me", "{}", v.display());
+            }
+        }
+    }
+}
+
+#[test]
+fn a_sync_without_payload_or_credentials_leaves_them_and_pruning_is_explicit() {
+    let rig = Rig::new();
+    rig.render(INPUTS);
+    let payload = rig.path("payload");
+    std::fs::create_dir_all(payload.join("C/k/cni")).unwrap();
+    std::fs::write(payload.join("C/k/kubelet.exe"), b"kubelet v1").unwrap();
+    std::fs::write(payload.join("C/k/cni/win-overlay.exe"), b"cni v1").unwrap();
+    std::fs::write(payload.join("C/k/hns.psm1"), b"# hns").unwrap();
+    let kubeconfig = rig.path("bootstrap-kubeconfig");
+    std::fs::write(&kubeconfig, "token: BOOTSTRAP-MARKER\n").unwrap();
+    let ca = rig.path("kubelet-ca.crt");
+    std::fs::write(&ca, "CA-MARKER\n").unwrap();
+    let inv = rig.inventory(1, rig.sshd.port);
+    let (p, k, c) = (payload.to_str().unwrap(), kubeconfig.to_str().unwrap(), ca.to_str().unwrap());
+    let (rc, _, err) = rig.sync(&inv, &["--payload", p, "--bootstrap-kubeconfig", k, "--kubelet-ca", c]);
+    assert_eq!(rc, 0, "{err}");
+    let full = delivered(&rig.path("node-00"));
+
+    // A config-only sync (a mirror changes): payload and credentials stay, byte for byte.
+    rig.render(&INPUTS.replace("mirror.example.com:5000/redhat/ubi9", "mirror2.example.com/redhat/ubi9"));
+    let (rc, report, err) = rig.sync(&inv, &["--kubelet-ca", c]);
+    assert_eq!(rc, 0, "{err}");
+    let n = &nodes(&report)[0];
+    assert_eq!(n["removed"], serde_json::json!([]), "{n}");
+    let kept: Vec<&str> = n["kept"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(
+        kept,
+        [r"C:\k\bootstrap-kubeconfig", r"C:\k\cni\win-overlay.exe", r"C:\k\hns.psm1", r"C:\k\kubelet.exe"],
+        "{n}"
+    );
+    let now = delivered(&rig.path("node-00"));
+    for f in ["k/kubelet.exe", "k/cni/win-overlay.exe", "k/hns.psm1", "k/bootstrap-kubeconfig", "k/kubelet-ca.crt"] {
+        assert_eq!(now.get(f), full.get(f), "{f}");
+    }
+    // The kept files stay in the node's manifest, so a later sync still knows them.
+    let (rc, report, _) = rig.sync(&inv, &["--kubelet-ca", c]);
+    assert_eq!((rc, nodes(&report)[0]["status"].as_str()), (0, Some("unchanged")));
+
+    // Removing them is explicit, and a dry run shows it first.
+    let (rc, report, err) = rig.sync(&inv, &["--prune-payload", "--dry-run"]);
+    assert_eq!(rc, 1, "{err}");
+    assert_eq!(
+        nodes(&report)[0]["removed"],
+        serde_json::json!([r"C:\k\cni\win-overlay.exe", r"C:\k\hns.psm1", r"C:\k\kubelet.exe"])
+    );
+    assert!(rig.path("node-00/C/k/kubelet.exe").exists(), "a dry run removes nothing");
+    let (rc, _, err) = rig.sync(&inv, &["--prune-payload", "--kubelet-ca", c]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(!rig.path("node-00/C/k/kubelet.exe").exists());
+    assert!(rig.path("node-00/C/k/bootstrap-kubeconfig").exists(), "credentials are pruned on their own");
+    let (rc, _, err) = rig.sync(&inv, &["--prune-credentials"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(!rig.path("node-00/C/k/bootstrap-kubeconfig").exists() && !rig.path("node-00/C/k/kubelet-ca.crt").exists());
+}
+
+#[test]
+fn a_payload_path_with_spaces_is_applied() {
+    let rig = Rig::new();
+    rig.render(INPUTS);
+    let payload = rig.path("pay load");
+    std::fs::create_dir_all(payload.join("C/k/Program Files/tool  two")).unwrap();
+    std::fs::write(payload.join("C/k/Program Files/tool  two/a b.exe"), b"spaced").unwrap();
+    let inv = rig.inventory(1, rig.sshd.port);
+    let (rc, report, err) = rig.sync(&inv, &["--payload", payload.to_str().unwrap()]);
+    assert_eq!(rc, 0, "{err}");
+    let n = &nodes(&report)[0];
+    assert_eq!(n["status"], "synced", "{n}");
+    assert_eq!(n["apply"]["status"], "converged", "{n}");
+    assert_eq!(std::fs::read(rig.path("node-00/C/k/Program Files/tool  two/a b.exe")).unwrap(), b"spaced");
+}
+
+#[test]
+fn cuts_in_either_direction_of_a_version_change_are_finished_by_the_next_sync() {
+    let rig = Rig::new();
+    let payload = rig.path("payload");
+    std::fs::create_dir_all(payload.join("C/k")).unwrap();
+    let (p, inv) = (payload.to_str().unwrap().to_string(), rig.inventory(1, rig.sshd.port));
+    // Version 2 has a registry (and its folder) and a payload file version 1 does not have, and changes others.
+    let v2_inputs = INPUTS.replace("mirror.example.com:5000", "mirror-b.example.com:5000")
+        + "    - source: registry.example.com/only-v2\n      mirrors: [mirror-b.example.com:5000/only-v2]\n";
+    let write_v = |v: u32| {
+        let exe: Vec<u8> = (0..400_000u32).map(|i| (i % (241 + v)) as u8).collect();
+        std::fs::write(payload.join("C/k/kubelet.exe"), exe).unwrap();
+        if v == 2 {
+            std::fs::write(payload.join("C/k/only-v2.exe"), vec![7u8; 200_000]).unwrap();
+        } else {
+            let _ = std::fs::remove_file(payload.join("C/k/only-v2.exe"));
+        }
+        rig.render(if v == 1 { INPUTS } else { &v2_inputs })
+    };
+    for (from, to) in [(1, 2), (2, 1)] {
+        for budget in [6_000, 40_000, 150_000, 350_000, 520_000] {
+            // Start clean at `from`.
+            let rendered = write_v(from);
+            let (rc, _, err) = rig.sync(&inv, &["--payload", &p]);
+            assert_eq!(rc, 0, "{err}");
+            assert_eq!(delivered(&rig.path("node-00")), expected(&rendered, &payload), "at v{from}");
+            // A push of `to` cut after `budget` bytes…
+            let rendered_to = write_v(to);
+            let (port, stop) = cutting_proxy(rig.sshd.port, budget);
+            rig.sshd.write_known_hosts(&rig.path("known_proxy"), port);
+            let o = wmrender(&[
+                "sync",
+                "--rendered",
+                rendered_to.to_str().unwrap(),
+                "--inventory",
+                rig.inventory(1, port).to_str().unwrap(),
+                "--identity",
+                rig.sshd.path("client_ed25519").to_str().unwrap(),
+                "--known-hosts",
+                rig.path("known_proxy").to_str().unwrap(),
+                "--payload",
+                &p,
+                "--connect-timeout",
+                "3",
+            ]);
+            stop.store(true, Ordering::SeqCst);
+            let _ = o;
+            // …then a clean push of `from` again: the node holds exactly `from`, no temporary file, no leftover.
+            let rendered = write_v(from);
+            let (rc, _, err) = rig.sync(&inv, &["--payload", &p]);
+            assert_eq!(rc, 0, "v{from}→v{to} cut at {budget}: {err}");
+            assert_eq!(
+                delivered(&rig.path("node-00")),
+                expected(&rendered, &payload),
+                "v{from}→v{to} cut at {budget}, then v{from}"
+            );
+            let (rc, report, _) = rig.sync(&inv, &["--payload", &p]);
+            assert_eq!((rc, nodes(&report)[0]["status"].as_str()), (0, Some("unchanged")), "then a no-op");
+        }
+    }
+}

@@ -116,6 +116,10 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
         })?,
         None => NodeManifest::default(),
     };
+    // A cut while the manifest itself was written leaves its temporary file even when nothing else changed.
+    if !job.dry_run {
+        sftp.remove_file(&profile.sftp_path(&temp(&manifest_path)?)).await?;
+    }
     // Only Windows nodes run services; elsewhere (posix staging hosts) every file is replaced in place.
     let binaries = job.services.binaries();
     let staged = |p: &NodePath| *profile == Profile::Windows && binaries.contains(p);
@@ -185,8 +189,7 @@ async fn push(
 ) -> Result<u64, SyncError> {
     let manifest_path = NodePath::known(NODE_MANIFEST);
     let mut sent = 0;
-    // Temporary files a cut left behind: the manifest's own, and those of every file the last journal named.
-    sftp.remove_file(&profile.sftp_path(&temp(&manifest_path)?)).await?;
+    // Temporary files a cut left behind: those of every file the last journal named.
     for p in &changes.leftovers {
         sftp.remove_file(&profile.sftp_path(&temp(p)?)).await?;
     }
