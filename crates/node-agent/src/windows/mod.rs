@@ -1,0 +1,1 @@
+//! The real Windows system (placeholder while the engine lands).
