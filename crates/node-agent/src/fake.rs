@@ -80,6 +80,8 @@ struct Inner {
     ip: Option<Ipv4Addr>,
     next_pid: u32,
     clock: Duration,
+    /// Wine's SCM: dependencies are stored (and ordered nothing) but read back as an empty list.
+    hide_dependencies: bool,
 }
 
 /// Clones are handles on the same simulated machine.
@@ -124,6 +126,7 @@ impl FakeSystem {
                 ip: Some(Ipv4Addr::new(10, 0, 0, 5)),
                 next_pid: 100,
                 clock: Duration::ZERO,
+                hide_dependencies: false,
             })),
         }
     }
@@ -173,6 +176,10 @@ impl FakeSystem {
         let mut inner = self.inner.borrow_mut();
         inner.dns = host.into();
         inner.fqdn = fqdn.into();
+    }
+
+    pub fn hide_dependencies(&self) {
+        self.inner.borrow_mut().hide_dependencies = true;
     }
 
     pub fn set_ip(&self, ip: Option<Ipv4Addr>) {
@@ -252,7 +259,14 @@ impl System for FakeSystem {
 
     fn service(&self, name: &str) -> SysResult<Option<ServiceStatus>> {
         let inner = self.inner.borrow();
-        Ok(inner.services.get(name).map(|s| ServiceStatus { config: s.config.clone(), state: s.state, pid: s.pid }))
+        let shown = |s: &FakeService| {
+            let mut config = s.config.clone();
+            if inner.hide_dependencies {
+                config.dependencies.clear();
+            }
+            ServiceStatus { config, state: s.state, pid: s.pid }
+        };
+        Ok(inner.services.get(name).map(shown))
     }
 
     fn create_service(&mut self, config: &ServiceConfig) -> SysResult<()> {

@@ -27,6 +27,18 @@ struct Plan {
     files: BTreeMap<String, BTreeMap<NodePath, String>>,
 }
 
+/// Whether the SCM's configuration differs from the wanted one. Wine's SCM stores dependencies but reads back
+/// none: an empty list read back counts as the dependencies the agent recorded setting.
+fn config_differs(actual: &ServiceConfig, want: &ServiceConfig, recorded: Option<&AppliedService>) -> bool {
+    let deps_match = actual.dependencies == want.dependencies
+        || (actual.dependencies.is_empty() && recorded.is_some_and(|r| r.dependencies == want.dependencies));
+    !deps_match
+        || actual.command != want.command
+        || actual.description != want.description
+        || actual.automatic != want.automatic
+        || actual.name != want.name
+}
+
 fn all_paths(s: &Service) -> impl Iterator<Item = &NodePath> {
     s.files.iter().chain(&s.binaries).chain(&s.secrets)
 }
@@ -131,7 +143,8 @@ impl Pass<'_> {
                 if current.config.description == want.description {
                     self.state.owned.insert(name.clone());
                 }
-                if current.config != want {
+                let recorded = self.state.services.get(name);
+                if config_differs(&current.config, &want, recorded) {
                     self.stop_with_dependents(table, &BTreeSet::from([name.clone()]), plan)?;
                     self.sys.update_service(&want).map_err(|e| format!("cannot update service `{name}`: {e}"))?;
                     self.result.updated.push(name.clone());

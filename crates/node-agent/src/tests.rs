@@ -230,6 +230,19 @@ fn a_second_pass_changes_nothing() {
 }
 
 #[test]
+fn an_scm_that_reads_back_no_dependencies_like_wines_causes_no_update_loop() {
+    let mut node = Node::new();
+    node.sys.hide_dependencies();
+    let mut node = node.converged();
+    let r = node.apply();
+    assert_eq!((r.status, r.updated.len()), (ApplyStatus::Converged, 0), "{r:#?}");
+    assert_eq!(node.sys.events(), []);
+    // A real change of dependencies is still applied.
+    node.service_mut("windows_exporter").dependencies = vec!["containerd".into()];
+    assert_eq!(node.apply().updated, ["windows_exporter"]);
+}
+
+#[test]
 fn one_changed_file_restarts_exactly_its_service() {
     let mut node = Node::new().converged();
     node.write(r"C:\k\kube-proxy.conf", "v2");
