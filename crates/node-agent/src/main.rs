@@ -82,6 +82,7 @@ mod platform {
         }
         match service::dispatch(timing.clone()) {
             Ok(()) => 0,
+            Err(e @ service::DispatchError::NotAService) => crate::usage_error(&e.to_string()),
             Err(e) => {
                 eprintln!("wmrender-node: {e}");
                 3

@@ -21,15 +21,25 @@ const NOT_STARTED_BY_SCM: i32 = 1063;
 
 define_windows_service!(ffi_service_main, service_main);
 
+/// Why `run` could not be handed to the SCM.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    #[error(
+        "`run` is started by the Service Control Manager (service `wmrender-node`); in a console use `run --foreground`"
+    )]
+    NotAService,
+    #[error("cannot reach the Service Control Manager: {0}")]
+    Scm(String),
+}
+
 /// Hands this process to the SCM; returns when the service has stopped.
-pub fn dispatch(timing: Timing) -> Result<(), String> {
+pub fn dispatch(timing: Timing) -> Result<(), DispatchError> {
     let _ = TIMING.set(timing);
     service_dispatcher::start(AGENT_SERVICE, ffi_service_main).map_err(|e| match e {
         windows_service::Error::Winapi(io) if io.raw_os_error() == Some(NOT_STARTED_BY_SCM) => {
-            "`run` is started by the Service Control Manager (service `wmrender-node`); in a console use `run --foreground`"
-                .to_string()
+            DispatchError::NotAService
         }
-        other => format!("cannot reach the Service Control Manager: {other}"),
+        other => DispatchError::Scm(other.to_string()),
     })
 }
 
