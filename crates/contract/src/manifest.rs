@@ -118,10 +118,13 @@ mod tests {
 
     #[test]
     fn traversal_in_a_node_manifest_is_refused() {
-        let text = r#"{"wmrender":"0","files":[{"path":"C:\\k\\..\\..\\victim","sha256":"x","size":1,"kind":"bundle"}]}"#;
+        let text =
+            r#"{"wmrender":"0","files":[{"path":"C:\\k\\..\\..\\victim","sha256":"x","size":1,"kind":"bundle"}]}"#;
         assert!(matches!(NodeManifest::parse(text.as_bytes()), Err(ManifestError::Syntax(_))));
         let text = r#"{"wmrender":"0","files":[],"pending":{"files":[],"remove":["C:\\Windows\\win.ini"]}}"#;
-        assert!(matches!(NodeManifest::parse(text.as_bytes()), Err(ManifestError::Outside(p)) if p == r"C:\Windows\win.ini"));
+        assert!(
+            matches!(NodeManifest::parse(text.as_bytes()), Err(ManifestError::Outside(p)) if p == r"C:\Windows\win.ini")
+        );
     }
 
     #[test]

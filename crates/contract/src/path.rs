@@ -193,11 +193,7 @@ mod tests {
         assert!(NodePath::parse_delivered(r"C:\k\kubelet.exe").is_ok());
         assert!(NodePath::parse_delivered(r"C:\K\kubelet.exe").is_ok());
         for bad in [r"C:\Windows\System32\x", r"C:\k", r"C:\kx\y", r"C:\var\log\x"] {
-            assert_eq!(
-                NodePath::parse_delivered(bad),
-                Err(PathError::OutsideRoot(bad.into())),
-                "{bad}"
-            );
+            assert_eq!(NodePath::parse_delivered(bad), Err(PathError::OutsideRoot(bad.into())), "{bad}");
         }
     }
 

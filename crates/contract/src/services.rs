@@ -81,9 +81,7 @@ pub enum ServicesError {
 
 /// Service names wmrender creates: plain ASCII, so they can go into the SCM and into a command line as they are.
 pub fn is_service_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 256
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    !name.is_empty() && name.len() <= 256 && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
 impl ServicesFile {
@@ -143,7 +141,9 @@ impl ServicesFile {
 
     /// The services whose definition names any of `paths` (files, binaries or credentials), in table order.
     pub fn affected_by<'a>(&'a self, paths: &'a [NodePath]) -> impl Iterator<Item = &'a Service> + 'a {
-        self.services.iter().filter(move |s| s.files.iter().chain(&s.binaries).chain(&s.secrets).any(|f| paths.contains(f)))
+        self.services
+            .iter()
+            .filter(move |s| s.files.iter().chain(&s.binaries).chain(&s.secrets).any(|f| paths.contains(f)))
     }
 
     pub fn to_json(&self) -> Vec<u8> {
