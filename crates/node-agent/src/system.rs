@@ -100,5 +100,12 @@ pub trait System {
     /// Something that changes at every boot and only then (the boot time, to the second).
     fn boot_id(&self) -> SysResult<String>;
 
+    /// Moves `from` over `to`, replacing it. Windows refuses to replace (or delete) the executable of a running
+    /// process, but lets it be renamed: the swap of staged binaries relies on both rules.
+    fn replace_file(&mut self, from: &NodePath, to: &NodePath) -> SysResult<()> {
+        std::fs::rename(self.local(from), self.local(to))
+            .map_err(|e| SysError(format!("cannot move {from} to {to}: {e}")))
+    }
+
     fn sleep(&self, d: Duration);
 }

@@ -1,0 +1,316 @@
+//! The services table against the SCM (steps 6 to 10 of a pass): files present, staged binaries swapped with
+//! their services stopped, each service created or updated, restarted when its definition or any of its files
+//! changed, started in table order (dependencies first), and services dropped from the table deleted.
+
+use crate::apply::Pass;
+use crate::desired::Desired;
+use crate::node_vars::NodeVars;
+use crate::result::push_once;
+use crate::scm;
+use crate::state::AppliedService;
+use crate::steps::{StepOutcome, run_step};
+use crate::swap;
+use crate::system::{RunState, ServiceConfig};
+use std::collections::{BTreeMap, BTreeSet};
+use wmrender_contract::{NodePath, NodeVariable, Service, ServicesFile};
+
+/// What the pass decided per service.
+#[derive(Default)]
+struct Plan {
+    /// Running when the pass began: a start of these is a restart.
+    was_running: BTreeSet<String>,
+    /// Stopped or changed by this pass: started again in step 9.
+    marked: BTreeSet<String>,
+    /// Not started in this pass (waiting, or a failure on the way).
+    skipped: BTreeSet<String>,
+    configs: BTreeMap<String, ServiceConfig>,
+    files: BTreeMap<String, BTreeMap<NodePath, String>>,
+}
+
+/// Whether the SCM's configuration differs from the wanted one. Wine's SCM stores dependencies but reads back
+/// none: an empty list read back counts as the dependencies the agent recorded setting.
+fn config_differs(actual: &ServiceConfig, want: &ServiceConfig, recorded: Option<&AppliedService>) -> bool {
+    let deps_match = actual.dependencies == want.dependencies
+        || (actual.dependencies.is_empty() && recorded.is_some_and(|r| r.dependencies == want.dependencies));
+    !deps_match
+        || actual.command != want.command
+        || actual.description != want.description
+        || actual.automatic != want.automatic
+        || actual.name != want.name
+}
+
+fn all_paths(s: &Service) -> impl Iterator<Item = &NodePath> {
+    s.files.iter().chain(&s.binaries).chain(&s.secrets)
+}
+
+impl Pass<'_> {
+    pub(crate) fn services(&mut self, desired: &Desired, vars: &NodeVars) {
+        let table = &desired.services;
+        // Step 6: everything the services need is there (or staged), before anything is stopped.
+        let staged = swap::check(self.sys, &desired.manifest);
+        let staged_paths: BTreeSet<&NodePath> = staged.ready.iter().map(|s| &s.path).collect();
+        for p in table.services.iter().flat_map(all_paths) {
+            if !staged_paths.contains(p) && !self.sys.local(p).is_file() {
+                push_once(&mut self.result.missing, p.to_string());
+            }
+        }
+        for m in staged.missing {
+            push_once(&mut self.result.missing, m);
+        }
+        let bad_staged = !staged.errors.is_empty();
+        self.result.errors.extend(staged.errors);
+        if !self.result.missing.is_empty() || bad_staged {
+            return;
+        }
+
+        let mut plan = Plan::default();
+        for s in &table.services {
+            match scm::state(self.sys, &s.name) {
+                Ok(state) if scm::is_running(state) => {
+                    plan.was_running.insert(s.name.clone());
+                }
+                Ok(_) => {}
+                Err(e) => self.result.errors.push(e),
+            }
+        }
+
+        // Step 7: staged binaries, with every service that runs them (and their dependents) stopped.
+        if !staged.ready.is_empty() {
+            let users: BTreeSet<String> = table
+                .services
+                .iter()
+                .filter(|s| s.binaries.iter().any(|b| staged_paths.contains(b)))
+                .map(|s| s.name.clone())
+                .collect();
+            if let Err(e) = self.stop_with_dependents(table, &users, &mut plan) {
+                self.result.errors.push(e);
+                // Start again what was stopped, with the old binaries; the next pass tries again.
+                self.start_all(table, &mut plan);
+                return;
+            }
+            for s in &staged.ready {
+                match swap::swap(self.sys, s) {
+                    Ok(()) => self.result.replaced.push(s.path.to_string()),
+                    Err(e) => self.result.errors.push(e),
+                }
+            }
+        }
+
+        // Step 8: each service's definition and files.
+        for s in &table.services {
+            if let Err(e) = self.converge_service(desired, s, vars, &mut plan) {
+                self.result.errors.push(e);
+                plan.skipped.insert(s.name.clone());
+            }
+        }
+        // Step 9: start in table order.
+        self.start_all(table, &mut plan);
+        // Step 10: services the agent created that left the table.
+        self.delete_dropped(table);
+    }
+
+    /// Step 8 for one service.
+    fn converge_service(
+        &mut self,
+        desired: &Desired,
+        s: &Service,
+        vars: &NodeVars,
+        plan: &mut Plan,
+    ) -> Result<(), String> {
+        let (table, name) = (&desired.services, &s.name);
+        if let Some(dep) = s.dependencies.iter().find(|d| plan.skipped.contains(*d)) {
+            plan.skipped.insert(name.clone());
+            self.result.pending.push(format!("{name} waits for `{dep}`"));
+            return Ok(());
+        }
+        if let Some(req) = s.requires.iter().find(|p| !self.sys.local(p).exists()) {
+            plan.skipped.insert(name.clone());
+            self.result.pending.push(format!(
+                "{name} waits for {req}, which appears once the cluster approves the node's certificate signing requests"
+            ));
+            return Ok(());
+        }
+        let want = crate::scm::desired_config(s, vars)?;
+        match self.sys.service(name).map_err(|e| format!("cannot query service `{name}`: {e}"))? {
+            None => {
+                self.sys.create_service(&want).map_err(|e| format!("cannot create service `{name}`: {e}"))?;
+                self.result.created.push(name.clone());
+                self.state.owned.insert(name.clone());
+                plan.marked.insert(name.clone());
+            }
+            Some(current) => {
+                // A service wmrender made before the agent existed carries its description: the agent owns it.
+                if current.config.description == want.description {
+                    self.state.owned.insert(name.clone());
+                }
+                let recorded = self.state.services.get(name);
+                if config_differs(&current.config, &want, recorded) {
+                    self.stop_with_dependents(table, &BTreeSet::from([name.clone()]), plan)?;
+                    self.sys.update_service(&want).map_err(|e| format!("cannot update service `{name}`: {e}"))?;
+                    self.result.updated.push(name.clone());
+                    plan.marked.insert(name.clone());
+                }
+            }
+        }
+        let mut files = self.digests(s)?;
+        let recorded = self.state.services.get(name).map(|r| r.files.clone());
+        let mut changed = recorded.as_ref() != Some(&files);
+        let running = scm::is_running(scm::state(self.sys, name)?);
+        if let Some(step_name) = &s.pre_start {
+            let due = plan.marked.contains(name)
+                || !running
+                || changed
+                || self.state.boot_steps.get(step_name) != Some(&self.boot);
+            if due {
+                self.pre_start(desired, s, step_name, vars, plan)?;
+                if plan.skipped.contains(name) {
+                    return Ok(());
+                }
+                // The step may have written a file the service reads.
+                files = self.digests(s)?;
+                changed = recorded.as_ref() != Some(&files);
+            }
+        }
+        if changed && running && !plan.marked.contains(name) {
+            self.stop_with_dependents(table, &BTreeSet::from([name.clone()]), plan)?;
+        }
+        plan.configs.insert(name.clone(), want);
+        plan.files.insert(name.clone(), files);
+        Ok(())
+    }
+
+    fn pre_start(
+        &mut self,
+        desired: &Desired,
+        s: &Service,
+        step_name: &str,
+        vars: &NodeVars,
+        plan: &mut Plan,
+    ) -> Result<(), String> {
+        let Some(step) = desired.settings.step(step_name) else {
+            return Err(format!("service `{}`: step `{step_name}` is not in node.json", s.name));
+        };
+        self.result.steps.push(step.name.clone());
+        match run_step(self.sys, step, &vars.pairs(&NodeVariable::ALL)) {
+            StepOutcome::Done { .. } => {
+                self.state.boot_steps.insert(step.name.clone(), self.boot.clone());
+                Ok(())
+            }
+            StepOutcome::Pending(p) => {
+                plan.skipped.insert(s.name.clone());
+                self.result.pending.push(format!("{} waits for step `{step_name}`: {p}", s.name));
+                Ok(())
+            }
+            StepOutcome::Failed(e) => Err(format!("{}: step `{step_name}`: {e}", s.name)),
+        }
+    }
+
+    /// sha256 of each file, binary and credential of a service.
+    fn digests(&mut self, s: &Service) -> Result<BTreeMap<NodePath, String>, String> {
+        let mut out = BTreeMap::new();
+        for p in all_paths(s) {
+            match self.state.digests.digest(p, &self.sys.local(p)) {
+                Ok(Some(sha)) => {
+                    out.insert(p.clone(), sha);
+                }
+                Ok(None) => return Err(format!("service `{}`: {p} is not on the node", s.name)),
+                Err(e) => return Err(format!("service `{}`: cannot read {p}: {e}", s.name)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Stops `names` and every service that depends on them, dependents first (Windows refuses to stop a
+    /// service whose dependents run). Those that ran are marked to start again.
+    fn stop_with_dependents(
+        &mut self,
+        table: &ServicesFile,
+        names: &BTreeSet<String>,
+        plan: &mut Plan,
+    ) -> Result<(), String> {
+        let mut set = names.clone();
+        for n in names {
+            set.extend(table.dependents(n).into_iter().map(|s| s.name.clone()));
+        }
+        for s in table.services.iter().rev().filter(|s| set.contains(&s.name)) {
+            let was_running = scm::stop_and_wait(self.sys, self.timing, &s.name, &mut self.result.killed)?;
+            if was_running || names.contains(&s.name) {
+                plan.marked.insert(s.name.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 9: every service not skipped that is stopped or marked, in table order, each after its
+    /// dependencies run; then what it runs with is recorded.
+    fn start_all(&mut self, table: &ServicesFile, plan: &mut Plan) {
+        for s in &table.services {
+            let name = &s.name;
+            if plan.skipped.contains(name) {
+                continue;
+            }
+            let state = match scm::state(self.sys, name) {
+                Ok(st) => st,
+                Err(e) => {
+                    self.result.errors.push(e);
+                    plan.skipped.insert(name.clone());
+                    continue;
+                }
+            };
+            if plan.marked.contains(name) || !scm::is_running(state) {
+                let waiting = s.dependencies.iter().find(|d| !matches!(scm::state(self.sys, d), Ok(RunState::Running)));
+                if let Some(dep) = waiting {
+                    self.result
+                        .errors
+                        .push(format!("service `{name}` not started: its dependency `{dep}` is not running"));
+                    plan.skipped.insert(name.clone());
+                    continue;
+                }
+                if let Err(e) = scm::start_and_wait(self.sys, self.timing, name) {
+                    self.result.errors.push(e);
+                    plan.skipped.insert(name.clone());
+                    continue;
+                }
+                if plan.was_running.contains(name) {
+                    self.result.restarted.push(name.clone());
+                } else {
+                    self.result.started.push(name.clone());
+                }
+            }
+            if let (Some(config), Some(files)) = (plan.configs.get(name), plan.files.get(name)) {
+                let applied = AppliedService {
+                    command: config.command.clone(),
+                    description: config.description.clone(),
+                    dependencies: config.dependencies.clone(),
+                    files: files.clone(),
+                };
+                self.state.services.insert(name.clone(), applied);
+            }
+        }
+    }
+
+    /// Step 10: stop and delete the services the agent created that services.json no longer lists.
+    fn delete_dropped(&mut self, table: &ServicesFile) {
+        let dropped: Vec<String> = self.state.owned.iter().filter(|n| table.get(n).is_none()).cloned().collect();
+        for name in dropped {
+            let step = (|| -> Result<bool, String> {
+                if self.sys.service(&name).map_err(|e| format!("cannot query service `{name}`: {e}"))?.is_none() {
+                    return Ok(false);
+                }
+                scm::stop_and_wait(self.sys, self.timing, &name, &mut self.result.killed)?;
+                self.sys.delete_service(&name).map_err(|e| format!("cannot delete service `{name}`: {e}"))?;
+                Ok(true)
+            })();
+            match step {
+                Ok(deleted) => {
+                    if deleted {
+                        self.result.deleted.push(name.clone());
+                    }
+                    self.state.owned.remove(&name);
+                    self.state.services.remove(&name);
+                }
+                Err(e) => self.result.errors.push(e),
+            }
+        }
+    }
+}

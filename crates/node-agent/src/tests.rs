@@ -1,0 +1,730 @@
+//! The convergence engine against the fake system (fake.rs lists the Windows rules it enforces).
+
+use crate::apply::apply;
+use crate::fake::{Event, FakeSystem, StopBehaviour};
+use crate::state::AppliedState;
+use crate::system::{RunState, ServiceConfig, System};
+use crate::timing::Timing;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use wmrender_contract::{
+    ApplyResult, ApplyStatus, FileKind, Journal, NodeFile, NodeManifest, NodeNameSource, NodePath, NodeSettings,
+    NodeVariable, STAGED_SUFFIX, Service, ServicesFile, Step, When, paths, sha256_hex,
+};
+
+const CONTAINERS: &str = r"C:\k\wmrender\steps\containers.ps1";
+const NETWORK: &str = r"C:\k\wmrender\steps\network-conf.ps1";
+const OK: &str = "{\"ok\":true}";
+
+fn np(p: &str) -> NodePath {
+    NodePath::known(p)
+}
+
+fn svc(name: &str, exe: &str, args: &str, deps: &[&str]) -> Service {
+    Service {
+        name: name.into(),
+        description: format!("OpenShift managed {name} (wmrender)"),
+        command: format!("{exe} {args}"),
+        dependencies: deps.iter().map(|d| d.to_string()).collect(),
+        node_variables: vec![],
+        files: vec![],
+        binaries: vec![np(exe)],
+        secrets: vec![],
+        requires: vec![],
+        pre_start: None,
+    }
+}
+
+/// A node laid out like a rendered bundle: containerd, kubelet (through kube-log-runner), windows_exporter,
+/// hybrid-overlay-node (waits for C:\k\kubeconfig) and kube-proxy (network step before it starts).
+struct Node {
+    sys: FakeSystem,
+    timing: Timing,
+    services: ServicesFile,
+    settings: NodeSettings,
+    manifest: NodeManifest,
+}
+
+impl Node {
+    fn new() -> Node {
+        let mut containerd =
+            svc("containerd", r"C:\k\containerd\containerd.exe", r"--config C:\k\containerd\containerd_conf.toml", &[]);
+        containerd.files = vec![np(r"C:\k\containerd\containerd_conf.toml")];
+        let mut kubelet = svc(
+            "kubelet",
+            r"C:\k\kube-log-runner.exe",
+            r"-log-file=C:\var\log\kubelet\kubelet.log C:\k\kubelet.exe --config=C:\k\kubelet.conf --node-ip=NODE_IP",
+            &["containerd"],
+        );
+        kubelet.binaries.push(np(r"C:\k\kubelet.exe"));
+        kubelet.files = vec![np(r"C:\k\kubelet.conf")];
+        kubelet.secrets = vec![np(r"C:\k\bootstrap-kubeconfig")];
+        kubelet.node_variables = vec![NodeVariable::NodeIp];
+        let mut exporter =
+            svc("windows_exporter", r"C:\k\windows_exporter.exe", r"--web.config.file C:\k\tls\web.yaml", &[]);
+        exporter.files = vec![np(r"C:\k\tls\web.yaml")];
+        let mut hybrid = svc("hybrid-overlay-node", r"C:\k\hybrid-overlay-node.exe", "--node NODE_NAME", &["kubelet"]);
+        hybrid.node_variables = vec![NodeVariable::NodeName];
+        hybrid.requires = vec![np(r"C:\k\kubeconfig")];
+        let mut proxy =
+            svc("kube-proxy", r"C:\k\kube-proxy.exe", r"--config C:\k\kube-proxy.conf", &["hybrid-overlay-node"]);
+        proxy.files = vec![np(r"C:\k\kube-proxy.conf")];
+        proxy.pre_start = Some("network".into());
+        let services = ServicesFile { services: vec![containerd, kubelet, exporter, hybrid, proxy] };
+        let settings = NodeSettings {
+            platform: "none".into(),
+            node_name: NodeNameSource::DnsHostName,
+            directories: vec![np(r"C:\var\log\kubelet"), np(r"C:\k\cni\config")],
+            environment: BTreeMap::new(),
+            steps: vec![
+                Step { name: "containers".into(), script: np(CONTAINERS), args: vec![], when: When::Once },
+                Step {
+                    name: "network".into(),
+                    script: np(NETWORK),
+                    args: vec!["-hostnameOverride".into(), "NODE_NAME".into()],
+                    when: When::OnDemand,
+                },
+            ],
+        };
+        let node = Node {
+            sys: FakeSystem::new(),
+            timing: Timing { stop_timeout: Duration::from_secs(60), ..Timing::default() },
+            services,
+            settings,
+            manifest: NodeManifest { wmrender: "0.1.0".into(), ..NodeManifest::default() },
+        };
+        for s in &node.services.services {
+            for p in s.files.iter().chain(&s.binaries).chain(&s.secrets) {
+                node.write(p.as_str(), &format!("{p} v1"));
+            }
+        }
+        node.write(r"C:\k\kubeconfig", "kubeconfig");
+        node.write(paths::AGENT_EXE, "agent");
+        node.write(CONTAINERS, "containers script");
+        node.write(NETWORK, "network script");
+        node.sys.script(CONTAINERS, 0, OK);
+        node.sys.script(NETWORK, 0, OK);
+        node.save();
+        node
+    }
+
+    fn write(&self, path: &str, content: &str) {
+        let local = self.sys.local(&np(path));
+        std::fs::create_dir_all(local.parent().unwrap()).unwrap();
+        std::fs::write(local, content).unwrap();
+    }
+
+    fn remove(&self, path: &str) {
+        std::fs::remove_file(self.sys.local(&np(path))).unwrap();
+    }
+
+    fn read(&self, path: &str) -> String {
+        std::fs::read_to_string(self.sys.local(&np(path))).unwrap()
+    }
+
+    /// Writes services.json, node.json and manifest.json as sync would.
+    fn save(&self) {
+        self.write(paths::SERVICES_JSON, &String::from_utf8(self.services.to_json()).unwrap());
+        self.write(paths::SETTINGS_JSON, &String::from_utf8(self.settings.to_json()).unwrap());
+        self.write(paths::NODE_MANIFEST, &String::from_utf8(self.manifest.to_json()).unwrap());
+    }
+
+    fn service_mut(&mut self, name: &str) -> &mut Service {
+        self.services.services.iter_mut().find(|s| s.name == name).unwrap()
+    }
+
+    fn apply(&mut self) -> ApplyResult {
+        self.save();
+        let r = apply(&mut self.sys, &self.timing);
+        // The line sync reads round-trips.
+        assert_eq!(ApplyResult::from_stdout(&r.to_line()).as_ref(), Some(&r));
+        r
+    }
+
+    /// Converged first pass, then the event log cleared.
+    fn converged(mut self) -> Node {
+        let r = self.apply();
+        assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+        self.sys.clear_events();
+        self
+    }
+
+    fn state(&self) -> AppliedState {
+        AppliedState::load(&self.sys.local(&np(paths::APPLIED_STATE))).unwrap()
+    }
+}
+
+fn started(events: &[Event]) -> Vec<String> {
+    events.iter().filter_map(|e| if let Event::Started { name, .. } = e { Some(name.clone()) } else { None }).collect()
+}
+
+fn stop_requests(events: &[Event]) -> Vec<String> {
+    events.iter().filter_map(|e| if let Event::StopRequested(n) = e { Some(n.clone()) } else { None }).collect()
+}
+
+fn position(events: &[Event], wanted: &Event) -> usize {
+    events.iter().position(|e| e == wanted).unwrap_or_else(|| panic!("{wanted:?} not in {events:#?}"))
+}
+
+const ALL: [&str; 5] = ["containerd", "kubelet", "windows_exporter", "hybrid-overlay-node", "kube-proxy"];
+
+#[test]
+fn first_pass_creates_every_service_and_starts_them_in_dependency_order() {
+    let mut node = Node::new();
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!(r.created, [&ALL[..], &[paths::AGENT_SERVICE]].concat());
+    assert_eq!(r.started, [&ALL[..], &[paths::AGENT_SERVICE]].concat());
+    assert_eq!((r.node_name.as_str(), r.node_ip.as_str()), ("win-node-1", "10.0.0.5"));
+    assert_eq!(r.steps, ["containers", "network"]);
+    let events = node.sys.events();
+    for e in &events {
+        if let Event::Started { name, deps_not_running } = e {
+            assert!(deps_not_running.is_empty(), "{name} started before {deps_not_running:?}");
+        }
+    }
+    let kubelet = node.sys.status("kubelet").unwrap();
+    assert_eq!(
+        kubelet.config,
+        ServiceConfig {
+            name: "kubelet".into(),
+            command: r"C:\k\kube-log-runner.exe -log-file=C:\var\log\kubelet\kubelet.log C:\k\kubelet.exe --config=C:\k\kubelet.conf --node-ip=10.0.0.5".into(),
+            description: "OpenShift managed kubelet (wmrender)".into(),
+            dependencies: vec!["containerd".into()],
+            automatic: true,
+        }
+    );
+    assert_eq!(
+        node.sys.status("hybrid-overlay-node").unwrap().config.command,
+        r"C:\k\hybrid-overlay-node.exe --node win-node-1"
+    );
+    // The network step got the node name, before kube-proxy started.
+    let script = Event::Script { script: np(NETWORK), args: vec!["-hostnameOverride".into(), "win-node-1".into()] };
+    assert!(
+        position(&events, &script)
+            < position(&events, &Event::Started { name: "kube-proxy".into(), deps_not_running: vec![] })
+    );
+    assert!(node.sys.local(&np(r"C:\var\log\kubelet")).is_dir());
+    let agent = node.sys.status(paths::AGENT_SERVICE).unwrap();
+    assert_eq!(agent.config.command, r#""C:\k\wmrender\wmrender-node.exe" run"#);
+    assert!(agent.config.automatic && agent.state == RunState::Running);
+    let state = node.state();
+    assert_eq!(state.owned.iter().map(String::as_str).collect::<Vec<_>>().len(), 5);
+    assert_eq!(state.services["kubelet"].files[&np(r"C:\k\kubelet.conf")], sha256_hex(br"C:\k\kubelet.conf v1"));
+}
+
+#[test]
+fn a_second_pass_changes_nothing() {
+    let mut node = Node::new().converged();
+    let r = node.apply();
+    assert_eq!(
+        r,
+        ApplyResult {
+            status: ApplyStatus::Converged,
+            node_name: "win-node-1".into(),
+            node_ip: "10.0.0.5".into(),
+            ..ApplyResult::default()
+        }
+    );
+    assert_eq!(node.sys.events(), []);
+}
+
+#[test]
+fn an_scm_that_reads_back_no_dependencies_like_wines_causes_no_update_loop() {
+    let mut node = Node::new();
+    node.sys.hide_dependencies();
+    let mut node = node.converged();
+    let r = node.apply();
+    assert_eq!((r.status, r.updated.len()), (ApplyStatus::Converged, 0), "{r:#?}");
+    assert_eq!(node.sys.events(), []);
+    // A real change of dependencies is still applied.
+    node.service_mut("windows_exporter").dependencies = vec!["containerd".into()];
+    assert_eq!(node.apply().updated, ["windows_exporter"]);
+}
+
+#[test]
+fn one_changed_file_restarts_exactly_its_service() {
+    let mut node = Node::new().converged();
+    node.write(r"C:\k\kube-proxy.conf", "v2");
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!(r.restarted, ["kube-proxy"]);
+    assert!(r.started.is_empty() && r.updated.is_empty());
+    let events = node.sys.events();
+    assert_eq!(stop_requests(&events), ["kube-proxy"]);
+    assert_eq!(started(&events), ["kube-proxy"]);
+    // The network step runs again before kube-proxy starts again.
+    assert_eq!(r.steps, ["network"]);
+}
+
+#[test]
+fn a_changed_file_of_a_service_with_dependents_stops_them_first() {
+    let mut node = Node::new().converged();
+    node.write(r"C:\k\kubelet.conf", "v2");
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!(r.restarted, ["kubelet", "hybrid-overlay-node", "kube-proxy"]);
+    let events = node.sys.events();
+    assert_eq!(stop_requests(&events), ["kube-proxy", "hybrid-overlay-node", "kubelet"]);
+    assert_eq!(started(&events), ["kubelet", "hybrid-overlay-node", "kube-proxy"]);
+}
+
+#[test]
+fn two_changed_files_restart_exactly_their_services() {
+    let mut node = Node::new().converged();
+    node.write(r"C:\k\kube-proxy.conf", "v2");
+    node.write(r"C:\k\tls\web.yaml", "v2");
+    let r = node.apply();
+    assert_eq!(r.restarted, ["windows_exporter", "kube-proxy"], "{r:#?}");
+    assert_eq!(started(&node.sys.events()), ["windows_exporter", "kube-proxy"]);
+    // A credential counts too.
+    node.sys.clear_events();
+    node.write(r"C:\k\bootstrap-kubeconfig", "rotated");
+    assert_eq!(node.apply().restarted, ["kubelet", "hybrid-overlay-node", "kube-proxy"]);
+}
+
+#[test]
+fn a_staged_binary_is_swapped_in_between_the_stop_and_the_start_of_its_services() {
+    let mut node = Node::new().converged();
+    node.sys.set_holds("kubelet", &[r"C:\k\kubelet.exe"]);
+    node.write(&format!(r"C:\k\kubelet.exe{STAGED_SUFFIX}"), "kubelet v2");
+    node.manifest.files.push(NodeFile {
+        path: np(r"C:\k\kubelet.exe"),
+        sha256: sha256_hex(b"kubelet v2"),
+        size: 10,
+        kind: FileKind::Payload,
+        staged: true,
+    });
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!(r.replaced, [r"C:\k\kubelet.exe"]);
+    assert_eq!(r.restarted, ["kubelet", "hybrid-overlay-node", "kube-proxy"]);
+    let events = node.sys.events();
+    let swap = position(
+        &events,
+        &Event::Replaced { from: np(&format!(r"C:\k\kubelet.exe{STAGED_SUFFIX}")), to: np(r"C:\k\kubelet.exe") },
+    );
+    assert!(position(&events, &Event::StopRequested("kubelet".into())) < swap);
+    assert!(swap < position(&events, &Event::Started { name: "kubelet".into(), deps_not_running: vec![] }));
+    assert_eq!(node.read(r"C:\k\kubelet.exe"), "kubelet v2");
+    assert!(!node.sys.local(&np(&format!(r"C:\k\kubelet.exe{STAGED_SUFFIX}"))).exists());
+    // Next pass: the entry is still marked staged, the file in place matches: nothing to do.
+    node.sys.clear_events();
+    assert_eq!(node.apply().status, ApplyStatus::Converged);
+    assert_eq!(node.sys.events(), []);
+}
+
+#[test]
+fn a_staged_binary_that_does_not_match_the_manifest_is_refused_before_anything_stops() {
+    let mut node = Node::new().converged();
+    node.write(&format!(r"C:\k\kubelet.exe{STAGED_SUFFIX}"), "tampered");
+    let entry = NodeFile {
+        path: np(r"C:\k\kubelet.exe"),
+        sha256: sha256_hex(b"kubelet v2"),
+        size: 10,
+        kind: FileKind::Payload,
+        staged: true,
+    };
+    node.manifest.files.push(entry);
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Failed);
+    assert!(r.errors[0].contains("does not match manifest.json"), "{r:#?}");
+    assert_eq!(node.read(r"C:\k\kubelet.exe"), r"C:\k\kubelet.exe v1");
+    assert_eq!(node.sys.events(), []);
+    // Staged file gone and the old one in place: the new content is missing.
+    node.remove(&format!(r"C:\k\kubelet.exe{STAGED_SUFFIX}"));
+    let r = node.apply();
+    assert_eq!((r.status, r.missing.len()), (ApplyStatus::Failed, 1), "{r:#?}");
+    assert!(r.missing[0].starts_with(r"C:\k\kubelet.exe"));
+}
+
+#[test]
+fn a_stalled_service_is_killed_after_the_bounded_wait_and_a_slow_one_is_not() {
+    let mut node = Node::new().converged();
+    node.sys.set_stop_behaviour("kube-proxy", StopBehaviour::Never);
+    node.write(r"C:\k\kube-proxy.conf", "v2");
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!(
+        (r.killed.as_slice(), r.restarted.as_slice()),
+        (&["kube-proxy".to_string()][..], &["kube-proxy".to_string()][..])
+    );
+    let waited = node.sys.clock();
+    assert!(waited >= Duration::from_secs(60) && waited < Duration::from_secs(62), "{waited:?}");
+
+    node.sys.set_stop_behaviour("windows_exporter", StopBehaviour::After(Duration::from_secs(5)));
+    node.write(r"C:\k\tls\web.yaml", "v2");
+    let r = node.apply();
+    assert_eq!((r.killed.len(), r.restarted.as_slice()), (0, &["windows_exporter".to_string()][..]), "{r:#?}");
+}
+
+#[test]
+fn a_service_removed_from_the_table_is_deleted_and_others_are_never_touched() {
+    let mut node = Node::new();
+    let foreign = ServiceConfig {
+        name: "w32time".into(),
+        command: r"C:\Windows\w32tm.exe".into(),
+        description: "time".into(),
+        dependencies: vec![],
+        automatic: true,
+    };
+    node.sys.create_service(&foreign).unwrap();
+    let mut node = node.converged();
+    node.services.services.retain(|s| s.name != "windows_exporter");
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!(r.deleted, ["windows_exporter"]);
+    assert_eq!(stop_requests(&node.sys.events()), ["windows_exporter"]);
+    assert!(node.sys.status("windows_exporter").is_none());
+    assert!(node.sys.status("w32time").is_some());
+    assert!(!node.state().owned.contains("windows_exporter"));
+    node.sys.clear_events();
+    assert_eq!(node.apply().deleted.len(), 0);
+    assert_eq!(node.sys.events(), []);
+}
+
+#[test]
+fn a_proxy_change_is_applied_and_reported_with_a_reboot() {
+    let mut node = Node::new().converged();
+    let secret_url = "http://user:s3cret@proxy.example:3128";
+    node.settings.environment = BTreeMap::from([
+        ("HTTP_PROXY".into(), secret_url.to_string()),
+        ("NO_PROXY".into(), ".cluster.local,10.0.0.0/16".into()),
+        ("HTTPS_PROXY".into(), String::new()),
+    ]);
+    let r = node.apply();
+    assert_eq!((r.status, r.reboot_required), (ApplyStatus::Pending, true), "{r:#?}");
+    assert_eq!(r.environment, ["HTTP_PROXY", "NO_PROXY"]);
+    assert!(!r.to_line().contains("s3cret"), "a proxy password reached the result line");
+    assert!(!std::fs::read_to_string(node.sys.local(&np(paths::APPLIED_STATE))).unwrap().contains("s3cret"));
+    assert_eq!(node.sys.env("HTTP_PROXY").as_deref(), Some(secret_url));
+    assert_eq!(node.sys.env("HTTPS_PROXY"), None);
+    // Same boot: still waiting for the reboot; nothing set again.
+    node.sys.clear_events();
+    let r = node.apply();
+    assert_eq!((r.status, r.reboot_required, r.environment.len()), (ApplyStatus::Pending, true, 0));
+    node.sys.reboot();
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    // Removed: emptied, and dropped from node.json altogether.
+    node.settings.environment.insert("HTTP_PROXY".into(), String::new());
+    node.settings.environment.remove("NO_PROXY");
+    let r = node.apply();
+    assert_eq!(
+        (r.status, r.environment.clone()),
+        (ApplyStatus::Pending, vec!["HTTP_PROXY".to_string(), "NO_PROXY".to_string()])
+    );
+    assert_eq!((node.sys.env("HTTP_PROXY"), node.sys.env("NO_PROXY")), (None, None));
+}
+
+#[test]
+fn a_step_that_fails_stops_the_pass_and_the_next_pass_converges() {
+    let mut node = Node::new();
+    // The Containers step fails three ways, then succeeds.
+    node.sys.clear_script(CONTAINERS);
+    node.sys.script(CONTAINERS, 1, "{\"ok\":false,\"error\":\"DISM failed\"}");
+    node.sys.script(CONTAINERS, 0, "{\"ok\":false,\"error\":\"still failing\"}");
+    node.sys.script(CONTAINERS, 0, "");
+    node.sys.script(CONTAINERS, 0, OK);
+    let mut errors = vec![];
+    for _ in 0..3 {
+        let r = node.apply();
+        assert_eq!(r.status, ApplyStatus::Failed);
+        assert!(
+            r.created == [paths::AGENT_SERVICE] || r.created.is_empty(),
+            "services created before the step succeeded: {r:#?}"
+        );
+        assert!(!node.state().steps_done.contains_key("containers"));
+        errors.push(r.errors[0].clone());
+    }
+    assert!(errors[0].contains("exited with code 1: DISM failed"), "{errors:?}");
+    assert!(errors[1].contains("still failing"), "{errors:?}");
+    // Wine's powershell stub: exit 0 and no output is not a success.
+    assert!(errors[2].contains("printed no result line"), "{errors:?}");
+    let r = node.apply();
+    assert_eq!((r.status, r.created.len()), (ApplyStatus::Converged, 5), "{r:#?}");
+    assert!(node.state().steps_done.contains_key("containers"));
+    // Done for this script's content; a new script runs again.
+    node.sys.clear_events();
+    node.apply();
+    assert_eq!(node.sys.events(), []);
+    node.write(CONTAINERS, "c v2");
+    assert_eq!(node.apply().steps, ["containers"]);
+}
+
+#[test]
+fn services_that_need_the_kubeconfig_wait_and_the_node_is_pending() {
+    let mut node = Node::new();
+    node.remove(r"C:\k\kubeconfig");
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Pending, "{r:#?}");
+    assert_eq!(r.status.exit_code(), 3);
+    assert_eq!(r.started, ["containerd", "kubelet", "windows_exporter", paths::AGENT_SERVICE]);
+    assert!(r.pending[0].starts_with(r"hybrid-overlay-node waits for C:\k\kubeconfig"), "{r:#?}");
+    assert_eq!(r.pending[1], "kube-proxy waits for `hybrid-overlay-node`");
+    assert!(node.sys.status("hybrid-overlay-node").is_none() && node.sys.status("kube-proxy").is_none());
+    // kubelet's certificate approved: the rest comes up, nothing else restarts.
+    node.write(r"C:\k\kubeconfig", "kubeconfig");
+    node.sys.clear_events();
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!(r.started, ["hybrid-overlay-node", "kube-proxy"]);
+    assert!(r.restarted.is_empty());
+}
+
+#[test]
+fn kube_proxy_waits_while_the_network_step_is_pending() {
+    let mut node = Node::new();
+    node.sys.clear_script(NETWORK);
+    node.sys.script(NETWORK, 0, "{\"ok\":false,\"pending\":\"the HNS network is not there yet\"}");
+    node.sys.script(NETWORK, 0, OK);
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Pending, "{r:#?}");
+    assert_eq!(r.pending, ["kube-proxy waits for step `network`: the HNS network is not there yet"]);
+    assert_eq!(node.sys.state_of("kube-proxy"), Some(RunState::Stopped));
+    let r = node.apply();
+    assert_eq!((r.status, r.started.as_slice()), (ApplyStatus::Converged, &["kube-proxy".to_string()][..]), "{r:#?}");
+    // Once per boot while kube-proxy runs; again after a reboot.
+    node.sys.clear_events();
+    assert_eq!(node.apply().steps.len(), 0);
+    node.sys.reboot();
+    assert_eq!(node.apply().steps, ["network"]);
+}
+
+#[test]
+fn the_containers_reboot_makes_the_node_pending_until_the_boot_id_changes() {
+    let mut node = Node::new();
+    node.sys.clear_script(CONTAINERS);
+    node.sys.script(CONTAINERS, 0, "{\"ok\":true,\"rebootRequired\":true}");
+    let r = node.apply();
+    assert_eq!((r.status, r.reboot_required), (ApplyStatus::Pending, true), "{r:#?}");
+    // Nothing but the agent's own service, so the node finishes by itself after the reboot.
+    assert_eq!(r.created, [paths::AGENT_SERVICE]);
+    assert_eq!(node.sys.service_names(), [paths::AGENT_SERVICE]);
+    let r = node.apply();
+    assert_eq!((r.status, r.steps.len()), (ApplyStatus::Pending, 0), "{r:#?}");
+    node.sys.reboot();
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!(r.created, ALL);
+    assert!(r.steps == ["network"], "the Containers step ran again: {r:#?}");
+}
+
+#[test]
+fn hostile_values_reach_the_scm_and_the_scripts_as_literal_text() {
+    let mut node = Node::new();
+    let hostile = r#"--label="a b" $(Remove-Item C:\ -Recurse) & calc.exe | %PATH% ; `whoami` 'q'"#;
+    node.service_mut("windows_exporter").command = format!(r"C:\k\windows_exporter.exe {hostile} NODE_IP");
+    node.service_mut("windows_exporter").description = "it's \"quoted\" & 100% $(x)".into();
+    let arg = "line one\nline two $(Get-Process) \"q\" & 'x' %TEMP%";
+    node.settings.steps[1].args = vec![arg.into(), "NODE_NAME".into()];
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    let exporter = node.sys.status("windows_exporter").unwrap().config;
+    // NODE_IP is not one of the service's node variables: left as written (WMCO's rule).
+    assert_eq!(exporter.command, format!(r"C:\k\windows_exporter.exe {hostile} NODE_IP"));
+    assert_eq!(exporter.description, "it's \"quoted\" & 100% $(x)");
+    let script = Event::Script { script: np(NETWORK), args: vec![arg.into(), "win-node-1".into()] };
+    position(&node.sys.events(), &script);
+    // A command with a line break never reaches the SCM: services.json is refused, naming the file.
+    node.service_mut("windows_exporter").command = "C:\\k\\windows_exporter.exe\r\nC:\\evil.exe".into();
+    node.sys.clear_events();
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Failed);
+    assert!(r.errors[0].starts_with(r"C:\k\wmrender\services.json: service `windows_exporter`"), "{r:#?}");
+    assert!(node.sys.events().iter().all(|e| !matches!(e, Event::Updated(n) if n == "windows_exporter")));
+}
+
+#[test]
+fn the_node_name_is_lower_case_from_its_source_and_junk_is_refused() {
+    // vSphere: host name and DNS suffix, also given to kubelet as --hostname-override.
+    let mut node = Node::new();
+    node.settings.node_name = NodeNameSource::DnsFullyQualified;
+    let kubelet = node.service_mut("kubelet");
+    kubelet.command.push_str(" --hostname-override=HOSTNAME_OVERRIDE");
+    kubelet.node_variables.push(NodeVariable::HostnameOverride);
+    let r = node.apply();
+    assert_eq!((r.status, r.node_name.as_str()), (ApplyStatus::Converged, "win-node-1.example.internal"), "{r:#?}");
+    assert!(
+        node.sys
+            .status("kubelet")
+            .unwrap()
+            .config
+            .command
+            .ends_with("--node-ip=10.0.0.5 --hostname-override=win-node-1.example.internal")
+    );
+    // The host name changes: kubelet is updated and restarted with its dependents.
+    node.sys.set_dns("WIN-Node-2", "WIN-NODE-2.example.internal");
+    let r = node.apply();
+    assert_eq!(
+        (r.updated.as_slice(), r.restarted.len()),
+        (&["kubelet".to_string(), "hybrid-overlay-node".to_string()][..], 3),
+        "{r:#?}"
+    );
+
+    // AWS: a step prints the name.
+    node.settings.steps.push(Step {
+        name: "hostname".into(),
+        script: np(r"C:\k\wmrender\steps\hostname.ps1"),
+        args: vec![],
+        when: When::OnDemand,
+    });
+    node.settings.node_name = NodeNameSource::Step { step: "hostname".into() };
+    node.write(r"C:\k\wmrender\steps\hostname.ps1", "s");
+    node.sys.script(
+        r"C:\k\wmrender\steps\hostname.ps1",
+        0,
+        "{\"ok\":true,\"value\":\"IP-10-0-0-5.EC2.Internal\\r\\n\"}",
+    );
+    let r = node.apply();
+    assert_eq!((r.status, r.node_name.as_str()), (ApplyStatus::Converged, "ip-10-0-0-5.ec2.internal"), "{r:#?}");
+    for junk in ["{\"ok\":true,\"value\":\"$(calc) & x\"}", "{\"ok\":true}", "{\"ok\":true,\"value\":\"\"}"] {
+        node.sys.clear_script(r"C:\k\wmrender\steps\hostname.ps1");
+        node.sys.script(r"C:\k\wmrender\steps\hostname.ps1", 0, junk);
+        node.sys.clear_events();
+        let r = node.apply();
+        assert_eq!(r.status, ApplyStatus::Failed, "{junk}: {r:#?}");
+        assert!(r.errors[0].contains("step `hostname`"), "{r:#?}");
+        assert!(node.sys.events().iter().all(|e| matches!(e, Event::Script { .. })), "{junk}: acted on a bad name");
+    }
+
+    // A host name that is not a DNS name.
+    let mut node = Node::new();
+    node.sys.set_dns("bad_name!", "x");
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Failed);
+    assert!(r.errors[0].contains("\"bad_name!\" is not a usable node name"), "{r:#?}");
+    assert_eq!(node.sys.service_names(), [paths::AGENT_SERVICE]);
+    // HOSTNAME_OVERRIDE where the platform does not override the name: the table contradicts node.json.
+    let mut node = Node::new();
+    node.service_mut("kubelet").node_variables.push(NodeVariable::HostnameOverride);
+    let r = node.apply();
+    assert!(r.errors.iter().any(|e| e.contains("uses HOSTNAME_OVERRIDE")), "{r:#?}");
+}
+
+#[test]
+fn the_agent_service_is_registered_updated_and_never_stopped() {
+    let mut node = Node::new();
+    let old = ServiceConfig {
+        name: paths::AGENT_SERVICE.into(),
+        command: r"C:\old\wmrender-node.exe run".into(),
+        description: "old".into(),
+        dependencies: vec![],
+        automatic: false,
+    };
+    node.sys.create_service(&old).unwrap();
+    node.write(r"C:\old\wmrender-node.exe", "old agent");
+    node.sys.start_service(paths::AGENT_SERVICE).unwrap();
+    node.sys.clear_events();
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!(r.updated, [paths::AGENT_SERVICE]);
+    assert!(!r.started.contains(&paths::AGENT_SERVICE.to_string()));
+    assert!(!stop_requests(&node.sys.events()).contains(&paths::AGENT_SERVICE.to_string()));
+    assert_eq!(node.sys.status(paths::AGENT_SERVICE).unwrap().config, crate::agent_service::config());
+    // Without its executable the service cannot run: a failure, said plainly.
+    let mut node = Node::new();
+    node.remove(paths::AGENT_EXE);
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Failed);
+    assert!(r.errors[0].contains(r"C:\k\wmrender\wmrender-node.exe is not there"), "{r:#?}");
+}
+
+#[test]
+fn a_crashed_service_is_started_again_and_nothing_else_moves() {
+    let mut node = Node::new().converged();
+    node.sys.crash("kubelet");
+    let r = node.apply();
+    assert_eq!((r.status, r.started.as_slice()), (ApplyStatus::Converged, &["kubelet".to_string()][..]), "{r:#?}");
+    assert_eq!(stop_requests(&node.sys.events()), Vec::<String>::new());
+}
+
+#[test]
+fn missing_files_fail_the_pass_before_anything_is_stopped() {
+    let mut node = Node::new().converged();
+    node.write(r"C:\k\kube-proxy.conf", "v2");
+    node.remove(r"C:\k\hybrid-overlay-node.exe");
+    node.remove(r"C:\k\bootstrap-kubeconfig");
+    let r = node.apply();
+    assert_eq!((r.status, r.status.exit_code()), (ApplyStatus::Failed, 1));
+    assert_eq!(r.missing, [r"C:\k\bootstrap-kubeconfig", r"C:\k\hybrid-overlay-node.exe"]);
+    assert_eq!(node.sys.events(), []);
+    // No default route: NODE_IP is unknown, nothing is touched.
+    node.sys.set_ip(None);
+    node.write(r"C:\k\hybrid-overlay-node.exe", "v1");
+    node.write(r"C:\k\bootstrap-kubeconfig", "v1");
+    let r = node.apply();
+    assert!(r.errors[0].contains("no IPv4 default route"), "{r:#?}");
+    assert_eq!(node.sys.events(), []);
+}
+
+#[test]
+fn an_open_sync_journal_or_a_bad_file_stops_the_pass_and_says_which_file() {
+    let mut node = Node::new();
+    node.manifest.pending = Some(Journal { files: vec![], remove: vec![] });
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Pending);
+    assert!(r.pending[0].contains("open journal"), "{r:#?}");
+    assert_eq!(node.sys.service_names(), [paths::AGENT_SERVICE]);
+
+    let mut node = Node::new();
+    node.save();
+    node.write(paths::SETTINGS_JSON, "{\"platform\": 1}");
+    let r = apply(&mut node.sys, &node.timing);
+    assert_eq!(r.status, ApplyStatus::Failed);
+    assert!(r.errors[0].starts_with(r"C:\k\wmrender\node.json: node.json does not parse"), "{r:#?}");
+    node.remove(paths::SERVICES_JSON);
+    let r = apply(&mut node.sys, &node.timing);
+    assert!(r.errors[0].starts_with(r"C:\k\wmrender\services.json: is not on the node"), "{r:#?}");
+    node.save();
+    node.write(
+        paths::NODE_MANIFEST,
+        r#"{"wmrender":"0","files":[],"pending":{"files":[],"remove":["C:\\Windows\\win.ini"]}}"#,
+    );
+    let r = apply(&mut node.sys, &node.timing);
+    assert!(r.errors[0].contains(r"names C:\Windows\win.ini, outside C:\k"), "{r:#?}");
+}
+
+#[test]
+fn an_unreadable_record_costs_one_failed_pass_and_wmrender_services_are_adopted() {
+    let mut node = Node::new().converged();
+    node.write(paths::APPLIED_STATE, "{ not json");
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Failed);
+    assert!(r.errors[0].contains("is not an agent state file"), "{r:#?}");
+    // Without a record the running services are restarted once (what they loaded is unknown) and owned again.
+    assert_eq!(r.restarted.len(), 5);
+    assert_eq!(node.state().owned.len(), 5);
+    node.sys.clear_events();
+    assert_eq!(node.apply().status, ApplyStatus::Converged);
+    assert_eq!(node.sys.events(), []);
+}
+
+#[test]
+fn the_run_loop_backs_off_while_pending_and_finishes_after_the_reboot() {
+    let node = Node::new();
+    node.sys.clear_script(CONTAINERS);
+    node.sys.script(CONTAINERS, 0, "{\"ok\":true,\"rebootRequired\":true}");
+    node.save();
+    let timing = Timing { interval: Duration::from_secs(7), ..node.timing.clone() };
+    let mut pauses = vec![];
+    let sys = &node.sys;
+    // A second handle on the same fake, so the loop's wait can reboot it.
+    let passes = crate::run::run_loop(&mut sys.clone(), &timing, &mut |d| {
+        pauses.push(d);
+        match pauses.len() {
+            1 | 2 => false,
+            3 => {
+                sys.reboot();
+                false
+            }
+            _ => true,
+        }
+    });
+    assert_eq!(passes, 4);
+    assert_eq!(pauses, [5, 10, 20, 7].map(Duration::from_secs));
+    assert_eq!(sys.state_of("kube-proxy"), Some(RunState::Running));
+    let log = std::fs::read_to_string(sys.local(&np(crate::log::LOG_FILE))).unwrap();
+    assert_eq!(log.lines().count(), 4);
+    assert!(log.lines().last().unwrap().contains("\"status\":\"converged\""), "{log}");
+}

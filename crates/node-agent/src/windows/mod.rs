@@ -1,0 +1,89 @@
+//! The real Windows system: the SCM through the `windows-service` crate (and `ChangeServiceConfigW` for the raw
+//! command line), machine environment variables in the registry (`winreg`), processes, node identity and routes
+//! through Win32 (`windows-sys`), and PowerShell steps through `powershell.exe -File`.
+
+mod host;
+mod net;
+mod registry;
+mod scm;
+mod script;
+pub mod service;
+
+use crate::system::{ScriptRun, ServiceConfig, ServiceStatus, SysResult, System};
+use crate::timing::Timing;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::Duration;
+use wmrender_contract::NodePath;
+
+pub struct WindowsSystem {
+    timing: Timing,
+}
+
+impl WindowsSystem {
+    pub fn new(timing: Timing) -> WindowsSystem {
+        WindowsSystem { timing }
+    }
+}
+
+impl System for WindowsSystem {
+    fn root(&self) -> PathBuf {
+        PathBuf::from(r"C:\")
+    }
+
+    fn service(&self, name: &str) -> SysResult<Option<ServiceStatus>> {
+        scm::query(name)
+    }
+
+    fn create_service(&mut self, config: &ServiceConfig) -> SysResult<()> {
+        scm::create(config)
+    }
+
+    fn update_service(&mut self, config: &ServiceConfig) -> SysResult<()> {
+        scm::update(config)
+    }
+
+    fn delete_service(&mut self, name: &str) -> SysResult<()> {
+        scm::delete(name)
+    }
+
+    fn start_service(&mut self, name: &str) -> SysResult<()> {
+        scm::start(name)
+    }
+
+    fn stop_service(&mut self, name: &str) -> SysResult<()> {
+        scm::stop(name)
+    }
+
+    fn kill_process(&mut self, pid: u32) -> SysResult<()> {
+        host::kill_process(pid)
+    }
+
+    fn machine_env(&self, name: &str) -> SysResult<Option<String>> {
+        registry::machine_env(name)
+    }
+
+    fn set_machine_env(&mut self, name: &str, value: Option<&str>) -> SysResult<()> {
+        registry::set_machine_env(name, value)
+    }
+
+    fn run_script(&mut self, script: &NodePath, args: &[String]) -> SysResult<ScriptRun> {
+        script::run(&self.local(script), args, self.timing.step_timeout)
+    }
+
+    fn dns_host_name(&self, fully_qualified: bool) -> SysResult<String> {
+        host::dns_host_name(fully_qualified)
+    }
+
+    fn default_route_ipv4(&self) -> SysResult<Option<Ipv4Addr>> {
+        net::default_route_ipv4()
+    }
+
+    fn boot_id(&self) -> SysResult<String> {
+        host::boot_id()
+    }
+
+    fn sleep(&self, d: Duration) {
+        std::thread::sleep(d)
+    }
+}

@@ -1,0 +1,166 @@
+//! The Service Control Manager. Services are created and changed with `windows-service`'s `ServiceInfo`, then
+//! given their command line verbatim with `ChangeServiceConfigW` (the crate would quote and escape it as one
+//! program path; the rendered command is already a complete Windows command line), their description and
+//! recovery actions (restart after 5 s, 10 s, 30 s; the count resets after 5 minutes without a failure).
+
+use super::registry;
+use crate::system::{RunState, ServiceConfig, ServiceStatus, SysError, SysResult};
+use std::ffi::{OsStr, OsString};
+use std::os::windows::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::time::Duration;
+use windows_service::service::{
+    Service, ServiceAccess, ServiceAction, ServiceActionType, ServiceDependency, ServiceErrorControl,
+    ServiceFailureActions, ServiceFailureResetPeriod, ServiceInfo, ServiceStartType, ServiceState, ServiceType,
+};
+use windows_service::service_manager::{ServiceManager, ServiceManagerAccess};
+use windows_sys::Win32::System::Services::{ChangeServiceConfigW, SERVICE_NO_CHANGE};
+
+const ERROR_SERVICE_DOES_NOT_EXIST: i32 = 1060;
+const ERROR_INVALID_LEVEL: i32 = 124;
+
+fn err(what: String, e: windows_service::Error) -> SysError {
+    match e {
+        windows_service::Error::Winapi(io) => SysError(format!("{what}: {io}")),
+        other => SysError(format!("{what}: {other}")),
+    }
+}
+
+fn manager() -> SysResult<ServiceManager> {
+    ServiceManager::local_computer(None::<&str>, ServiceManagerAccess::CONNECT | ServiceManagerAccess::CREATE_SERVICE)
+        .map_err(|e| err("cannot reach the Service Control Manager".into(), e))
+}
+
+/// `None` when there is no such service.
+fn open(name: &str, access: ServiceAccess) -> SysResult<Option<Service>> {
+    match manager()?.open_service(name, access) {
+        Ok(s) => Ok(Some(s)),
+        Err(windows_service::Error::Winapi(io)) if io.raw_os_error() == Some(ERROR_SERVICE_DOES_NOT_EXIST) => Ok(None),
+        Err(e) => Err(err(format!("cannot open service `{name}`"), e)),
+    }
+}
+
+fn open_existing(name: &str, access: ServiceAccess) -> SysResult<Service> {
+    open(name, access)?.ok_or_else(|| SysError(format!("service `{name}` does not exist")))
+}
+
+pub fn query(name: &str) -> SysResult<Option<ServiceStatus>> {
+    let Some(svc) = open(name, ServiceAccess::QUERY_CONFIG | ServiceAccess::QUERY_STATUS)? else {
+        return Ok(None);
+    };
+    let config = svc.query_config().map_err(|e| err(format!("cannot read the configuration of `{name}`"), e))?;
+    let status = svc.query_status().map_err(|e| err(format!("cannot read the state of `{name}`"), e))?;
+    let (description, dependencies) = registry::service_description_and_dependencies(name)?;
+    let state = match status.current_state {
+        ServiceState::Stopped => RunState::Stopped,
+        ServiceState::StartPending => RunState::StartPending,
+        ServiceState::StopPending => RunState::StopPending,
+        ServiceState::Running => RunState::Running,
+        _ => RunState::Other,
+    };
+    Ok(Some(ServiceStatus {
+        config: ServiceConfig {
+            name: name.into(),
+            command: config.executable_path.to_string_lossy().into_owned(),
+            description,
+            dependencies,
+            automatic: config.start_type == ServiceStartType::AutoStart,
+        },
+        state,
+        pid: status.process_id.filter(|p| *p != 0),
+    }))
+}
+
+fn info(config: &ServiceConfig) -> ServiceInfo {
+    ServiceInfo {
+        name: OsString::from(&config.name),
+        display_name: OsString::from(&config.name),
+        service_type: ServiceType::OWN_PROCESS,
+        start_type: if config.automatic { ServiceStartType::AutoStart } else { ServiceStartType::OnDemand },
+        error_control: ServiceErrorControl::Normal,
+        // Replaced by the verbatim command line right after.
+        executable_path: PathBuf::from(&config.command),
+        launch_arguments: vec![],
+        dependencies: config.dependencies.iter().map(|d| ServiceDependency::Service(d.into())).collect(),
+        account_name: None,
+        account_password: None,
+    }
+}
+
+const CHANGE: ServiceAccess =
+    ServiceAccess::CHANGE_CONFIG.union(ServiceAccess::QUERY_CONFIG).union(ServiceAccess::START);
+
+pub fn create(config: &ServiceConfig) -> SysResult<()> {
+    let svc = manager()?
+        .create_service(&info(config), CHANGE)
+        .map_err(|e| err(format!("cannot create service `{}`", config.name), e))?;
+    finish_config(&svc, config)
+}
+
+pub fn update(config: &ServiceConfig) -> SysResult<()> {
+    let svc = open_existing(&config.name, CHANGE)?;
+    svc.change_config(&info(config)).map_err(|e| err(format!("cannot change service `{}`", config.name), e))?;
+    finish_config(&svc, config)
+}
+
+fn finish_config(svc: &Service, config: &ServiceConfig) -> SysResult<()> {
+    let name = &config.name;
+    set_command_line(svc, &config.command).map_err(|e| SysError(format!("cannot set the command of `{name}`: {e}")))?;
+    svc.set_description(&config.description).map_err(|e| err(format!("cannot set the description of `{name}`"), e))?;
+    let restart = |secs| ServiceAction { action_type: ServiceActionType::Restart, delay: Duration::from_secs(secs) };
+    let actions = ServiceFailureActions {
+        reset_period: ServiceFailureResetPeriod::After(Duration::from_secs(300)),
+        reboot_msg: None,
+        command: None,
+        actions: Some(vec![restart(5), restart(10), restart(30)]),
+    };
+    // A service that stops by itself with an error is restarted too, not only one that crashes.
+    let recovery =
+        svc.update_failure_actions(actions).and_then(|()| svc.set_failure_actions_on_non_crash_failures(true));
+    match recovery {
+        Ok(()) => Ok(()),
+        // Wine's SCM has no recovery actions (ChangeServiceConfig2 answers "invalid level"); the agent's loop
+        // starts a service that died at its next pass instead.
+        Err(windows_service::Error::Winapi(io)) if io.raw_os_error() == Some(ERROR_INVALID_LEVEL) => Ok(()),
+        Err(e) => Err(err(format!("cannot set the recovery actions of `{name}`"), e)),
+    }
+}
+
+fn set_command_line(svc: &Service, command: &str) -> std::io::Result<()> {
+    let wide: Vec<u16> = OsStr::new(command).encode_wide().chain(std::iter::once(0)).collect();
+    // SAFETY: a valid service handle with SERVICE_CHANGE_CONFIG and a NUL-terminated UTF-16 string that outlives
+    // the call; null pointers leave the other settings as they are.
+    let ok = unsafe {
+        ChangeServiceConfigW(
+            svc.raw_handle(),
+            SERVICE_NO_CHANGE,
+            SERVICE_NO_CHANGE,
+            SERVICE_NO_CHANGE,
+            wide.as_ptr(),
+            std::ptr::null(),
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    if ok == 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
+}
+
+pub fn delete(name: &str) -> SysResult<()> {
+    open_existing(name, ServiceAccess::DELETE)?.delete().map_err(|e| err(format!("cannot delete service `{name}`"), e))
+}
+
+pub fn start(name: &str) -> SysResult<()> {
+    open_existing(name, ServiceAccess::START)?
+        .start::<&OsStr>(&[])
+        .map_err(|e| err(format!("cannot start service `{name}`"), e))
+}
+
+pub fn stop(name: &str) -> SysResult<()> {
+    open_existing(name, ServiceAccess::STOP)?
+        .stop()
+        .map(|_| ())
+        .map_err(|e| err(format!("cannot stop service `{name}`"), e))
+}

@@ -1,0 +1,79 @@
+//! `wmrender-node run` under the Service Control Manager: registers the control handler, reports running, and
+//! runs the loop of run.rs until a stop or shutdown request, which ends the current wait at once.
+
+use super::WindowsSystem;
+use crate::run::run_loop;
+use crate::timing::Timing;
+use std::ffi::OsString;
+use std::sync::{OnceLock, mpsc};
+use std::time::Duration;
+use windows_service::service::{
+    ServiceControl, ServiceControlAccept, ServiceExitCode, ServiceState, ServiceStatus, ServiceType,
+};
+use windows_service::service_control_handler::{self, ServiceControlHandlerResult};
+use windows_service::{define_windows_service, service_dispatcher};
+use wmrender_contract::paths::AGENT_SERVICE;
+
+/// The SCM calls `service_main` without our arguments: the timing read in main() waits here.
+static TIMING: OnceLock<Timing> = OnceLock::new();
+
+const NOT_STARTED_BY_SCM: i32 = 1063;
+
+define_windows_service!(ffi_service_main, service_main);
+
+/// Why `run` could not be handed to the SCM.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    #[error(
+        "`run` is started by the Service Control Manager (service `wmrender-node`); in a console use `run --foreground`"
+    )]
+    NotAService,
+    #[error("cannot reach the Service Control Manager: {0}")]
+    Scm(String),
+}
+
+/// Hands this process to the SCM; returns when the service has stopped.
+pub fn dispatch(timing: Timing) -> Result<(), DispatchError> {
+    let _ = TIMING.set(timing);
+    service_dispatcher::start(AGENT_SERVICE, ffi_service_main).map_err(|e| match e {
+        windows_service::Error::Winapi(io) if io.raw_os_error() == Some(NOT_STARTED_BY_SCM) => {
+            DispatchError::NotAService
+        }
+        other => DispatchError::Scm(other.to_string()),
+    })
+}
+
+fn status(state: ServiceState, accept: ServiceControlAccept) -> ServiceStatus {
+    ServiceStatus {
+        service_type: ServiceType::OWN_PROCESS,
+        current_state: state,
+        controls_accepted: accept,
+        exit_code: ServiceExitCode::Win32(0),
+        checkpoint: 0,
+        wait_hint: Duration::default(),
+        process_id: None,
+    }
+}
+
+fn service_main(_arguments: Vec<OsString>) {
+    let timing = TIMING.get().cloned().unwrap_or_default();
+    let (stop_tx, stop_rx) = mpsc::channel();
+    let handler = move |control| match control {
+        ServiceControl::Stop | ServiceControl::Shutdown => {
+            let _ = stop_tx.send(());
+            ServiceControlHandlerResult::NoError
+        }
+        ServiceControl::Interrogate => ServiceControlHandlerResult::NoError,
+        _ => ServiceControlHandlerResult::NotImplemented,
+    };
+    let Ok(handle) = service_control_handler::register(AGENT_SERVICE, handler) else { return };
+    let accept = ServiceControlAccept::STOP | ServiceControlAccept::SHUTDOWN;
+    if handle.set_service_status(status(ServiceState::Running, accept)).is_err() {
+        return;
+    }
+    let mut sys = WindowsSystem::new(timing.clone());
+    run_loop(&mut sys, &timing, &mut |pause| {
+        !matches!(stop_rx.recv_timeout(pause), Err(mpsc::RecvTimeoutError::Timeout))
+    });
+    let _ = handle.set_service_status(status(ServiceState::Stopped, ServiceControlAccept::empty()));
+}
