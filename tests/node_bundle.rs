@@ -238,6 +238,26 @@ fn services_follow_wmco_order_and_dependencies() {
     assert_eq!(svcs.iter().find(|s| s["name"] == "kube-proxy").unwrap()["preStart"], "network");
 }
 
+#[test]
+fn every_bundle_keeps_the_node_contract() {
+    for name in ["aws", "azure", "gcp", "nutanix", "vsphere", "none"] {
+        let files = bundle(&example(name));
+        let services = wmrender_contract::ServicesFile::parse(files["node/C/k/wmrender/services.json"].as_bytes())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let settings = wmrender_contract::NodeSettings::parse(files["node/C/k/wmrender/node.json"].as_bytes())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        // Every step script and pre-start step is in the bundle.
+        for step in &settings.steps {
+            assert!(files.contains_key(&step.script.bundle_path()), "{name}: {}", step.script);
+        }
+        for s in &services.services {
+            if let Some(step) = &s.pre_start {
+                assert!(settings.step(step).is_some(), "{name}: {} runs the unknown step {step}", s.name);
+            }
+        }
+    }
+}
+
 fn bundle_path(node_path: &str) -> String {
     format!("node/C/{}", node_path.trim_start_matches("C:\\").replace('\\', "/"))
 }

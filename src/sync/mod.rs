@@ -168,18 +168,26 @@ pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
     let stop = Arc::new(AtomicBool::new(false));
     let shared = Arc::new((desired, given, rendered.services, connect, opts));
     let mut tasks = tokio::task::JoinSet::new();
+    let mut reports: Vec<(usize, NodeReport)> = Vec::new();
     for (i, node) in nodes.iter().cloned().enumerate() {
-        let (connections, unavailable, stop, shared) =
-            (connections.clone(), unavailable.clone(), stop.clone(), shared.clone());
+        // Slots are taken here, in inventory order, so a node starts only after the ones before it did, and none
+        // starts after a failure (without --keep-going).
+        let slot = connections.clone().acquire_owned().await.map_err(|e| Error::Operational(e.to_string()))?;
+        let opts = &shared.4;
+        if stop.load(Ordering::SeqCst) && !opts.keep_going {
+            let report = NodeReport::new(&node, Status::Skipped);
+            if let Some(cb) = &opts.on_node_done {
+                cb(&report);
+            }
+            reports.push((i, report));
+            continue;
+        }
+        let (unavailable, stop, shared) = (unavailable.clone(), stop.clone(), shared.clone());
         tasks.spawn(async move {
+            let _slot = slot;
             let (desired, given, services, connect, opts) = &*shared;
-            let _slot = connections.acquire_owned().await;
-            let report = if stop.load(Ordering::SeqCst) && !opts.keep_going {
-                NodeReport::new(&node, Status::Skipped)
-            } else {
-                let job = Job { node: &node, desired, given, services, connect, dry_run: opts.dry_run, unavailable };
-                node::sync(job).await
-            };
+            let job = Job { node: &node, desired, given, services, connect, dry_run: opts.dry_run, unavailable };
+            let report = node::sync(job).await;
             if report.status == Status::Failed {
                 stop.store(true, Ordering::SeqCst);
             }
@@ -189,7 +197,6 @@ pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
             (i, report)
         });
     }
-    let mut reports: Vec<(usize, NodeReport)> = Vec::new();
     while let Some(done) = tasks.join_next().await {
         reports.push(done.map_err(|e| Error::Operational(format!("a sync task failed: {e}")))?);
     }

@@ -77,6 +77,8 @@ pub enum ServicesError {
     Path(String, crate::path::PathError),
     #[error("service `{0}`: the command is empty or has a line break")]
     BadCommand(String),
+    #[error("service `{0}`: the command has `%`, which Windows expands in a service's command line (REG_EXPAND_SZ)")]
+    Percent(String),
 }
 
 /// Service names wmrender creates: plain ASCII, so they can go into the SCM and into a command line as they are.
@@ -101,6 +103,10 @@ impl ServicesFile {
             }
             if s.command.trim().is_empty() || s.command.contains(['\r', '\n', '\0']) {
                 return Err(ServicesError::BadCommand(s.name.clone()));
+            }
+            // The SCM stores the command as REG_EXPAND_SZ: `%NAME%` would not reach the service as written.
+            if s.command.contains('%') {
+                return Err(ServicesError::Percent(s.name.clone()));
             }
             for d in &s.dependencies {
                 if !seen.contains(d.as_str()) {
@@ -184,5 +190,8 @@ mod tests {
         let mut s = svc("a", &[]);
         s.command = "x\ny".into();
         assert!(matches!(ServicesFile { services: vec![s] }.check(), Err(ServicesError::BadCommand(_))));
+        let mut s = svc("a", &[]);
+        s.command = r"C:\k\a.exe --x=%PATH%".into();
+        assert!(matches!(ServicesFile { services: vec![s] }.check(), Err(ServicesError::Percent(_))));
     }
 }
