@@ -165,15 +165,23 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
     Ok(())
 }
 
-/// `--dry-run`: the services the agent would create (on a fresh node) or restart (for the files that change).
+/// `--dry-run`: the services the agent would create (on a fresh node) or restart: those that use a changed file,
+/// and their dependents, which Windows stops first.
 fn plan_services(job: &Job<'_>, changes: &Changes, on_node: &NodeManifest, report: &mut NodeReport) {
-    let names = |it: &mut dyn Iterator<Item = &wmrender_contract::Service>| it.map(|s| s.name.clone()).collect();
+    let services = job.services;
     if on_node.files.is_empty() && on_node.pending.is_none() {
-        report.created = names(&mut job.services.services.iter());
-    } else {
-        let touched = changes.touched();
-        report.restarted = names(&mut job.services.affected_by(&touched));
+        report.created = services.services.iter().map(|s| s.name.clone()).collect();
+        return;
     }
+    let touched = changes.touched();
+    let mut restart: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+    for s in services.affected_by(&touched) {
+        restart.insert(&s.name);
+        restart.extend(services.dependents(&s.name).iter().map(|d| d.name.as_str()));
+    }
+    // In table order: the order they start in.
+    report.restarted =
+        services.services.iter().filter(|s| restart.contains(s.name.as_str())).map(|s| s.name.clone()).collect();
 }
 
 /// Records the journal, uploads every file to write to a temporary name beside it and swaps it in (or stages it
