@@ -198,10 +198,14 @@ fn krm() -> Result<u8, Error> {
     std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)
         .map_err(|e| Error::io("reading the ResourceList from stdin", e))?;
     let cwd = std::env::current_dir().map_err(|e| Error::io("finding the working directory", e))?;
-    let (output, failed) = wmrender::emit::krm::run(&input, &cwd);
+    let outcome = wmrender::emit::krm::run(&input, &cwd);
+    // kustomize shows only a function's stderr, kpt only its results: both get every diagnostic.
+    eprint!("{}", outcome.stderr);
     let mut out = std::io::stdout().lock();
-    out.write_all(output.as_bytes()).and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
-    Ok(if failed { INVALID } else { OK })
+    out.write_all(outcome.stdout.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::io("writing to stdout", e))?;
+    Ok(if outcome.failed { INVALID } else { OK })
 }
 
 fn import(args: ImportArgs) -> Result<u8, Error> {

@@ -2,6 +2,8 @@
 
 pub mod check;
 pub mod directory;
+mod field_location;
 pub mod krm;
 pub mod manifest;
+mod resource_list_text;
 pub mod review;
