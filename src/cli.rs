@@ -44,10 +44,15 @@ Exit codes: 0 no difference, 1 differences, 2 invalid input or usage.")]
     Diff(DiffArgs),
     /// Run as a KRM function: a ResourceList on stdin (functionConfig: a ClusterInputs), the rendered objects out.
     #[command(after_help = "Examples:\n  \
-kustomize build --enable-alpha-plugins --enable-exec .   # with a generator whose config.kubernetes.io/function is exec: wmrender krm\n  \
+kpt fn render --allow-exec pkg            # Kptfile pipeline: - exec: wmrender krm, configPath: wmrender.yaml\n  \
+kpt fn eval --allow-exec --exec 'wmrender krm' --fn-config pkg/wmrender.yaml pkg\n  \
+kubectl kustomize --enable-alpha-plugins app   # legacy exec generator plugin: examples/kustomize\n  \
+kustomize build --enable-alpha-plugins --enable-exec app   # standalone kustomize >= 5.7: exec function\n  \
 wmrender krm < resource-list.yaml\n\n\
-Paths in the functionConfig (spec.mirrors.files) are relative to the working directory.")]
-    Krm,
+Paths in the functionConfig (spec.mirrors.files) are relative to its file when kpt names it \
+(config.kubernetes.io/path and package-path annotations), else to the working directory. \
+See docs/gitops.md for the tool versions each wiring needs.")]
+    Krm(KrmArgs),
     /// Write a starting wmrender.yaml from `oc get -o yaml` dumps of a cluster, or from the cluster itself.
     #[command(after_help = "Examples:\n  \
 mkdir dump && for o in infrastructure/cluster network.config/cluster network.operator/cluster proxy/cluster; do\n    \
@@ -71,6 +76,14 @@ wmrender completions zsh > \"${fpath[1]}/_wmrender\"\n  wmrender completions fis
         after_help = "Examples:\n  wmrender validate -f wmrender.yaml\n  wmrender validate -f wmrender.yaml --output json\n  wmrender validate -f wmrender.yaml --strict   # warnings fail too"
     )]
     Validate(ValidateArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct KrmArgs {
+    /// kustomize's legacy exec generator plugin protocol: the path of kustomize's copy of the generator config.
+    /// The rendered objects are printed as a YAML stream instead of a ResourceList.
+    #[arg(value_name = "CONFIG")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

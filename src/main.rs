@@ -4,7 +4,7 @@ mod cli;
 
 use clap::CommandFactory;
 use clap::Parser;
-use cli::{Cli, Command, DiffArgs, ImportArgs, OnlyPart, OutputFormat, RenderArgs, SyncArgs, ValidateArgs};
+use cli::{Cli, Command, DiffArgs, ImportArgs, KrmArgs, OnlyPart, OutputFormat, RenderArgs, SyncArgs, ValidateArgs};
 use std::io::Write;
 use std::process::ExitCode;
 use wmrender::Part;
@@ -22,7 +22,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate(args),
         Command::Sync(args) => sync(*args),
         Command::Diff(args) => diff(args),
-        Command::Krm => krm(),
+        Command::Krm(args) => krm(args),
         Command::Import(args) => import(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "wmrender", &mut std::io::stdout());
@@ -193,7 +193,15 @@ fn diff(args: DiffArgs) -> Result<u8, Error> {
     Ok(if review.is_empty() { OK } else { DIFFERENT })
 }
 
-fn krm() -> Result<u8, Error> {
+fn krm(args: KrmArgs) -> Result<u8, Error> {
+    if let Some(config) = args.config {
+        let cwd = std::env::current_dir().map_err(|e| Error::io("finding the working directory", e))?;
+        let (stream, warnings) = wmrender::emit::kustomize_plugin::run(&config, &cwd).map_err(Error::Invalid)?;
+        eprint!("{}", warnings.render_human());
+        let mut out = std::io::stdout().lock();
+        out.write_all(stream.as_bytes()).and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
+        return Ok(OK);
+    }
     let mut input = String::new();
     std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)
         .map_err(|e| Error::io("reading the ResourceList from stdin", e))?;

@@ -96,15 +96,17 @@ impl ConfigOrigin {
         path.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_default()
     }
 
-    /// The user's file on disk, when both annotations name it.
-    fn file_on_disk(&self) -> Option<PathBuf> {
-        Some(self.package.as_ref()?.join(self.path.as_ref()?))
+    /// The user's file on disk: in the package kpt names (`kpt fn render`), else under the working directory
+    /// (`kpt fn eval` gives no package path; it is the working directory when run as `kpt fn eval .`).
+    fn file_on_disk(&self, cwd: &Path) -> Option<PathBuf> {
+        let path = self.path.as_ref()?;
+        Some(self.package.as_deref().unwrap_or(cwd).join(path)).filter(|p| p.is_file())
     }
 
     /// Where paths written in the functionConfig (`spec.mirrors.files`) are relative to: the directory of the
     /// user's file, else the working directory.
     fn base(&self, cwd: &Path) -> PathBuf {
-        match self.file_on_disk().and_then(|f| f.parent().map(Path::to_path_buf)) {
+        match self.file_on_disk(cwd).and_then(|f| f.parent().map(Path::to_path_buf)) {
             Some(dir) if dir.is_dir() => dir,
             _ => cwd.to_path_buf(),
         }
@@ -154,9 +156,21 @@ pub fn run(input: &str, cwd: &Path) -> Outcome {
             Diagnostic::error(&list.loc, "functionConfig", "no functionConfig")
                 .expected("a ClusterInputs object (wmrender.dev/v1alpha1)"),
         );
-        return finish(&text, &|_| true, &[], None, diags, &ConfigOrigin { path: None, package: None });
+        return finish(&text, &|_| true, &[], None, diags, &ConfigOrigin { path: None, package: None }, cwd);
     };
-    let origin = ConfigOrigin::of(config);
+    // `kpt fn eval --fn-config FILE` leaves the functionConfig unannotated; the same ClusterInputs is then among
+    // the items when FILE is inside the package, with its path.
+    let origin = match ConfigOrigin::of(config) {
+        ConfigOrigin { path: None, .. } => items
+            .iter()
+            .find(|i| {
+                field_str(i, &["kind"]) == field_str(config, &["kind"])
+                    && field_str(i, &["metadata", "name"]) == field_str(config, &["metadata", "name"])
+                    && item_path(i).is_some()
+            })
+            .map_or(ConfigOrigin { path: None, package: None }, ConfigOrigin::of),
+        known => known,
+    };
     let compiled = compile(config, &origin.base(cwd), diags);
     let out_dir = join(&origin.dir(), "cluster");
     // Items of an earlier run: ours by label and by path. Anything else (a committed render elsewhere, a
@@ -171,15 +185,19 @@ pub fn run(input: &str, cwd: &Path) -> Outcome {
         Ok((objects, d)) => {
             let generated: Vec<String> =
                 objects.iter().map(|o| with_path(o, &join(&out_dir, &o.file_name()))).collect();
-            finish(&text, &|i| !earlier(i), &generated, Some(config), d, &origin)
+            finish(&text, &|i| !earlier(i), &generated, Some(config), d, &origin, cwd)
         }
         // On errors the earlier items stay: exit 2 tells kpt and kustomize to write nothing anyway.
-        Err(d) => finish(&text, &|_| true, &[], Some(config), d, &origin),
+        Err(d) => finish(&text, &|_| true, &[], Some(config), d, &origin, cwd),
     }
 }
 
 /// Decodes, validates and renders the functionConfig.
-fn compile(config: &Node, base: &Path, diags: Diagnostics) -> Result<(Vec<ClusterObject>, Diagnostics), Diagnostics> {
+pub(super) fn compile(
+    config: &Node,
+    base: &Path,
+    diags: Diagnostics,
+) -> Result<(Vec<ClusterObject>, Diagnostics), Diagnostics> {
     let loaded = crate::inputs::from_node(config, base, diags)?;
     let mut d = loaded.diagnostics.clone();
     d.extend(crate::validate::validate(&loaded));
@@ -208,9 +226,10 @@ fn finish(
     config: Option<&Node>,
     diags: Diagnostics,
     origin: &ConfigOrigin,
+    cwd: &Path,
 ) -> Outcome {
     let (diags, user_file) = match config {
-        Some(config) => to_user_file(diags, config, origin),
+        Some(config) => to_user_file(diags, config, origin, cwd),
         None => (diags, None),
     };
     let resource = config.map(resource_ref);
@@ -237,8 +256,8 @@ fn finish(
 /// Moves every diagnostic that points into the functionConfig (lines of the ResourceList) to the same field in
 /// the user's file, when kpt's annotations name it and it holds the same ClusterInputs. Returns the diagnostics
 /// and the user's file as shown in them.
-fn to_user_file(diags: Diagnostics, config: &Node, origin: &ConfigOrigin) -> (Diagnostics, Option<String>) {
-    let user = origin.file_on_disk().and_then(|path| {
+fn to_user_file(diags: Diagnostics, config: &Node, origin: &ConfigOrigin, cwd: &Path) -> (Diagnostics, Option<String>) {
+    let user = origin.file_on_disk(cwd).and_then(|path| {
         let shown: Arc<str> = Arc::from(path.display().to_string());
         let text: Arc<str> = Arc::from(std::fs::read_to_string(&path).ok()?);
         // The user's file may hold several documents (kpt allows it): the ClusterInputs is the one by that name.
@@ -299,7 +318,12 @@ fn results_text(
 ) -> String {
     let mut out = String::new();
     for d in diags.sorted() {
-        let at = if d.loc.line > 0 { format!("line {}, column {}: ", d.loc.line, d.loc.column) } else { String::new() };
+        let at = match (d.loc.line, &*d.loc.file) {
+            (0, _) => String::new(),
+            // Without the user's file, lines count from the functionConfig's first line: say so.
+            (line, FUNCTION_CONFIG) => format!("functionConfig line {line}, column {}: ", d.loc.column),
+            (line, _) => format!("line {line}, column {}: ", d.loc.column),
+        };
         let mut message = format!("{at}{}", d.message);
         if let Some(e) = &d.expected {
             message.push_str(&format!(" (expected {e})"));
@@ -338,14 +362,14 @@ fn as_str(n: &Node) -> Option<&str> {
     }
 }
 
-fn child<'n>(n: &'n Node, key: &str) -> Option<&'n Node> {
+pub(super) fn child<'n>(n: &'n Node, key: &str) -> Option<&'n Node> {
     match &n.value {
         Value::Map(entries) => entries.iter().find(|(k, _)| k.name == key).map(|(_, v)| v),
         _ => None,
     }
 }
 
-fn field_str(n: &Node, path: &[&str]) -> Option<String> {
+pub(super) fn field_str(n: &Node, path: &[&str]) -> Option<String> {
     let mut n = n;
     for key in path {
         n = child(n, key)?;

@@ -4,6 +4,7 @@ pub mod check;
 pub mod directory;
 mod field_location;
 pub mod krm;
+pub mod kustomize_plugin;
 pub mod manifest;
 mod resource_list_text;
 pub mod review;

@@ -186,8 +186,8 @@ fn cut_block_sequence(section: &str) -> Option<Items<'_>> {
     }
     let mut indent = None;
     let mut entry_starts = Vec::new();
-    for i in 1..starts.len() {
-        if starts[i] >= section.len() {
+    for (i, &start) in starts.iter().enumerate().skip(1) {
+        if start >= section.len() {
             break;
         }
         let line = line_at(i);
@@ -200,10 +200,10 @@ fn cut_block_sequence(section: &str) -> Option<Items<'_>> {
         match indent {
             None if is_dash => {
                 indent = Some(col);
-                entry_starts.push(starts[i]);
+                entry_starts.push(start);
             }
             None => return None,
-            Some(c) if col == c && is_dash => entry_starts.push(starts[i]),
+            Some(c) if col == c && is_dash => entry_starts.push(start),
             Some(c) if col <= c => return None,
             Some(_) => {}
         }
