@@ -36,11 +36,15 @@ Nodes: the BYOH hosts of the rendered windows-instances ConfigMap (unless the re
 owns them) plus --inventory. Exit codes: 0 all synced or unchanged; 1 --dry-run found changes; \
 2 invalid input or usage; 3 a node failed.")]
     Sync(Box<SyncArgs>),
-    /// Review what a render would change in a rendered directory: a summary by object and node file, then diffs.
+    /// Review what a render would change (against a rendered directory or a git revision): deletions first.
     #[command(after_help = "Examples:\n  \
 wmrender diff -f wmrender.yaml --against rendered            # paste the output into the pull request\n  \
+wmrender diff -f wmrender.yaml --base origin/main > review.md   # what merging changes, as GitHub Markdown\n  \
+wmrender diff -f wmrender.yaml --base origin/main --fail-on-delete   # a gate: exit 1 if anything is deleted\n  \
 wmrender diff -f wmrender.yaml --against rendered --output json\n\n\
-Exit codes: 0 no difference, 1 differences, 2 invalid input or usage.")]
+Deletions (pruned or renamed objects, Machines scaled away, BYOH hosts dropped) are listed first, then node files \
+that need `wmrender sync`. Exit codes: 0 no difference, 1 differences (with --fail-on-delete: only deletions), \
+2 invalid input or usage.")]
     Diff(DiffArgs),
     /// Run as a KRM function: a ResourceList on stdin (functionConfig: a ClusterInputs), the rendered objects out.
     #[command(after_help = "Examples:\n  \
@@ -209,8 +213,16 @@ pub struct DiffArgs {
     #[command(flatten)]
     pub inputs: InputsArg,
     /// The rendered directory to compare with (e.g. the committed output).
-    #[arg(long, value_name = "DIR")]
-    pub against: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "base", conflicts_with = "base")]
+    pub against: Option<PathBuf>,
+    /// Compare with the render of the inputs file as it was at this git revision (e.g. origin/main, the pull
+    /// request's base): what merging would change on the cluster.
+    #[arg(long, value_name = "REF")]
+    pub base: Option<String>,
+    /// Exit 1 only when something would be deleted (an object pruned or renamed, Machines scaled away, BYOH hosts
+    /// dropped); other differences exit 0. For a merge gate.
+    #[arg(long)]
+    pub fail_on_delete: bool,
     /// `human` (Markdown-friendly text) or `json`.
     #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
     pub output: OutputFormat,

@@ -180,9 +180,14 @@ fn diff(args: DiffArgs) -> Result<u8, Error> {
         eprint!("{}", compiled.warnings.render_human());
     }
     let files = compiled.output_files(None);
-    let staleness = wmrender::emit::check::compare(&args.against, &files)?;
+    let earlier = match (&args.against, &args.base) {
+        (Some(dir), _) => wmrender::emit::check::read_dir(dir)?,
+        (None, Some(rev)) => wmrender::emit::git_base::render_at(rev, &args.inputs.file)?,
+        (None, None) => return Err(Error::Usage("give --against DIR or --base REF".into())),
+    };
+    let staleness = wmrender::emit::check::compare_with(earlier.clone(), &files);
     let new = |p: &str| files.iter().find(|f| f.path == p).map(|f| f.bytes.clone());
-    let old = |p: &str| std::fs::read(args.against.join(p)).ok();
+    let old = |p: &str| earlier.get(p).cloned();
     let review = wmrender::emit::review::review(&staleness, &old, &new);
     let text = match args.output {
         OutputFormat::Json => serde_json::to_string_pretty(&review).unwrap_or_default() + "\n",
@@ -190,7 +195,8 @@ fn diff(args: DiffArgs) -> Result<u8, Error> {
     };
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
-    Ok(if review.is_empty() { OK } else { DIFFERENT })
+    let different = if args.fail_on_delete { review.deletes_something() } else { !review.is_empty() };
+    Ok(if different { DIFFERENT } else { OK })
 }
 
 fn krm(args: KrmArgs) -> Result<u8, Error> {

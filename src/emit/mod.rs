@@ -3,6 +3,7 @@
 pub mod check;
 pub mod directory;
 mod field_location;
+pub mod git_base;
 pub mod krm;
 pub mod kustomize_plugin;
 pub mod manifest;
