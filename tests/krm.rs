@@ -274,3 +274,37 @@ fn kubectl_kustomize_runs_the_legacy_generator_plugin() {
         stderr(&o)
     );
 }
+
+#[test]
+fn kpt_reads_referenced_files_beside_the_function_config() {
+    let Some(kpt) = tool("kpt") else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let pkg = tmp.path().join("windows");
+    package(&pkg, &format!("  - exec: {} krm\n    configPath: wmrender.yaml\n", wmrender_bin().display()));
+    // kpt reads every YAML file of the package as resources: the mirror file is one ImageTagMirrorSet (a `kind:
+    // List` would be refused by kpt itself), with a mirror given as a URL where a registry path is expected.
+    std::fs::create_dir(pkg.join("mirrors")).unwrap();
+    std::fs::write(
+        pkg.join("mirrors/tags.yaml"),
+        "apiVersion: config.openshift.io/v1\nkind: ImageTagMirrorSet\nmetadata:\n  name: tags\nspec:\n  \
+         imageTagMirrors:\n  - source: quay.io/openshift\n    mirrors:\n    - https://mirror.example.com/openshift\n",
+    )
+    .unwrap();
+    let inputs = INPUTS.replace("  network:\n", "  mirrors:\n    files: [mirrors/tags.yaml]\n  network:\n");
+    std::fs::write(pkg.join("wmrender.yaml"), inputs).unwrap();
+    let results = tmp.path().join("results");
+    std::fs::create_dir(&results).unwrap();
+    // Run from outside the package: the referenced file is found beside wmrender.yaml, not in kpt's directory.
+    let o = run(Command::new(&kpt)
+        .args(["fn", "render", "--allow-exec", "--results-dir"])
+        .arg(&results)
+        .arg(&pkg)
+        .current_dir(tmp.path()));
+    assert_ne!(code(&o), 0);
+    let list: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(results.join("results.yaml")).unwrap()).unwrap();
+    let all = list["items"][0]["results"].as_array().unwrap();
+    let r = all.iter().find(|r| r["file"]["path"] == "mirrors/tags.yaml").expect("a result in the mirror file");
+    assert!(r["message"].as_str().unwrap().starts_with("line 9, "), "{r}");
+    assert!(r["resourceRef"].is_null() && r["field"].is_null(), "a field path only with the resource it is in: {r}");
+}
