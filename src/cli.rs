@@ -36,18 +36,27 @@ Nodes: the BYOH hosts of the rendered windows-instances ConfigMap (unless the re
 owns them) plus --inventory. Exit codes: 0 all synced or unchanged; 1 --dry-run found changes; \
 2 invalid input or usage; 3 a node failed.")]
     Sync(Box<SyncArgs>),
-    /// Review what a render would change in a rendered directory: a summary by object and node file, then diffs.
+    /// Review what a render would change (against a rendered directory or a git revision): deletions first.
     #[command(after_help = "Examples:\n  \
 wmrender diff -f wmrender.yaml --against rendered            # paste the output into the pull request\n  \
+wmrender diff -f wmrender.yaml --base origin/main > review.md   # what merging changes, as GitHub Markdown\n  \
+wmrender diff -f wmrender.yaml --base origin/main --fail-on-delete   # a gate: exit 1 if anything is deleted\n  \
 wmrender diff -f wmrender.yaml --against rendered --output json\n\n\
-Exit codes: 0 no difference, 1 differences, 2 invalid input or usage.")]
+Deletions (pruned or renamed objects, Machines scaled away, BYOH hosts dropped) are listed first, then node files \
+that need `wmrender sync`. Exit codes: 0 no difference, 1 differences (with --fail-on-delete: only deletions), \
+2 invalid input or usage.")]
     Diff(DiffArgs),
     /// Run as a KRM function: a ResourceList on stdin (functionConfig: a ClusterInputs), the rendered objects out.
     #[command(after_help = "Examples:\n  \
-kustomize build --enable-alpha-plugins --enable-exec .   # with a generator whose config.kubernetes.io/function is exec: wmrender krm\n  \
+kpt fn render --allow-exec pkg            # Kptfile pipeline: - exec: wmrender krm, configPath: wmrender.yaml\n  \
+kpt fn eval --allow-exec --exec 'wmrender krm' --fn-config pkg/wmrender.yaml pkg\n  \
+kubectl kustomize --enable-alpha-plugins app   # legacy exec generator plugin: examples/kustomize\n  \
+kustomize build --enable-alpha-plugins --enable-exec app   # standalone kustomize >= 5.7: exec function\n  \
 wmrender krm < resource-list.yaml\n\n\
-Paths in the functionConfig (spec.mirrors.files) are relative to the working directory.")]
-    Krm,
+Paths in the functionConfig (spec.mirrors.files) are relative to its file when kpt names it \
+(config.kubernetes.io/path and package-path annotations), else to the working directory. \
+See docs/gitops.md for the tool versions each wiring needs.")]
+    Krm(KrmArgs),
     /// Write a starting wmrender.yaml from `oc get -o yaml` dumps of a cluster, or from the cluster itself.
     #[command(after_help = "Examples:\n  \
 mkdir dump && for o in infrastructure/cluster network.config/cluster network.operator/cluster proxy/cluster; do\n    \
@@ -71,6 +80,14 @@ wmrender completions zsh > \"${fpath[1]}/_wmrender\"\n  wmrender completions fis
         after_help = "Examples:\n  wmrender validate -f wmrender.yaml\n  wmrender validate -f wmrender.yaml --output json\n  wmrender validate -f wmrender.yaml --strict   # warnings fail too"
     )]
     Validate(ValidateArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct KrmArgs {
+    /// kustomize's legacy exec generator plugin protocol: the path of kustomize's copy of the generator config.
+    /// The rendered objects are printed as a YAML stream instead of a ResourceList.
+    #[arg(value_name = "CONFIG")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -208,8 +225,16 @@ pub struct DiffArgs {
     #[command(flatten)]
     pub inputs: InputsArg,
     /// The rendered directory to compare with (e.g. the committed output).
-    #[arg(long, value_name = "DIR")]
-    pub against: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "base", conflicts_with = "base")]
+    pub against: Option<PathBuf>,
+    /// Compare with the render of the inputs file as it was at this git revision (e.g. origin/main, the pull
+    /// request's base): what merging would change on the cluster.
+    #[arg(long, value_name = "REF")]
+    pub base: Option<String>,
+    /// Exit 1 only when something would be deleted (an object pruned or renamed, Machines scaled away, BYOH hosts
+    /// dropped); other differences exit 0. For a merge gate.
+    #[arg(long)]
+    pub fail_on_delete: bool,
     /// `human` (Markdown-friendly text) or `json`.
     #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
     pub output: OutputFormat,

@@ -104,6 +104,12 @@ impl Diagnostics {
         self.sources.extend(other.sources);
     }
 
+    /// The same diagnostics, each passed through `f` (to point them into another copy of a file), sources kept.
+    pub fn map(mut self, f: impl FnMut(Diagnostic) -> Diagnostic) -> Diagnostics {
+        self.items = self.items.into_iter().map(f).collect();
+        self
+    }
+
     /// `--strict`: every warning becomes an error.
     pub fn promote_warnings(&mut self) {
         for d in &mut self.items {

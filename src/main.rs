@@ -4,7 +4,7 @@ mod cli;
 
 use clap::CommandFactory;
 use clap::Parser;
-use cli::{Cli, Command, DiffArgs, ImportArgs, OnlyPart, OutputFormat, RenderArgs, SyncArgs, ValidateArgs};
+use cli::{Cli, Command, DiffArgs, ImportArgs, KrmArgs, OnlyPart, OutputFormat, RenderArgs, SyncArgs, ValidateArgs};
 use std::io::Write;
 use std::process::ExitCode;
 use wmrender::Part;
@@ -22,7 +22,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate(args),
         Command::Sync(args) => sync(*args),
         Command::Diff(args) => diff(args),
-        Command::Krm => krm(),
+        Command::Krm(args) => krm(args),
         Command::Import(args) => import(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "wmrender", &mut std::io::stdout());
@@ -189,9 +189,14 @@ fn diff(args: DiffArgs) -> Result<u8, Error> {
         eprint!("{}", compiled.warnings.render_human());
     }
     let files = compiled.output_files(None);
-    let staleness = wmrender::emit::check::compare(&args.against, &files)?;
+    let earlier = match (&args.against, &args.base) {
+        (Some(dir), _) => wmrender::emit::check::read_dir(dir)?,
+        (None, Some(rev)) => wmrender::emit::git_base::render_at(rev, &args.inputs.file)?,
+        (None, None) => return Err(Error::Usage("give --against DIR or --base REF".into())),
+    };
+    let staleness = wmrender::emit::check::compare_with(earlier.clone(), &files);
     let new = |p: &str| files.iter().find(|f| f.path == p).map(|f| f.bytes.clone());
-    let old = |p: &str| std::fs::read(args.against.join(p)).ok();
+    let old = |p: &str| earlier.get(p).cloned();
     let review = wmrender::emit::review::review(&staleness, &old, &new);
     let text = match args.output {
         OutputFormat::Json => serde_json::to_string_pretty(&review).unwrap_or_default() + "\n",
@@ -199,18 +204,31 @@ fn diff(args: DiffArgs) -> Result<u8, Error> {
     };
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
-    Ok(if review.is_empty() { OK } else { DIFFERENT })
+    let different = if args.fail_on_delete { review.deletes_something() } else { !review.is_empty() };
+    Ok(if different { DIFFERENT } else { OK })
 }
 
-fn krm() -> Result<u8, Error> {
+fn krm(args: KrmArgs) -> Result<u8, Error> {
+    if let Some(config) = args.config {
+        let cwd = std::env::current_dir().map_err(|e| Error::io("finding the working directory", e))?;
+        let (stream, warnings) = wmrender::emit::kustomize_plugin::run(&config, &cwd).map_err(Error::Invalid)?;
+        eprint!("{}", warnings.render_human());
+        let mut out = std::io::stdout().lock();
+        out.write_all(stream.as_bytes()).and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
+        return Ok(OK);
+    }
     let mut input = String::new();
     std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)
         .map_err(|e| Error::io("reading the ResourceList from stdin", e))?;
     let cwd = std::env::current_dir().map_err(|e| Error::io("finding the working directory", e))?;
-    let (output, failed) = wmrender::emit::krm::run(&input, &cwd);
+    let outcome = wmrender::emit::krm::run(&input, &cwd);
+    // kustomize shows only a function's stderr, kpt only its results: both get every diagnostic.
+    eprint!("{}", outcome.stderr);
     let mut out = std::io::stdout().lock();
-    out.write_all(output.as_bytes()).and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
-    Ok(if failed { INVALID } else { OK })
+    out.write_all(outcome.stdout.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::io("writing to stdout", e))?;
+    Ok(if outcome.failed { INVALID } else { OK })
 }
 
 fn import(args: ImportArgs) -> Result<u8, Error> {

@@ -83,7 +83,8 @@ pub struct Plan {
 pub struct MachineSetPlan {
     pub name: String,
     pub zone: Option<String>,
-    pub replicas: u32,
+    /// `None`: `replicas: auto`, left out of the MachineSet for an autoscaler.
+    pub replicas: Option<u32>,
     pub windows_version: WindowsVersion,
     /// AMI ID, Azure image, GCP image, Nutanix image name or vSphere template, as the platform reads it.
     pub image: String,
@@ -336,7 +337,11 @@ pub fn plan(loaded: &Loaded) -> Plan {
                     .map(|n| n.value.clone())
                     .or_else(|| derived_machine_set_name(&infra, &spec.platform.value, zone.as_deref()))
                     .unwrap_or_default(),
-                replicas: num(&m.replicas, 1),
+                replicas: match m.replicas.as_ref().map(|r| r.value) {
+                    None => Some(1),
+                    Some(schema::Replicas::Count(n)) => Some(n),
+                    Some(schema::Replicas::Auto) => None,
+                },
                 image: m
                     .image
                     .as_ref()

@@ -19,17 +19,20 @@ fn repo_copy() -> tempfile::TempDir {
     tmp
 }
 
-/// Runs a CMP command (`command` + `args` of plugin.yaml) the way the sidecar does: exec'd directly, in the
-/// application directory, with only Argo CD's build environment, stdin closed.
+/// Runs a CMP command (`command` + `args` of plugin.yaml; `step` is a path such as `generate` or
+/// `discover/find`) the way the sidecar does: exec'd directly, in the application directory, with only Argo CD's
+/// build environment and the Application's plugin env, stdin closed.
 fn run_cmp(step: &str, app_dir: &Path, env: &[(&str, &str)]) -> std::process::Output {
     let plugin: serde_json::Value =
         serde_saphyr::from_str(&std::fs::read_to_string(root().join("examples/argocd/plugin.yaml")).unwrap()).unwrap();
+    let section = step.split('/').fold(&plugin["spec"], |v, k| &v[k]);
     let mut argv: Vec<String> = Vec::new();
     for part in ["command", "args"] {
-        for a in plugin["spec"][step][part].as_array().into_iter().flatten() {
+        for a in section[part].as_array().into_iter().flatten() {
             argv.push(a.as_str().unwrap().to_string());
         }
     }
+    assert!(!argv.is_empty(), "plugin.yaml has a command for {step}");
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .current_dir(app_dir)
@@ -54,10 +57,15 @@ fn argo_cd_generate_prints_only_objects_and_fails_loudly() {
     let repo = repo_copy();
     let plugin: serde_json::Value =
         serde_saphyr::from_str(&std::fs::read_to_string(root().join("examples/argocd/plugin.yaml")).unwrap()).unwrap();
-    assert_eq!(plugin["spec"]["discover"]["fileName"], "./wmrender.yaml");
+    assert!(plugin["spec"]["discover"]["fileName"].is_null(), "discovery by a fixed file name refuses WMRENDER_FILE");
+    let discovered = |app: &Path, env: &[(&str, &str)]| {
+        let o = run_cmp("discover/find", app, env);
+        assert_eq!(code(&o), 0, "discovery never fails: {}", stderr(&o));
+        !o.stdout.is_empty()
+    };
     for platform in ["aws", "azure", "gcp", "nutanix", "vsphere", "none"] {
         let app = repo.path().join("examples").join(platform);
-        assert!(app.join("wmrender.yaml").exists(), "discovery finds {platform}");
+        assert!(discovered(&app, &[]), "discovery finds {platform}");
         let init = run_cmp("init", &app, &[]);
         assert_eq!(code(&init), 0, "{platform} init: {}", stderr(&init));
         assert!(init.stdout.is_empty(), "init prints nothing on stdout");
@@ -79,6 +87,12 @@ fn argo_cd_generate_prints_only_objects_and_fails_loudly() {
     assert_ne!(code(&run_cmp("generate", &app, &[])), 0, "no wmrender.yaml: the default file is missing");
     let o = run_cmp("generate", &app, &[("ARGOCD_ENV_WMRENDER_FILE", "cluster.yaml")]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // Discovery accepts the directory: by the parameter, and by the kind when the parameter is not passed to it.
+    assert!(discovered(&app, &[("ARGOCD_ENV_WMRENDER_FILE", "cluster.yaml")]));
+    assert!(discovered(&app, &[]));
+    // A directory with no inputs at all (the argocd example itself) is not a wmrender application.
+    assert!(!discovered(&repo.path().join("examples/argocd"), &[]));
+    assert!(!discovered(&repo.path().join("examples/argocd"), &[("ARGOCD_ENV_WMRENDER_FILE", "missing.yaml")]));
 
     // Invalid inputs: non-zero, diagnostics on stderr, nothing on stdout.
     let app = repo.path().join("examples/aws");
@@ -104,9 +118,40 @@ fn argo_cd_generate_prints_only_objects_and_fails_loudly() {
     let o = run_cmp("generate", &warn, &[]);
     assert_eq!(code(&o), 0);
     assert!(stderr(&o).contains("warning: wildcard source"));
-    let o = run_cmp("generate", &warn, &[("ARGOCD_ENV_WMRENDER_STRICT", "true")]);
-    assert_eq!(code(&o), 2);
-    assert!(o.stdout.is_empty());
+    // Only `true` turns strict mode on; `false`, empty and unset leave it off; anything else is an error.
+    for step in ["init", "generate"] {
+        let o = run_cmp(step, &warn, &[("ARGOCD_ENV_WMRENDER_STRICT", "true")]);
+        assert_eq!(code(&o), 2, "{step}");
+        assert!(o.stdout.is_empty());
+        for off in ["false", ""] {
+            let o = run_cmp(step, &warn, &[("ARGOCD_ENV_WMRENDER_STRICT", off)]);
+            assert_eq!(code(&o), 0, "{step} with WMRENDER_STRICT={off:?}: {}", stderr(&o));
+            assert!(stderr(&o).contains("warning: wildcard source"));
+        }
+        for bad in ["yes", "TRUE", "1", "ture"] {
+            let o = run_cmp(step, &warn, &[("ARGOCD_ENV_WMRENDER_STRICT", bad)]);
+            assert_eq!(code(&o), 2, "{step} with WMRENDER_STRICT={bad:?}");
+            assert!(o.stdout.is_empty());
+            assert!(stderr(&o).contains("expected true or false"), "{}", stderr(&o));
+        }
+    }
+}
+
+#[test]
+fn argo_cd_application_respects_ignored_replicas() {
+    let app: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(root().join("examples/argocd/application.yaml")).unwrap())
+            .unwrap();
+    let options: Vec<&str> =
+        app["spec"]["syncPolicy"]["syncOptions"].as_array().unwrap().iter().filter_map(|o| o.as_str()).collect();
+    let ignores_replicas = app["spec"]["ignoreDifferences"].as_array().into_iter().flatten().any(|d| {
+        d["kind"] == "MachineSet" && d["jsonPointers"].as_array().unwrap().iter().any(|p| p == "/spec/replicas")
+    });
+    assert!(ignores_replicas);
+    assert!(options.contains(&"RespectIgnoreDifferences=true"), "ignoreDifferences alone does not stop a sync");
+    // The sidecar claims no time-out setting it does not need.
+    let patch = std::fs::read_to_string(root().join("examples/argocd/repo-server-patch.yaml")).unwrap();
+    assert!(!patch.contains("value: 90s"));
 }
 
 #[test]
@@ -160,9 +205,11 @@ fn krm_exchanges() {
         );
         let errors = list["results"].as_array().into_iter().flatten().filter(|r| r["severity"] == "error").count();
         assert_eq!(code(&o) != 0, errors > 0, "{name}: exit code follows error results");
-        for item in list["items"].as_array().unwrap() {
-            assert_ne!(item["kind"], "ClusterInputs", "{name}: the functionConfig is not emitted");
-        }
+        // Items that came in go out unchanged and first (the functionConfig kustomize echoes among them too).
+        let input: serde_json::Value = serde_saphyr::from_str(&std::fs::read_to_string(&case).unwrap()).unwrap();
+        let given = input["items"].as_array().cloned().unwrap_or_default();
+        let returned = list["items"].as_array().cloned().unwrap_or_default();
+        assert_eq!(returned[..given.len().min(returned.len())], given[..], "{name}: input items pass through");
         insta::assert_snapshot!(format!("krm__{name}"), out);
     }
 }
@@ -211,18 +258,21 @@ fn completions_for_every_shell() {
 
 #[test]
 fn objects_carrying_substitution_syntax_opt_out_of_flux_substitution() {
-    let tmp = tempfile::tempdir().unwrap();
-    let inputs = tmp.path().join("wmrender.yaml");
-    let text = std::fs::read_to_string(root().join("examples/aws/wmrender.yaml")).unwrap().replace(
-        "      instanceType: m5a.large\n",
-        "      instanceType: m5a.large\n      tags:\n      - name: owner\n        value: ${TEAM}\n",
-    );
-    std::fs::write(&inputs, text).unwrap();
-    let o = wmrender(&["render", "-f", inputs.to_str().unwrap(), "--stdout"]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&String::from_utf8(o.stdout).unwrap()).unwrap();
-    for d in docs {
-        let flagged = d["metadata"]["annotations"]["kustomize.toolkit.fluxcd.io/substitute"] == "disabled";
-        assert_eq!(flagged, d["kind"] == "MachineSet", "{}", d["metadata"]["name"]);
+    // `${VAR}` would be substituted; `$$` is Flux's escape and would become `$`. A lone `$` is left alone by Flux.
+    for (value, flagged_kind) in [("${TEAM}", "MachineSet"), ("team$$cost", "MachineSet"), ("cost$5", "none")] {
+        let tmp = tempfile::tempdir().unwrap();
+        let inputs = tmp.path().join("wmrender.yaml");
+        let text = std::fs::read_to_string(root().join("examples/aws/wmrender.yaml")).unwrap().replace(
+            "      instanceType: m5a.large\n",
+            &format!("      instanceType: m5a.large\n      tags:\n      - name: owner\n        value: \"{value}\"\n"),
+        );
+        std::fs::write(&inputs, text).unwrap();
+        let o = wmrender(&["render", "-f", inputs.to_str().unwrap(), "--stdout"]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&String::from_utf8(o.stdout).unwrap()).unwrap();
+        for d in docs {
+            let flagged = d["metadata"]["annotations"]["kustomize.toolkit.fluxcd.io/substitute"] == "disabled";
+            assert_eq!(flagged, d["kind"] == flagged_kind, "{value}: {}", d["metadata"]["name"]);
+        }
     }
 }

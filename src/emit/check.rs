@@ -38,10 +38,20 @@ impl Staleness {
 }
 
 pub fn compare(dir: &Path, files: &[Artifact]) -> Result<Staleness, Error> {
+    Ok(compare_with(read_dir(dir)?, files))
+}
+
+/// Every file below `dir` by `/`-separated relative path (none if `dir` does not exist).
+pub fn read_dir(dir: &Path) -> Result<BTreeMap<String, Vec<u8>>, Error> {
     let mut on_disk = BTreeMap::new();
     if dir.is_dir() {
         read_tree(dir, dir, &mut on_disk)?;
     }
+    Ok(on_disk)
+}
+
+/// Compares an earlier output tree (`on_disk`: from a directory, or rendered at a git revision) with `files`.
+pub fn compare_with(mut on_disk: BTreeMap<String, Vec<u8>>, files: &[Artifact]) -> Staleness {
     let mut s = Staleness::default();
     for f in files {
         match on_disk.remove(&f.path) {
@@ -61,7 +71,7 @@ pub fn compare(dir: &Path, files: &[Artifact]) -> Result<Staleness, Error> {
         s.removed.push(path);
     }
     s.diffs.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(s)
+    s
 }
 
 fn unified(path: &str, old: &[u8], new: &[u8]) -> String {

@@ -1,21 +1,68 @@
-//! `wmrender krm`: a KRM function (kustomize / kpt). A `config.kubernetes.io/v1` ResourceList comes in on stdin
-//! with a ClusterInputs object as its `functionConfig`; the same ResourceList goes out on stdout with the rendered
-//! cluster objects appended to `items` and every diagnostic as a `results` entry.
+//! `wmrender krm`: a KRM function (kpt, kustomize). A `config.kubernetes.io/v1` ResourceList comes in on stdin with a
+//! ClusterInputs object as its `functionConfig`; the same ResourceList goes out on stdout with the rendered cluster
+//! objects added to `items` and every diagnostic as a `results` entry (and on stderr, in the cargo style, since
+//! kustomize shows only the function's stderr).
+//!
+//! The contract, from the KRM Functions Specification and from what kpt does with the output:
+//! - items wmrender did not generate go back byte for byte (see [`super::resource_list_text`]), the functionConfig
+//!   item included: kpt treats a missing item as a deleted file;
+//! - generated items carry `internal.config.kubernetes.io/path` and `config.kubernetes.io/path`, named like
+//!   `render -o` files (`cluster/<kind>-<name>.yaml` beside the functionConfig's file), and replace the items of an
+//!   earlier run at those paths, so `kpt fn render` run twice changes nothing;
+//! - results carry `resourceRef` with `field`, `file.path` from the functionConfig's path annotation, and lines
+//!   counted in the user's file (read from the package-path and path annotations: kpt runs exec functions from its
+//!   own working directory).
 
-use crate::diagnostics::{Diagnostic, Diagnostics, Severity};
+use super::field_location;
+use super::resource_list_text::{ResourceListText, as_list_item};
+use crate::diagnostics::{Diagnostic, Diagnostics, Loc, Severity};
 use crate::inputs::yaml::{self, Node, Value};
 use crate::render::ClusterObject;
 use serde::Serialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+const PATH: &str = "internal.config.kubernetes.io/path";
+const LEGACY_PATH: &str = "config.kubernetes.io/path";
+const INDEX: &str = "internal.config.kubernetes.io/index";
+const LEGACY_INDEX: &str = "config.kubernetes.io/index";
+const PACKAGE_PATH: &str = "internal.config.kubernetes.io/package-path";
+/// How the ResourceList is named in messages that point into it.
+const STDIN: &str = "<ResourceList on stdin>";
+/// How the functionConfig is named when its file is unknown (kustomize): lines count from its first line.
+const FUNCTION_CONFIG: &str = "<functionConfig>";
+
+/// What one run of the function gives back.
+pub struct Outcome {
+    /// The ResourceList for stdout.
+    pub stdout: String,
+    /// Every diagnostic, cargo style, for stderr.
+    pub stderr: String,
+    /// Whether an error result was written (exit code 2).
+    pub failed: bool,
+}
+
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct KrmResult {
     message: String,
     severity: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
+    resource_ref: Option<ResourceRef>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     field: Option<FieldRef>,
-    file: FileRef,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<FileRef>,
+}
+
+#[derive(Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResourceRef {
+    api_version: String,
+    kind: String,
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -28,137 +75,349 @@ struct FileRef {
     path: String,
 }
 
-/// Reads the ResourceList; returns the output ResourceList and whether an error occurred.
-pub fn run(input: &str, base: &Path) -> (String, bool) {
-    let file: Arc<str> = Arc::from("stdin");
+/// Where the functionConfig came from, as the orchestrator told us in its annotations.
+struct ConfigOrigin {
+    /// `config.kubernetes.io/path`: relative to the package, `/`-separated; `None` when not given (kustomize).
+    path: Option<String>,
+    /// `internal.config.kubernetes.io/package-path`: the package directory on disk (kpt).
+    package: Option<PathBuf>,
+}
+
+impl ConfigOrigin {
+    fn of(config: &Node) -> ConfigOrigin {
+        let path = annotation(config, PATH).or_else(|| annotation(config, LEGACY_PATH));
+        let package = annotation(config, PACKAGE_PATH).map(PathBuf::from);
+        ConfigOrigin { path, package }
+    }
+
+    /// The directory of the functionConfig's file, relative to the package (`""` for the package root).
+    fn dir(&self) -> String {
+        let path = self.path.as_deref().unwrap_or("");
+        path.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_default()
+    }
+
+    /// The user's file on disk: in the package kpt names (`kpt fn render`), else under the working directory
+    /// (`kpt fn eval` gives no package path; it is the working directory when run as `kpt fn eval .`).
+    fn file_on_disk(&self, cwd: &Path) -> Option<PathBuf> {
+        let path = self.path.as_ref()?;
+        Some(self.package.as_deref().unwrap_or(cwd).join(path)).filter(|p| p.is_file())
+    }
+
+    /// Where paths written in the functionConfig (`spec.mirrors.files`) are relative to: the directory of the
+    /// user's file, else the working directory.
+    fn base(&self, cwd: &Path) -> PathBuf {
+        match self.file_on_disk(cwd).and_then(|f| f.parent().map(Path::to_path_buf)) {
+            Some(dir) if dir.is_dir() => dir,
+            _ => cwd.to_path_buf(),
+        }
+    }
+}
+
+/// Runs the function on one ResourceList.
+pub fn run(input: &str, cwd: &Path) -> Outcome {
+    let rl_file: Arc<str> = Arc::from(STDIN);
     let mut diags = Diagnostics::default();
-    let list = match yaml::parse(&file, input) {
+    diags.add_source(&rl_file, &Arc::from(input));
+    let list = match yaml::parse(&rl_file, input) {
         Ok(n) => n,
         Err(e) => {
             diags.push(e);
-            return (output(&[], &[], &diags), true);
+            return refuse(diags);
         }
     };
-    let Value::Map(entries) = &list.value else {
-        diags.push(Diagnostic::error(&list.loc, "", "expected a ResourceList object").expected("kind: ResourceList"));
-        return (output(&[], &[], &diags), true);
+    let get = |k: &str| match &list.value {
+        Value::Map(entries) => entries.iter().find(|(key, _)| key.name == k).map(|(_, v)| v),
+        _ => None,
     };
-    let get = |k: &str| entries.iter().find(|(key, _)| key.name == k).map(|(_, v)| v);
-    let kind_ok = get("kind").is_some_and(|k| matches!(&k.value, Value::Str(s) if s == "ResourceList"));
-    let api_ok = get("apiVersion").is_some_and(
-        |k| matches!(&k.value, Value::Str(s) if s == "config.kubernetes.io/v1" || s == "config.kubernetes.io/v1beta1"),
-    );
-    if !kind_ok || !api_ok {
+    let str_of = |k: &str| get(k).and_then(|n| as_str(n));
+    let api_ok = matches!(str_of("apiVersion"), Some("config.kubernetes.io/v1" | "config.kubernetes.io/v1beta1"));
+    if !api_ok || str_of("kind") != Some("ResourceList") {
         diags.push(
             Diagnostic::error(&list.loc, "kind", "not a ResourceList")
                 .expected("apiVersion: config.kubernetes.io/v1, kind: ResourceList"),
         );
-        return (output(&[], &[], &diags), true);
+        return refuse(diags);
     }
-    // Input items pass through, except the ClusterInputs itself: kustomize echoes the functionConfig among the
-    // items (marked local-config); it is not a cluster object.
-    let items: Vec<&Node> = match get("items").map(|n| &n.value) {
-        Some(Value::Seq(items)) => items.iter().filter(|i| !is_cluster_inputs(i)).collect(),
-        _ => vec![],
+    let text = match ResourceListText::cut(input, &list) {
+        Ok(t) => t,
+        Err(e) => {
+            diags.push(
+                Diagnostic::error(&list.loc, "items", e.0).expected("a ResourceList as kpt and kustomize write it"),
+            );
+            return refuse(diags);
+        }
     };
-    let Some(config) = get("functionConfig") else {
+    let items: &[Node] = match get("items").map(|n| &n.value) {
+        Some(Value::Seq(items)) => items,
+        _ => &[],
+    };
+    let Some(config) = get("functionConfig").filter(|c| !matches!(c.value, Value::Null)) else {
         diags.push(
             Diagnostic::error(&list.loc, "functionConfig", "no functionConfig")
                 .expected("a ClusterInputs object (wmrender.dev/v1alpha1)"),
         );
-        return (output(&items, &[], &diags), true);
+        return finish(&text, &|_| true, &[], None, diags, &ConfigOrigin { path: None, package: None }, cwd);
     };
-    let compiled =
-        crate::inputs::from_node(config, base, diags).map_err(crate::error::Error::Invalid).and_then(|loaded| {
-            let mut d = loaded.diagnostics.clone();
-            d.extend(crate::validate::validate(&loaded));
-            if d.has_errors() {
-                return Err(crate::error::Error::Invalid(d));
-            }
-            let plan = crate::plan::plan(&loaded);
-            Ok((crate::render::render(&plan), d))
-        });
+    // `kpt fn eval --fn-config FILE` leaves the functionConfig unannotated; the same ClusterInputs is then among
+    // the items when FILE is inside the package, with its path.
+    let origin = match ConfigOrigin::of(config) {
+        ConfigOrigin { path: None, .. } => items
+            .iter()
+            .find(|i| {
+                field_str(i, &["kind"]) == field_str(config, &["kind"])
+                    && field_str(i, &["metadata", "name"]) == field_str(config, &["metadata", "name"])
+                    && item_path(i).is_some()
+            })
+            .map_or(ConfigOrigin { path: None, package: None }, ConfigOrigin::of),
+        known => known,
+    };
+    let compiled = compile(config, &origin.base(cwd), diags);
+    let out_dir = join(&origin.dir(), "cluster");
+    // Items of an earlier run: ours by label and by path. Anything else (a committed render elsewhere, a
+    // user's object with our label) is not ours to replace.
+    let earlier = |i: usize| {
+        items.get(i).is_some_and(|item| {
+            label(item, crate::render::MANAGED_BY.0).as_deref() == Some(crate::render::MANAGED_BY.1)
+                && item_path(item).is_some_and(|p| p.rsplit_once('/').is_some_and(|(d, _)| d == out_dir))
+        })
+    };
     match compiled {
-        Ok((artifacts, warnings)) => (output(&items, &artifacts.objects, &warnings), false),
-        Err(crate::error::Error::Invalid(d)) => (output(&items, &[], &d), true),
-        Err(other) => {
-            let mut d = Diagnostics::default();
-            d.push(Diagnostic::error(&list.loc, "", other.to_string()));
-            (output(&items, &[], &d), true)
+        Ok((objects, d)) => {
+            let generated: Vec<String> =
+                objects.iter().map(|o| with_path(o, &join(&out_dir, &o.file_name()))).collect();
+            finish(&text, &|i| !earlier(i), &generated, Some(config), d, &origin, cwd)
         }
+        // On errors the earlier items stay: exit 2 tells kpt and kustomize to write nothing anyway.
+        Err(d) => finish(&text, &|_| true, &[], Some(config), d, &origin, cwd),
     }
 }
 
-fn is_cluster_inputs(n: &Node) -> bool {
-    let Value::Map(entries) = &n.value else { return false };
-    entries
-        .iter()
-        .any(|(k, v)| k.name == "kind" && matches!(&v.value, Value::Str(s) if s == crate::inputs::schema::KIND))
+/// Decodes, validates and renders the functionConfig.
+pub(super) fn compile(
+    config: &Node,
+    base: &Path,
+    diags: Diagnostics,
+) -> Result<(Vec<ClusterObject>, Diagnostics), Diagnostics> {
+    let loaded = crate::inputs::from_node(config, base, diags)?;
+    let mut d = loaded.diagnostics.clone();
+    d.extend(crate::validate::validate(&loaded));
+    if d.has_errors() {
+        return Err(d);
+    }
+    let plan = crate::plan::plan(&loaded);
+    Ok((crate::render::render(&plan).objects, d))
 }
 
-fn to_json(n: &Node) -> serde_json::Value {
-    match &n.value {
-        Value::Null => serde_json::Value::Null,
-        Value::Bool(b) => (*b).into(),
-        Value::Int(i) => (*i).into(),
-        Value::Float(f) => serde_json::Number::from_f64(*f).map(serde_json::Value::Number).unwrap_or_default(),
-        Value::Str(s) => s.clone().into(),
-        Value::Seq(items) => items.iter().map(to_json).collect(),
-        Value::Map(entries) => {
-            entries.iter().map(|(k, v)| (k.name.clone(), to_json(v))).collect::<serde_json::Map<_, _>>().into()
+/// An answer that returns nothing of the input: only when the input could not be read as a ResourceList at all.
+fn refuse(diags: Diagnostics) -> Outcome {
+    let results = results_text(&diags, None, &|_| false, &|_| None);
+    let mut stdout = String::from("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n");
+    if !results.is_empty() {
+        stdout.push_str("results:\n");
+        stdout.push_str(&results);
+    }
+    Outcome { stdout, stderr: diags.render_human(), failed: true }
+}
+
+fn finish(
+    text: &ResourceListText,
+    keep: &dyn Fn(usize) -> bool,
+    generated: &[String],
+    config: Option<&Node>,
+    diags: Diagnostics,
+    origin: &ConfigOrigin,
+    cwd: &Path,
+) -> Outcome {
+    let (diags, user_file) = match config {
+        Some(config) => to_user_file(diags, config, origin, cwd),
+        None => (diags, None),
+    };
+    let resource = config.map(resource_ref);
+    let in_config = |file: &str| file == STDIN || file == FUNCTION_CONFIG || user_file.as_deref() == Some(file);
+    // file.path: the functionConfig's path annotation for the user's file; a mirror file inside the package by
+    // its path there.
+    let package = origin.package.as_ref().map(|p| p.display().to_string() + "/");
+    let file_path = |file: &str| {
+        if in_config(file) {
+            origin.path.clone()
+        } else {
+            let rel = package.as_deref().and_then(|p| file.strip_prefix(p)).unwrap_or(file);
+            (file != STDIN).then(|| rel.to_string())
         }
+    };
+    let results = results_text(&diags, resource.as_ref(), &in_config, &file_path);
+    Outcome {
+        stdout: text.rebuild(keep, generated, &results),
+        stderr: diags.render_human(),
+        failed: diags.has_errors(),
     }
 }
 
-/// A YAML block as one item of a block sequence.
-fn as_list_item(yaml: &str) -> String {
+/// Moves every diagnostic that points into the functionConfig (lines of the ResourceList) to the same field in
+/// the user's file, when kpt's annotations name it and it holds the same ClusterInputs. Returns the diagnostics
+/// and the user's file as shown in them.
+fn to_user_file(diags: Diagnostics, config: &Node, origin: &ConfigOrigin, cwd: &Path) -> (Diagnostics, Option<String>) {
+    let user = origin.file_on_disk(cwd).and_then(|path| {
+        let shown: Arc<str> = Arc::from(path.display().to_string());
+        let text: Arc<str> = Arc::from(std::fs::read_to_string(&path).ok()?);
+        // The user's file may hold several documents (kpt allows it): the ClusterInputs is the one by that name.
+        let docs = yaml::parse_all(&shown, &text).ok()?;
+        let name = field_str(config, &["metadata", "name"]);
+        let doc = docs.into_iter().find(|d| {
+            field_str(d, &["kind"]).as_deref() == Some(crate::inputs::schema::KIND)
+                && field_str(d, &["metadata", "name"]) == name
+        })?;
+        Some((shown, text, doc))
+    });
+    let mut diags = diags.map(|d| {
+        if &*d.loc.file != STDIN {
+            return d;
+        }
+        match &user {
+            Some((_, _, doc)) => match field_location::map(config, doc, &d.field, &d.loc) {
+                Some(loc) => Diagnostic { loc, ..d },
+                None => d,
+            },
+            None => relative_to_config(d, config),
+        }
+    });
+    let shown = user.map(|(shown, text, _)| {
+        diags.add_source(&shown, &text);
+        shown.to_string()
+    });
+    (diags, shown)
+}
+
+/// Without the user's file (kustomize gives no path), a line of the ResourceList is told as a line of the
+/// functionConfig object: line 1 is its `apiVersion`, columns as if it were not indented.
+fn relative_to_config(mut d: Diagnostic, config: &Node) -> Diagnostic {
+    if d.loc.line == 0 {
+        return d;
+    }
+    let first = match &config.value {
+        Value::Map(entries) => entries.first().map(|(k, _)| k.loc.clone()),
+        _ => None,
+    };
+    if let Some(first) = first
+        && d.loc.line >= first.line
+    {
+        d.loc = Loc {
+            file: Arc::from(FUNCTION_CONFIG),
+            line: d.loc.line - first.line + 1,
+            column: d.loc.column.saturating_sub(first.column - 1).max(1),
+        };
+    }
+    d
+}
+
+fn results_text(
+    diags: &Diagnostics,
+    resource: Option<&ResourceRef>,
+    in_config: &dyn Fn(&str) -> bool,
+    file_path: &dyn Fn(&str) -> Option<String>,
+) -> String {
     let mut out = String::new();
-    for (i, line) in yaml.lines().enumerate() {
-        out.push_str(if i == 0 { "- " } else { "  " });
-        out.push_str(line);
-        out.push('\n');
+    for d in diags.sorted() {
+        let at = match (d.loc.line, &*d.loc.file) {
+            (0, _) => String::new(),
+            // Without the user's file, lines count from the functionConfig's first line: say so.
+            (line, FUNCTION_CONFIG) => format!("functionConfig line {line}, column {}: ", d.loc.column),
+            (line, _) => format!("line {line}, column {}: ", d.loc.column),
+        };
+        let mut message = format!("{at}{}", d.message);
+        if let Some(e) = &d.expected {
+            message.push_str(&format!(" (expected {e})"));
+        }
+        if let Some(h) = &d.hint {
+            message.push_str(&format!("; {h}"));
+        }
+        // resourceRef and field only for places in the functionConfig; a mirror file is named by file alone (the
+        // spec's field is relative to a resource, so a field without resourceRef would mean nothing).
+        let config = in_config(&d.loc.file);
+        let r = KrmResult {
+            message,
+            severity: if d.severity == Severity::Error { "error" } else { "warning" },
+            resource_ref: resource.filter(|_| config).cloned(),
+            field: (config && !d.field.is_empty() && resource.is_some()).then(|| FieldRef { path: d.field.clone() }),
+            file: file_path(&d.loc.file).map(|path| FileRef { path }),
+        };
+        out.push_str(&as_list_item(&serde_saphyr::to_string(&r).unwrap_or_default(), 0));
     }
     out
 }
 
-fn output(items: &[&Node], objects: &[ClusterObject], diags: &Diagnostics) -> String {
-    let mut out = String::from("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\n");
-    if items.is_empty() && objects.is_empty() {
-        out.push_str("items: []\n");
-    } else {
-        out.push_str("items:\n");
-        for item in items {
-            out.push_str(&as_list_item(&serde_saphyr::to_string(&to_json(item)).unwrap_or_default()));
+fn resource_ref(config: &Node) -> ResourceRef {
+    ResourceRef {
+        api_version: field_str(config, &["apiVersion"]).unwrap_or_default(),
+        kind: field_str(config, &["kind"]).unwrap_or_default(),
+        name: field_str(config, &["metadata", "name"]).unwrap_or_default(),
+        namespace: field_str(config, &["metadata", "namespace"]),
+    }
+}
+
+fn as_str(n: &Node) -> Option<&str> {
+    match &n.value {
+        Value::Str(s) => Some(s),
+        _ => None,
+    }
+}
+
+pub(super) fn child<'n>(n: &'n Node, key: &str) -> Option<&'n Node> {
+    match &n.value {
+        Value::Map(entries) => entries.iter().find(|(k, _)| k.name == key).map(|(_, v)| v),
+        _ => None,
+    }
+}
+
+pub(super) fn field_str(n: &Node, path: &[&str]) -> Option<String> {
+    let mut n = n;
+    for key in path {
+        n = child(n, key)?;
+    }
+    as_str(n).map(str::to_string)
+}
+
+fn annotation(item: &Node, key: &str) -> Option<String> {
+    let annotations = child(child(item, "metadata")?, "annotations")?;
+    child(annotations, key).and_then(as_str).map(str::to_string)
+}
+
+fn label(item: &Node, key: &str) -> Option<String> {
+    let labels = child(child(item, "metadata")?, "labels")?;
+    child(labels, key).and_then(as_str).map(str::to_string)
+}
+
+fn item_path(item: &Node) -> Option<String> {
+    annotation(item, PATH).or_else(|| annotation(item, LEGACY_PATH))
+}
+
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") }
+}
+
+/// The object's YAML with the path and index annotations kpt writes files by. Inserted as text under
+/// `metadata.annotations` (every rendered object has that mapping: the sync wave), so the object reads exactly as
+/// in `render -o` apart from these lines.
+fn with_path(o: &ClusterObject, path: &str) -> String {
+    let quoted = format!("'{}'", path.replace('\'', "''"));
+    let added = [(LEGACY_INDEX, "'0'"), (LEGACY_PATH, quoted.as_str()), (INDEX, "'0'"), (PATH, quoted.as_str())];
+    let extra: String = added.iter().map(|(k, v)| format!("    {k}: {v}\n")).collect();
+    let mut out = String::with_capacity(o.yaml.len() + extra.len());
+    let mut in_metadata = false;
+    let mut inserted = false;
+    for line in o.yaml.split_inclusive('\n') {
+        if !line.starts_with(' ') {
+            in_metadata = line.starts_with("metadata:");
         }
-        for o in objects {
-            out.push_str(&as_list_item(&o.yaml));
+        out.push_str(line);
+        if in_metadata && !inserted && line.trim_end() == "  annotations:" {
+            out.push_str(&extra);
+            inserted = true;
         }
     }
-    let results: Vec<KrmResult> = diags
-        .sorted()
-        .into_iter()
-        .map(|d: &Diagnostic| KrmResult {
-            message: {
-                let at = if d.loc.line > 0 {
-                    format!("line {}, column {}: ", d.loc.line, d.loc.column)
-                } else {
-                    String::new()
-                };
-                match &d.expected {
-                    Some(e) => format!("{at}{} (expected {e})", d.message),
-                    None => format!("{at}{}", d.message),
-                }
-            },
-            severity: if d.severity == Severity::Error { "error" } else { "warning" },
-            field: (!d.field.is_empty()).then(|| FieldRef { path: d.field.clone() }),
-            file: FileRef { path: d.loc.file.to_string() },
-        })
-        .collect();
-    if !results.is_empty() {
-        out.push_str("results:\n");
-        for r in &results {
-            out.push_str(&as_list_item(&serde_saphyr::to_string(r).unwrap_or_default()));
-        }
+    if !inserted {
+        // Not reached for wmrender's objects; kept so a new object kind cannot lose its path silently.
+        out = o.yaml.replacen("metadata:\n", &format!("metadata:\n  annotations:\n{extra}"), 1);
     }
     out
 }

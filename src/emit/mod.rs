@@ -2,6 +2,10 @@
 
 pub mod check;
 pub mod directory;
+mod field_location;
+pub mod git_base;
 pub mod krm;
+pub mod kustomize_plugin;
 pub mod manifest;
+mod resource_list_text;
 pub mod review;

@@ -5,7 +5,7 @@
 //! Defaults are not filled in here: that is the plan's job, so that "not written" stays visible to validation.
 //! docs/inputs.md documents every field; keep the two in step.
 
-use super::yaml::{Decode, Fields, Located, Node};
+use super::yaml::{Decode, Fields, Located, Node, Value};
 use crate::diagnostics::{Diagnostic, Diagnostics};
 use crate::windows::WindowsVersion;
 use serde::Serialize;
@@ -182,7 +182,7 @@ pub struct Vsphere {
 pub struct MachineSetInput {
     pub name: Option<Located<String>>,
     pub zone: Option<Located<String>>,
-    pub replicas: Option<Located<u32>>,
+    pub replicas: Option<Located<Replicas>>,
     pub windows_version: Option<Located<WindowsVersion>>,
     pub image: Option<Located<String>>,
     #[serde(skip)]
@@ -323,6 +323,46 @@ impl Decode for Spec {
             pause_image,
             operator: operator?,
         })
+    }
+}
+
+/// `replicas` of a MachineSet: a count, or `auto`: `spec.replicas` is left out of the rendered MachineSet so that a
+/// MachineAutoscaler (or a person) owns it and a GitOps sync never resets it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replicas {
+    Count(u32),
+    Auto,
+}
+
+/// As written: a number, or the string `auto` (the inputs digest reads this).
+impl Serialize for Replicas {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Replicas::Count(n) => s.serialize_u32(*n),
+            Replicas::Auto => s.serialize_str("auto"),
+        }
+    }
+}
+
+impl Decode for Replicas {
+    fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
+        let expected = "a whole number of Machines from 0 to 4294967295, or `auto` (an autoscaler owns the count)";
+        let problem = match &node.value {
+            Value::Str(s) if s == "auto" => return Some(Replicas::Auto),
+            Value::Int(i) => match u32::try_from(*i) {
+                Ok(n) => return Some(Replicas::Count(n)),
+                Err(_) => format!("{i} is out of range"),
+            },
+            Value::Str(s) => format!("`{s}` is not a number of Machines"),
+            Value::Seq(_) => "expected a number or `auto`, found a list".to_string(),
+            Value::Map(_) => "expected a number or `auto`, found a mapping".to_string(),
+            Value::Null => "expected a number or `auto`, found null".to_string(),
+            Value::Bool(_) | Value::Float(_) => {
+                format!("`{}` is not a number of Machines", node.plain.as_deref().unwrap_or("?"))
+            }
+        };
+        diags.push(Diagnostic::error(&node.loc, field, problem).expected(expected));
+        None
     }
 }
 

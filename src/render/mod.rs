@@ -13,7 +13,7 @@ mod runtimeclass;
 mod templates;
 
 use crate::plan::Plan;
-pub use object::ClusterObject;
+pub use object::{ClusterObject, MANAGED_BY};
 
 /// One rendered file. `path` is relative to the output directory and always uses `/`.
 #[derive(Clone, Debug, PartialEq, Eq)]

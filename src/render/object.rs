@@ -5,13 +5,14 @@ use std::collections::BTreeMap;
 
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "wmrender");
 pub const SYNC_WAVE: &str = "argocd.argoproj.io/sync-wave";
-/// Flux's post-build substitution rewrites `${var}` (and fails on unset ones); an object whose text holds that
-/// syntax (a user's tag or path, say) opts out with this annotation.
+/// Flux's post-build substitution rewrites `${var}` (and fails on unset ones) and turns its escape `$$` into `$`;
+/// an object whose text holds either (a user's tag, path or password-like value, say) opts out with this
+/// annotation.
 pub const FLUX_NO_SUBSTITUTE: (&str, &str) = ("kustomize.toolkit.fluxcd.io/substitute", "disabled");
 
-/// Whether any string of `value` contains Flux's substitution syntax.
+/// Whether any string of `value` contains text Flux's substitution would change: `${` or `$$`.
 pub fn has_substitution_syntax<T: Serialize>(value: &T) -> bool {
-    serde_json::to_string(value).is_ok_and(|s| s.contains("${"))
+    serde_json::to_string(value).is_ok_and(|s| s.contains("${") || s.contains("$$"))
 }
 
 /// Apply order: the WMCO install objects first, then RuntimeClasses, then what creates nodes. The number is

@@ -40,7 +40,9 @@ pub struct Metadata {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineSetSpec {
-    pub replicas: u32,
+    /// Left out for `replicas: auto`: whoever scales the set (a MachineAutoscaler) owns the field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u32>,
     pub selector: Selector,
     pub template: Template,
 }
