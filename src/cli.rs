@@ -106,6 +106,10 @@ pub struct RenderArgs {
     /// manifest.json then lists only that part.
     #[arg(long, value_enum, value_name = "PART")]
     pub only: Option<OnlyPart>,
+    /// Replace DIR even when files were added to it or edited since wmrender wrote it (they are deleted).
+    /// A directory without a wmrender manifest.json is never replaced.
+    #[arg(long, conflicts_with_all = ["stdout", "check"])]
+    pub force: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -90,7 +90,7 @@ fn render(args: RenderArgs) -> Result<u8, Error> {
         eprintln!("{}: {}", dir.display(), s.summary());
         return Ok(DIFFERENT);
     }
-    wmrender::emit::directory::write(&dir, &files)?;
+    wmrender::emit::directory::write(&dir, &files, args.force)?;
     eprintln!("wrote {} files to {}", files.len(), dir.display());
     Ok(OK)
 }

@@ -4,4 +4,5 @@ pub mod check;
 pub mod directory;
 pub mod krm;
 pub mod manifest;
+pub mod ownership;
 pub mod review;
