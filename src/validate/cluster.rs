@@ -1,5 +1,6 @@
 //! Cluster-wide settings: infrastructure ID, API URL, proxy, pause image, operator install settings.
 
+use super::names;
 use super::{has_control_chars, is_dns1123_label};
 use crate::diagnostics::Diagnostics;
 use crate::inputs::schema::ClusterInputs;
@@ -47,24 +48,21 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
             check_proxy_url(url, d);
         }
         for entry in &proxy.no_proxy {
-            if entry.is_empty() || has_control_chars(entry) || entry.contains([',', ' ']) {
+            if let Err(why) = names::check_no_proxy_entry(entry) {
                 d.push(
                     entry
-                        .error(format!("`{}` is not a noProxy entry", entry.value.escape_debug()))
-                        .expected("one host, domain (.example.com), IP address or CIDR per list item"),
+                        .error(format!("`{}` is not a noProxy entry: {why}", entry.value.escape_debug()))
+                        .expected("one host name, domain suffix (.example.com), IP address or CIDR per list item"),
                 );
             }
         }
     }
     if let Some(image) = &spec.pause_image
-        && (image.is_empty()
-            || has_control_chars(image)
-            || image.contains(char::is_whitespace)
-            || image.contains("://"))
+        && let Err(why) = names::check_image_reference(image)
     {
         d.push(
             image
-                .error(format!("`{}` is not an image reference", image.value.escape_debug()))
+                .error(format!("`{}` is not an image reference: {why}", image.value.escape_debug()))
                 .expected("registry/repository:tag or @digest, e.g. mcr.microsoft.com/oss/kubernetes/pause:3.9"),
         );
     }
