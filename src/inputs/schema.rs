@@ -375,12 +375,18 @@ impl Decode for Platform {
         if f.has("nutanix") {
             // `nutanix:` with nothing after it is an empty mapping: its required fields are reported missing.
             let node = f.node_or_null("nutanix");
-            found.push(("nutanix", node.and_then(|n| Nutanix::decode(n, &f.path("nutanix"), diags)).map(Platform::Nutanix)));
+            found.push((
+                "nutanix",
+                node.and_then(|n| Nutanix::decode(n, &f.path("nutanix"), diags)).map(Platform::Nutanix),
+            ));
         }
         if f.has("vsphere") {
             // `vsphere:` with nothing after it is an empty mapping: its required fields are reported missing.
             let node = f.node_or_null("vsphere");
-            found.push(("vsphere", node.and_then(|n| Vsphere::decode(n, &f.path("vsphere"), diags)).map(Platform::Vsphere)));
+            found.push((
+                "vsphere",
+                node.and_then(|n| Vsphere::decode(n, &f.path("vsphere"), diags)).map(Platform::Vsphere),
+            ));
         }
         if f.has("none") {
             // `none: {}` takes no settings; reading it as a mapping reports any keys under it.

@@ -113,8 +113,11 @@ fn yaml_error(file: &Arc<str>, text: &str, e: &serde_saphyr::Error) -> Diagnosti
         _ => field_at(file, text, loc.line),
     };
     let (message, expected, hint): (String, &str, Option<&str>) = match inner {
-        E::Budget { .. } | E::AliasReplayLimitExceeded { .. } | E::AliasExpansionLimitExceeded { .. }
-        | E::AliasReplayCounterOverflow { .. } | E::AliasReplayStackDepthExceeded { .. } => (
+        E::Budget { .. }
+        | E::AliasReplayLimitExceeded { .. }
+        | E::AliasExpansionLimitExceeded { .. }
+        | E::AliasReplayCounterOverflow { .. }
+        | E::AliasReplayStackDepthExceeded { .. } => (
             "the YAML expands to too much data to read safely (aliases repeating anchors, or nesting too deep)".into(),
             "an inputs file without alias chains that multiply its size, nested at most 64 levels",
             Some("write the values out instead of repeating large anchors through aliases"),
@@ -158,8 +161,25 @@ fn yaml_error(file: &Arc<str>, text: &str, e: &serde_saphyr::Error) -> Diagnosti
 /// Words that belong to the YAML library or to Rust, not to a user's YAML.
 fn speaks_library(message: &str) -> bool {
     const VOCABULARY: &[&str] = &[
-        "Option<", "from_str", "Policy", "budget", "Budget", "serde", "String", "Vec<", "u64", "i64", "f64",
-        "usize", "Options", "weak", "deserializ", "visitor", "struct", "enum", "variant",
+        "Option<",
+        "from_str",
+        "Policy",
+        "budget",
+        "Budget",
+        "serde",
+        "String",
+        "Vec<",
+        "u64",
+        "i64",
+        "f64",
+        "usize",
+        "Options",
+        "weak",
+        "deserializ",
+        "visitor",
+        "struct",
+        "enum",
+        "variant",
     ];
     VOCABULARY.iter().any(|w| message.contains(w))
 }
@@ -167,20 +187,38 @@ fn speaks_library(message: &str) -> bool {
 /// The field path being written at `line`, for errors found before the tree exists: the last key above it that
 /// is not indented deeper than the line, read from the text before the line (which usually still parses).
 fn field_at(file: &Arc<str>, text: &str, line: u32) -> String {
-    let indent = text.lines().nth(line.saturating_sub(1) as usize).map_or(0, |l| l.len() - l.trim_start().len());
+    let written = text.lines().nth(line.saturating_sub(1) as usize).unwrap_or("");
+    let indent = written.len() - written.trim_start().len();
+    // A line that starts a key (`  network:`) is that key's field, below the last key left of it.
+    let key =
+        written.trim().split_once(':').map(|(k, _)| k.trim()).filter(|k| {
+            !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        });
+    if let Some(key) = key {
+        let parent = field_before(file, text, line, indent as u32);
+        return match parent.as_deref() {
+            None | Some("") => key.to_string(),
+            Some(p) => format!("{p}.{key}"),
+        };
+    }
+    field_before(file, text, line, indent as u32 + 1).filter(|f| !f.is_empty()).unwrap_or_else(|| "(document)".into())
+}
+
+/// The path of the last key before `line` that starts at or left of `column`, read from the text above `line`.
+fn field_before(file: &Arc<str>, text: &str, line: u32, column: u32) -> Option<String> {
     let mut end: usize = text.lines().take(line.saturating_sub(1) as usize).map(|l| l.len() + 1).sum();
     for _ in 0..4 {
         let prefix = text.get(..end.min(text.len())).unwrap_or("");
         if let Ok(raw) = serde_saphyr::from_str_with_options::<Spanned<RawNode>>(prefix, options(prefix)) {
             let node = convert(file, prefix, raw);
             let mut best = None;
-            last_key_at_most(&node, "", indent as u32 + 1, &mut best);
-            return best.unwrap_or_else(|| "(document)".to_string());
+            last_key_at_most(&node, "", column, &mut best);
+            return best.or(Some(String::new()));
         }
         // Drop one more line and try again.
         end = prefix.trim_end_matches('\n').rfind('\n').map_or(0, |i| i + 1);
     }
-    "(document)".to_string()
+    None
 }
 
 fn last_key_at_most(node: &Node, path: &str, column: u32, best: &mut Option<String>) {
@@ -370,6 +408,7 @@ pub trait Decode: Sized {
 }
 
 fn wrong_type(node: &Node, field: &str, expected: &str) -> Diagnostic {
+    let field = if field.is_empty() { "(document)" } else { field };
     Diagnostic::error(&node.loc, field, format!("expected {expected}, found {}", node.value.type_name()))
         .expected(expected.to_string())
 }

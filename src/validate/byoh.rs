@@ -1,8 +1,8 @@
 //! BYOH hosts: what WMCO's `windows-instances` parser accepts (IPv4 or a DNS name, `username=<user>`), and the
 //! support matrix for the hosts' Windows versions.
 
-use super::matrix::support;
 use super::is_dns1123_subdomain;
+use super::matrix::support;
 use super::names;
 use crate::diagnostics::Diagnostics;
 use crate::inputs::schema::ClusterInputs;
@@ -29,13 +29,15 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
                         .hint(format!("write `{lower}`: WMCO matches BYOH hosts by their lower-case name")),
                 );
             } else {
-                d.push(addr.error(format!("`{}` is not an IPv4 address or DNS name", addr.value.escape_debug())).expected(
-                    if looks_numeric {
-                        "four numbers 0-255, e.g. 10.1.42.1"
-                    } else {
-                        "a lower-case DNS name, e.g. win1.example.com"
-                    },
-                ));
+                d.push(
+                    addr.error(format!("`{}` is not an IPv4 address or DNS name", addr.value.escape_debug())).expected(
+                        if looks_numeric {
+                            "four numbers 0-255, e.g. 10.1.42.1"
+                        } else {
+                            "a lower-case DNS name, e.g. win1.example.com"
+                        },
+                    ),
+                );
             }
         }
         let key = addr.to_ascii_lowercase();
@@ -48,7 +50,11 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
         let user = &host.username;
         if let Err(why) = names::check_windows_user_name(user) {
             d.push(
-                user.error(format!("`{}` is not a Windows user name: {why}", user.value.escape_debug()))
+                user.error(if user.is_empty() {
+                    why
+                } else {
+                    format!("`{}` is not a Windows user name: {why}", user.value.escape_debug())
+                })
                     .expected("at most 20 characters, none of \" / \\ [ ] : ; | = , + * ? < > @, no control or invisible characters, not only dots or spaces")
                     .hint("WMCO takes everything after `username=` verbatim, so a stray space or newline becomes part of the name"),
             );

@@ -2,10 +2,10 @@
 
 use super::matrix::support;
 use super::names;
-use crate::inputs::yaml::Located;
 use super::{has_control_chars, is_dns1123_subdomain};
 use crate::diagnostics::{Diagnostic, Diagnostics};
 use crate::inputs::schema::{ClusterInputs, MachineSetInput, NutanixId, Platform};
+use crate::inputs::yaml::Located;
 use crate::plan::{DEFAULT_WINDOWS_VERSION, derived_machine_set_name};
 use crate::quantity;
 use std::collections::BTreeMap;
@@ -214,7 +214,12 @@ fn platform_identifiers(platform: &Platform) -> Vec<&Located<String>> {
         Platform::Aws(a) => {
             required = vec![&a.region];
             optional = vec![a.ami.as_ref(), a.instance_type.as_ref(), a.volume_type.as_ref()];
-            return required.into_iter().chain(optional.into_iter().flatten()).chain(a.iam_instance_profile.as_ref()).chain(a.subnet.as_ref()).collect();
+            return required
+                .into_iter()
+                .chain(optional.into_iter().flatten())
+                .chain(a.iam_instance_profile.as_ref())
+                .chain(a.subnet.as_ref())
+                .collect();
         }
         Platform::Azure(a) => {
             required = vec![&a.location];
