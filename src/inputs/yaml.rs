@@ -235,7 +235,8 @@ fn last_key_at_most(node: &Node, path: &str, column: u32, best: &mut Option<Stri
         Value::Seq(items) => {
             for (i, item) in items.iter().enumerate() {
                 let p = format!("{path}[{i}]");
-                if item.loc.column <= column && !matches!(item.value, Value::Map(_) | Value::Seq(_)) {
+                // A block item starts two columns right of its `- `.
+                if item.loc.column <= column + 2 {
                     *best = Some(p.clone());
                 }
                 last_key_at_most(item, &p, column, best);
