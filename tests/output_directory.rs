@@ -420,3 +420,20 @@ fn a_live_renders_temporary_tree_is_left_alone() {
     let names: Vec<_> = fs::read_dir(s).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names, vec![std::ffi::OsString::from("d")]);
 }
+
+/// A symbolic link to `..` inside a rendered directory: `--check` reports it (it is not wmrender's) without
+/// following it into a loop, and a render refuses to delete it.
+#[test]
+fn a_symbolic_link_loop_in_the_output_is_reported_not_followed() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    rendered_dir(&s.join("d"));
+    symlink("..", s.join("d/loop")).unwrap();
+    let o = render_in(s, "d", &["--check"]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("0 changed, 0 to add, 1 to remove"), "{}", stderr(&o));
+    let o = render_in(s, "d", &[]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("`loop` (not in manifest.json)"), "{}", stderr(&o));
+    assert!(s.join("d/loop").symlink_metadata().unwrap().file_type().is_symlink());
+}
