@@ -26,6 +26,11 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
             url.error(format!("`{}` is not an API server URL", url.value.escape_debug()))
                 .expected("https://<host>:<port>, e.g. https://api-int.prod-east.example.com:6443"),
         );
+    } else if let Some(Err(why)) = url.strip_prefix("https://").map(names::check_host_port) {
+        d.push(
+            url.error(format!("`{}` is not an API server URL: {why}", url.value.escape_debug()))
+                .expected("https://<host>:<port> with a DNS name of at most 253 characters and a port from 1 to 65535"),
+        );
     }
     if let Some(v) = &spec.kubernetes_version
         && crate::plan::KubernetesVersion::parse(v).is_none()
@@ -100,6 +105,15 @@ fn check_proxy_url(url: &Located<String>, d: &mut Diagnostics) {
         d.push(
             url.error(format!("`{}` is not a proxy URL", url.value.escape_debug()))
                 .expected("http://host:port or https://host:port, with no spaces or control characters"),
+        );
+    } else if let Some(Err(why)) = rest
+        .map(|r| r.split('/').next().unwrap_or(""))
+        .filter(|authority| !authority.contains('@'))
+        .map(names::check_host_port)
+    {
+        d.push(
+            url.error(format!("`{}` is not a proxy URL: {why}", url.value.escape_debug()))
+                .expected("http://host:port with a DNS name of at most 253 characters and a port from 1 to 65535"),
         );
     } else if rest.is_some_and(|r| r.split('/').next().unwrap_or("").contains('@')) {
         // Rendered output is committed to Git; credentials must never be part of it.
