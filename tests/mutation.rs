@@ -86,17 +86,19 @@ impl Rng {
     }
 }
 
-fn seeds() -> Vec<(PathBuf, String)> {
-    let root = support::root();
-    let mut paths = support::valid_inputs();
-    for entry in std::fs::read_dir(root.join("fixtures/invalid")).expect("fixtures/invalid") {
+/// The valid inputs (examples and fixtures) and the bad-input table, each read once.
+fn seeds() -> [Vec<(PathBuf, String)>; 2] {
+    let mut invalid = Vec::new();
+    for entry in std::fs::read_dir(support::root().join("fixtures/invalid")).expect("fixtures/invalid") {
         let p = entry.expect("entry").path();
         if p.extension().is_some_and(|e| e == "yaml") {
-            paths.push(p);
+            invalid.push(p);
         }
     }
-    paths.sort();
-    paths.into_iter().map(|p| (p.clone(), std::fs::read_to_string(&p).expect("seed"))).collect()
+    [support::valid_inputs(), invalid].map(|mut paths| {
+        paths.sort();
+        paths.into_iter().map(|p| (p.clone(), std::fs::read_to_string(&p).expect("seed"))).collect()
+    })
 }
 
 fn mutate(text: &str, rng: &mut Rng) -> String {
@@ -158,13 +160,15 @@ fn mutate(text: &str, rng: &mut Rng) -> String {
 #[test]
 fn mutated_inputs_are_valid_or_rejected_with_located_diagnostics_in_wmrenders_words() {
     let seeds = seeds();
-    assert!(seeds.len() >= 40, "{} seeds", seeds.len());
+    assert!(seeds[0].len() >= 6 && seeds[1].len() >= 40, "{} + {} seeds", seeds[0].len(), seeds[1].len());
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut rng = Rng(0x0123_4567_89ab_cdef);
     let mut failures = Vec::new();
     let (mut valid, mut invalid) = (0, 0);
     for n in 0..MUTANTS {
-        let (seed_path, seed) = &seeds[rng.below(seeds.len())];
+        // Half from valid inputs, so that many mutants stay valid and go on to render.
+        let pool = &seeds[n % 2];
+        let (seed_path, seed) = &pool[rng.below(pool.len())];
         let text = mutate(seed, &mut rng);
         // Mutants live beside their seed's copy so that relative mirror files resolve as they did.
         let path = tmp.path().join(format!("m{}.yaml", n % 4));
@@ -193,7 +197,7 @@ fn mutated_inputs_are_valid_or_rejected_with_located_diagnostics_in_wmrenders_wo
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     // The mix must exercise both paths, or the test proves little.
-    assert!(valid >= MUTANTS / 100 && invalid >= MUTANTS / 4, "{valid} valid, {invalid} invalid");
+    assert!(valid >= MUTANTS / 30 && invalid >= MUTANTS / 4, "{valid} valid, {invalid} invalid");
 }
 
 /// `Ok(true)` valid and rendered, `Ok(false)` rejected properly, `Err` what was wrong with the rejection.
