@@ -10,7 +10,8 @@ use std::path::PathBuf;
     about = "Render Windows node configuration for OpenShift the GitOps way",
     long_about = "wmrender compiles a small cluster-inputs file (wmrender.yaml) into Windows MachineSets, \
 RuntimeClasses, the BYOH windows-instances ConfigMap and the WMCO install objects, ready for Argo CD or Flux.\n\n\
-Exit codes: 0 success; 1 differences found (--check); 2 invalid input or usage; 3 operational failure."
+Exit codes: 0 success; 1 differences found (render --check, diff, sync --dry-run); 2 invalid input or usage; \
+3 operational failure."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -19,7 +20,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Render the cluster objects into a directory or to stdout.
+    /// Render the cluster objects and the node bundle into a directory, or the cluster objects to stdout.
     #[command(after_help = "Examples:\n  \
 wmrender render -f examples/aws/wmrender.yaml -o out\n  \
 wmrender render -f wmrender.yaml --stdout | kubectl apply --dry-run=server -f -\n  \
@@ -104,14 +105,10 @@ pub struct InputsArg {
 pub struct RenderArgs {
     #[command(flatten)]
     pub inputs: InputsArg,
-    /// Write the output tree (cluster/, manifest.json) here, replacing the previous render atomically.
-    #[arg(
-        short = 'o',
-        long = "output-dir",
-        value_name = "DIR",
-        required_unless_present = "stdout",
-        conflicts_with = "stdout"
-    )]
+    /// Write the output tree (cluster/, node/, manifest.json) here, replacing the previous render atomically.
+    /// A symbolic link is written through; a directory holding files wmrender did not write is refused.
+    /// One of -o DIR and --stdout is needed.
+    #[arg(short = 'o', long = "output-dir", value_name = "DIR", conflicts_with = "stdout")]
     pub output_dir: Option<PathBuf>,
     /// Print the cluster objects as one `---`-separated YAML stream, in apply order, and nothing else.
     #[arg(long)]
@@ -123,6 +120,10 @@ pub struct RenderArgs {
     /// manifest.json then lists only that part.
     #[arg(long, value_enum, value_name = "PART")]
     pub only: Option<OnlyPart>,
+    /// Replace DIR even when files were added to it or edited since wmrender wrote it (they are deleted).
+    /// A directory without a wmrender manifest.json is never replaced.
+    #[arg(long, conflicts_with_all = ["stdout", "check"])]
+    pub force: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -249,8 +250,9 @@ pub struct ImportArgs {
     /// Read the same objects from a live cluster instead (read-only: GET requests only).
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
-    /// Where to write the inputs (mirror files go to mirrors/ beside it).
-    #[arg(short = 'o', long, value_name = "FILE", default_value = "wmrender.yaml")]
+    /// Where to write the inputs (mirror files go to mirrors/ beside it). (`--output` is the report format in
+    /// the other commands, so the long name here is --output-file.)
+    #[arg(short = 'o', long = "output-file", value_name = "FILE", default_value = "wmrender.yaml")]
     pub output: PathBuf,
     /// The Windows image: AMI ID (AWS), publisher:offer:sku:version or resource ID (Azure), image path (GCP),
     /// image name (Nutanix), template (vSphere). Required on AWS, Nutanix and vSphere.

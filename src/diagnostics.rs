@@ -51,7 +51,8 @@ pub struct Diagnostic {
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expected: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// What to do about it; `help` in both the text and the JSON.
+    #[serde(rename = "help", skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
 }
 
@@ -149,27 +150,39 @@ impl Diagnostics {
                 Severity::Warning => "warning",
             };
             let _ = writeln!(out, "{label}: {}", d.message);
-            let _ = writeln!(out, "  --> {}", d.loc);
+            // As rustc does: every line of one diagnostic is aligned on the width of its line number.
+            let source = self.source_line(&d.loc);
+            let num = d.loc.line.to_string();
+            let pad = " ".repeat(if source.is_some() { num.len() } else { 1 });
+            let _ = writeln!(out, "{pad}--> {}", d.loc);
             if !d.field.is_empty() {
-                let _ = writeln!(out, "   = field: {}", d.field);
+                let _ = writeln!(out, "{pad} = field: {}", d.field);
             }
-            if let Some(line) = self.source_line(&d.loc) {
-                let num = d.loc.line.to_string();
-                let pad = " ".repeat(num.len());
+            if let Some(line) = source {
                 let caret = " ".repeat(d.loc.column.saturating_sub(1) as usize);
                 let _ = writeln!(out, "{pad} |\n{num} | {line}\n{pad} | {caret}^");
             }
             if let Some(e) = &d.expected {
-                let _ = writeln!(out, "   = expected: {e}");
+                let _ = writeln!(out, "{pad} = expected: {e}");
             }
             if let Some(h) = &d.hint {
-                let _ = writeln!(out, "   = help: {h}");
+                let _ = writeln!(out, "{pad} = help: {h}");
             }
             out.push('\n');
         }
         let (e, w) = (self.error_count(), self.warning_count());
-        if e > 0 || w > 0 {
-            let _ = writeln!(out, "{e} error(s), {w} warning(s)");
+        let counted = |n: usize, what: &str| if n == 1 { format!("1 {what}") } else { format!("{n} {what}s") };
+        match (e, w) {
+            (0, 0) => {}
+            (_, 0) => {
+                let _ = writeln!(out, "{}", counted(e, "error"));
+            }
+            (0, _) => {
+                let _ = writeln!(out, "{}", counted(w, "warning"));
+            }
+            _ => {
+                let _ = writeln!(out, "{}, {}", counted(e, "error"), counted(w, "warning"));
+            }
         }
         out
     }

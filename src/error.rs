@@ -5,7 +5,7 @@ use crate::diagnostics::Diagnostics;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The inputs broke one or more rules; the diagnostics say which and where.
-    #[error("invalid inputs ({} error(s))", .0.error_count())]
+    #[error("invalid inputs")]
     Invalid(Diagnostics),
     /// The command line asked for something that cannot be done.
     #[error("{0}")]

@@ -33,9 +33,29 @@ pub fn objects_from_dir(dir: &Path) -> Result<Vec<Value>, Error> {
     files.sort();
     let mut out = Vec::new();
     for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|e| Error::io(format!("reading {}", f.display()), e))?;
-        let docs: Vec<Value> =
-            serde_saphyr::from_multiple(&text).map_err(|e| Error::Usage(format!("{}: {e}", f.display())))?;
+        let text = std::fs::read_to_string(&f).map_err(|e| match e.kind() {
+            // A dump that is not text is bad input, like any other malformed file the user hands over.
+            std::io::ErrorKind::InvalidData => {
+                Error::Usage(format!("{} is not UTF-8 text; give `oc get -o yaml` output (YAML or JSON)", f.display()))
+            }
+            _ => Error::io(format!("reading {}", f.display()), e),
+        })?;
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).map_err(|_| {
+            // Say what is wrong in wmrender's words, at its place.
+            let file: std::sync::Arc<str> = std::sync::Arc::from(f.display().to_string());
+            let mut diags = crate::diagnostics::Diagnostics::default();
+            diags.add_source(&file, &std::sync::Arc::from(text.as_str()));
+            if let Err(d) = crate::inputs::yaml::parse_all(&file, &text) {
+                diags.push(d);
+            } else {
+                diags.push(crate::diagnostics::Diagnostic::error(
+                    &crate::diagnostics::Loc::file_only(&file),
+                    "",
+                    "the file holds YAML that cannot be read as Kubernetes objects",
+                ));
+            }
+            Error::Invalid(diags)
+        })?;
         for doc in docs {
             if doc["kind"] == "List" {
                 out.extend(doc["items"].as_array().cloned().unwrap_or_default());

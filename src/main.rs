@@ -75,9 +75,12 @@ fn render(args: RenderArgs) -> Result<u8, Error> {
         out.write_all(stream.as_bytes()).and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
         return Ok(OK);
     }
-    // clap guarantees -o when --stdout is absent.
     let Some(dir) = args.output_dir else {
-        return Err(Error::Usage("give -o DIR or --stdout".into()));
+        return Err(Error::Usage(
+            "say where the render goes: -o DIR (the output tree: cluster/, node/, manifest.json) or --stdout \
+             (the cluster objects as one YAML stream)"
+                .into(),
+        ));
     };
     let files = compiled.output_files(only);
     if args.check {
@@ -90,7 +93,7 @@ fn render(args: RenderArgs) -> Result<u8, Error> {
         eprintln!("{}: {}", dir.display(), s.summary());
         return Ok(DIFFERENT);
     }
-    wmrender::emit::directory::write(&dir, &files)?;
+    wmrender::emit::directory::write(&dir, &files, args.force)?;
     eprintln!("wrote {} files to {}", files.len(), dir.display());
     Ok(OK)
 }

@@ -131,3 +131,52 @@ fn normalise(text: &str, path: &Path) -> String {
         .replace(&dir, "INPUTS_DIR")
         .replace(&support::root().display().to_string(), "ROOT")
 }
+
+/// `import --from-dir` with a dump that is not UTF-8: bad input (exit 2) naming the file, not a runtime failure.
+#[test]
+fn import_refuses_a_dump_that_is_not_text_as_bad_input() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dump = tmp.path().join("dump");
+    std::fs::create_dir(&dump).expect("mkdir");
+    std::fs::write(dump.join("infrastructure.yaml"), b"kind: Infrastructure\nname: \xff\xfe\n").expect("write");
+    let out = tmp.path().join("wmrender.yaml");
+    let o = wmrender(&["import", "--from-dir", dump.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("infrastructure.yaml is not UTF-8 text"), "{}", stderr(&o));
+    assert!(!out.exists());
+}
+
+/// A large legitimate inputs file (more YAML nodes than the library's fixed default budget of 250,000) is read;
+/// a small file that aliases expand into a huge tree is still refused, in wmrender's words.
+#[test]
+fn the_yaml_budget_grows_with_the_file_but_still_stops_alias_bombs() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let big = tmp.path().join("big.yaml");
+    let aws = std::fs::read_to_string(support::root().join("examples/aws/wmrender.yaml")).expect("example");
+    let mut text = aws.clone();
+    text.push_str("  byoh:\n");
+    for i in 0..60_000 {
+        text.push_str(&format!(
+            "  - address: 10.{}.{}.{}\n    username: Administrator\n",
+            i >> 16,
+            (i >> 8) & 255,
+            i & 255
+        ));
+    }
+    std::fs::write(&big, &text).expect("write");
+    let o = wmrender(&["validate", "-f", big.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+
+    let bomb = tmp.path().join("bomb.yaml");
+    let mut text = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 0..9 {
+        let prev = if i == 0 { "a".to_string() } else { format!("b{}", i - 1) };
+        text.push_str(&format!("b{i}: &b{i} [{}]\n", vec![format!("*{prev}"); 10].join(", ")));
+    }
+    std::fs::write(&bomb, text).expect("write");
+    let o = wmrender(&["validate", "-f", bomb.to_str().unwrap()]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("too much data to read safely"), "{err}");
+    assert!(!err.to_lowercase().contains("budget"), "{err}");
+}

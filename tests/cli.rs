@@ -70,7 +70,8 @@ fn render_refuses_to_replace_a_directory_it_did_not_write() {
     fs::write(tmp.path().join("precious.txt"), "keep me").unwrap();
     let o = wmrender(&["render", "-f", &aws(), "-o", tmp.path().to_str().unwrap()]);
     assert_eq!(code(&o), 2);
-    assert!(stderr(&o).contains("refusing to replace it"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not written by wmrender"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("`precious.txt`"), "{}", stderr(&o));
     assert_eq!(fs::read_to_string(tmp.path().join("precious.txt")).unwrap(), "keep me");
 }
 

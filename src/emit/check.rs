@@ -6,6 +6,7 @@ use similar::TextDiff;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
+use walkdir::WalkDir;
 
 /// What differs between the directory and the render.
 #[derive(Debug, Default)]
@@ -45,7 +46,7 @@ pub fn compare(dir: &Path, files: &[Artifact]) -> Result<Staleness, Error> {
 pub fn read_dir(dir: &Path) -> Result<BTreeMap<String, Vec<u8>>, Error> {
     let mut on_disk = BTreeMap::new();
     if dir.is_dir() {
-        read_tree(dir, dir, &mut on_disk)?;
+        read_tree(dir, &mut on_disk)?;
     }
     Ok(on_disk)
 }
@@ -83,19 +84,28 @@ fn unified(path: &str, old: &[u8], new: &[u8]) -> String {
         .to_string()
 }
 
-fn read_tree(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) -> Result<(), Error> {
-    let entries = fs::read_dir(dir).map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
-        let path = entry.path();
-        if path.is_dir() {
-            read_tree(root, &path, out)?;
-        } else {
-            let rel = path.strip_prefix(root).unwrap_or(&path);
-            let key = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
-            let bytes = fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-            out.insert(key, bytes);
+/// Every file below `root` by `/`-separated relative path. Symbolic links are not followed (a link to `..` would
+/// loop, a link elsewhere would compare someone else's files); wmrender writes none, so each shows up as a file
+/// whose content names its target, and the comparison reports it.
+fn read_tree(root: &Path, out: &mut BTreeMap<String, Vec<u8>>) -> Result<(), Error> {
+    for entry in WalkDir::new(root).min_depth(1).follow_links(false).sort_by_file_name() {
+        let entry = entry.map_err(|e| {
+            let at = e.path().unwrap_or(root).display().to_string();
+            Error::io(format!("reading {at}"), e.into_io_error().unwrap_or_else(|| std::io::Error::other("a loop")))
+        })?;
+        if entry.file_type().is_dir() {
+            continue;
         }
+        let path = entry.path();
+        let rel = path.strip_prefix(root).unwrap_or(path);
+        let key = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+        let bytes = if entry.file_type().is_symlink() {
+            let target = fs::read_link(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+            format!("(a symbolic link to {})\n", target.display()).into_bytes()
+        } else {
+            fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?
+        };
+        out.insert(key, bytes);
     }
     Ok(())
 }

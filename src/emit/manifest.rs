@@ -11,7 +11,7 @@ pub fn render(files: &[Artifact], inputs_digest: &str, mode: Mode) -> Artifact {
     let m = BundleManifest {
         wmrender: env!("CARGO_PKG_VERSION").into(),
         inputs: inputs_digest.into(),
-        mode,
+        mode: Some(mode),
         files: files
             .iter()
             .map(|f| BundleEntry {

@@ -248,6 +248,19 @@ pub struct Operator {
 
 /// Reads the whole document. `None` when any field could not be read; `diags` then says why.
 pub fn decode_document(node: &Node, diags: &mut Diagnostics) -> Option<ClusterInputs> {
+    let decoded = decode_fields(node, diags);
+    if decoded.is_none() && !diags.has_errors() {
+        // Every rule that drops a value says why; this is the net under that promise, so that exit code 2
+        // never comes without a diagnostic.
+        diags.push(
+            Diagnostic::error(&node.loc, "(document)", "the inputs could not be read as a ClusterInputs document")
+                .expected("a ClusterInputs document as in docs/inputs.md"),
+        );
+    }
+    decoded
+}
+
+fn decode_fields(node: &Node, diags: &mut Diagnostics) -> Option<ClusterInputs> {
     let mut f = Fields::new(node, "", diags)?;
     let api_version: Option<Located<String>> = f.req("apiVersion", API_VERSION, diags);
     let kind: Option<Located<String>> = f.req("kind", KIND, diags);
@@ -385,19 +398,35 @@ impl Decode for Platform {
         let mut f = Fields::new(node, field, diags)?;
         let mut found: Vec<(&str, Option<Platform>)> = Vec::new();
         if f.has("aws") {
-            found.push(("aws", f.opt::<Aws>("aws", diags).map(Platform::Aws)));
+            // `aws:` with nothing after it is an empty mapping: its required fields are reported missing.
+            let node = f.node_or_null("aws");
+            found.push(("aws", node.and_then(|n| Aws::decode(n, &f.path("aws"), diags)).map(Platform::Aws)));
         }
         if f.has("azure") {
-            found.push(("azure", f.opt::<Azure>("azure", diags).map(Platform::Azure)));
+            // `azure:` with nothing after it is an empty mapping: its required fields are reported missing.
+            let node = f.node_or_null("azure");
+            found.push(("azure", node.and_then(|n| Azure::decode(n, &f.path("azure"), diags)).map(Platform::Azure)));
         }
         if f.has("gcp") {
-            found.push(("gcp", f.opt::<Gcp>("gcp", diags).map(Platform::Gcp)));
+            // `gcp:` with nothing after it is an empty mapping: its required fields are reported missing.
+            let node = f.node_or_null("gcp");
+            found.push(("gcp", node.and_then(|n| Gcp::decode(n, &f.path("gcp"), diags)).map(Platform::Gcp)));
         }
         if f.has("nutanix") {
-            found.push(("nutanix", f.opt::<Nutanix>("nutanix", diags).map(Platform::Nutanix)));
+            // `nutanix:` with nothing after it is an empty mapping: its required fields are reported missing.
+            let node = f.node_or_null("nutanix");
+            found.push((
+                "nutanix",
+                node.and_then(|n| Nutanix::decode(n, &f.path("nutanix"), diags)).map(Platform::Nutanix),
+            ));
         }
         if f.has("vsphere") {
-            found.push(("vsphere", f.opt::<Vsphere>("vsphere", diags).map(Platform::Vsphere)));
+            // `vsphere:` with nothing after it is an empty mapping: its required fields are reported missing.
+            let node = f.node_or_null("vsphere");
+            found.push((
+                "vsphere",
+                node.and_then(|n| Vsphere::decode(n, &f.path("vsphere"), diags)).map(Platform::Vsphere),
+            ));
         }
         if f.has("none") {
             // `none: {}` takes no settings; reading it as a mapping reports any keys under it.

@@ -7,7 +7,7 @@
 
 use crate::diagnostics::{Diagnostic, Diagnostics, Loc};
 use serde::Serialize;
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 use std::sync::Arc;
 
@@ -62,31 +62,188 @@ pub fn read_source(path: &std::path::Path, shown: &Arc<str>, diags: &mut Diagnos
 
 /// Parses one YAML document. A syntax error comes back as a diagnostic pointing at the offending place.
 pub fn parse(file: &Arc<str>, text: &str) -> Result<Node, Diagnostic> {
-    let raw: Spanned<RawNode> = serde_saphyr::from_str(text).map_err(|e| syntax_error(file, &e))?;
+    let raw: Spanned<RawNode> =
+        serde_saphyr::from_str_with_options(text, options(text)).map_err(|e| yaml_error(file, text, &e))?;
     Ok(convert(file, text, raw))
 }
 
 /// Parses every document of a multi-document stream (`---` separated), as `oc get -o yaml` and kustomize write.
 pub fn parse_all(file: &Arc<str>, text: &str) -> Result<Vec<Node>, Diagnostic> {
-    let raws: Vec<Spanned<RawNode>> = serde_saphyr::from_multiple(text).map_err(|e| syntax_error(file, &e))?;
+    let raws: Vec<Spanned<RawNode>> =
+        serde_saphyr::from_multiple_with_options(text, options(text)).map_err(|e| yaml_error(file, text, &e))?;
     Ok(raws.into_iter().map(|r| convert(file, text, r)).collect())
 }
 
-fn syntax_error(file: &Arc<str>, e: &serde_saphyr::Error) -> Diagnostic {
-    let loc = e
-        .location()
+/// How wmrender reads YAML:
+/// - YAML 1.2 booleans only (`true`, `false`): `yes`, `on` or `n` stay text, so `install: yes` is refused with a
+///   hint instead of silently meaning true, and a network named `n` stays `n`;
+/// - repeated keys are passed on, so [`Fields`] reports them with their field path;
+/// - `.inf` and `.nan` are kept as text, so the field they are given to says what it expects;
+/// - the resource budget grows with the input, so a large legitimate file is read, while aliases that expand a
+///   small file into a huge tree (an "alias bomb") are still stopped by the library's alias limits.
+fn options(text: &str) -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    // A node or event takes at least one byte of text unless an alias repeats it.
+    budget.max_nodes = budget.max_nodes.max(text.len());
+    budget.max_events = budget.max_events.max(2 * text.len());
+    budget.max_total_scalar_bytes = budget.max_total_scalar_bytes.max(text.len());
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options.strict_booleans = true;
+    options.duplicate_keys = serde_saphyr::options::DuplicateKeyPolicy::PassThrough;
+    options.non_finite_float_policy = serde_saphyr::options::NonFiniteFloatPolicy::AsString;
+    options
+}
+
+/// The library's error in wmrender's words, at its place, with the field being written there.
+fn yaml_error(file: &Arc<str>, text: &str, e: &serde_saphyr::Error) -> Diagnostic {
+    use serde_saphyr::Error as E;
+    let mut inner = e.without_snippet();
+    while let E::AliasError { error, .. } | E::WithSnippet { error, .. } = inner {
+        inner = error;
+    }
+    let location = e.location().or_else(|| inner.location());
+    let loc = location
+        .filter(|l| l.line() > 0)
         .map(|l| Loc { file: file.clone(), line: l.line() as u32, column: l.column() as u32 })
-        .unwrap_or_else(|| Loc::file_only(file));
-    // The library's message starts with its own "line X column Y:" and may carry a snippet; keep the first line,
-    // without the position, since ours is printed beside it.
-    let text = e.without_snippet().to_string();
-    let first = text.lines().next().unwrap_or("").trim_start_matches("error: ");
-    let message = match first.split_once(": ") {
-        Some((pos, rest)) if pos.starts_with("line ") => rest,
-        _ => first,
+        .unwrap_or_else(|| Loc { file: file.clone(), line: 1, column: 1 });
+    let field = match inner {
+        // The line belongs to another document, not to a field of this one.
+        E::MultipleDocuments { .. } => "(document)".to_string(),
+        _ => field_at(file, text, loc.line),
     };
-    let message = message.split(" at line ").next().unwrap_or(message);
-    Diagnostic::error(&loc, "", format!("invalid YAML: {message}")).expected("a well-formed YAML document")
+    let (message, expected, hint): (String, &str, Option<&str>) = match inner {
+        E::Budget { .. }
+        | E::AliasReplayLimitExceeded { .. }
+        | E::AliasExpansionLimitExceeded { .. }
+        | E::AliasReplayCounterOverflow { .. }
+        | E::AliasReplayStackDepthExceeded { .. } => (
+            "the YAML expands to too much data to read safely (aliases repeating anchors, or nesting too deep)".into(),
+            "an inputs file without alias chains that multiply its size, nested at most 64 levels",
+            Some("write the values out instead of repeating large anchors through aliases"),
+        ),
+        E::RecursiveReferencesRequireWeakTypes { .. } => (
+            "an alias refers to the anchor it is inside of, which would make an endless value".into(),
+            "aliases (*name) only to anchors (&name) that are complete before the alias",
+            None,
+        ),
+        E::MultipleDocuments { .. } => (
+            "more than one YAML document (`---`) in a file that holds one".into(),
+            "a single document",
+            Some("remove the extra `---` and what follows it, or move it to its own file"),
+        ),
+        E::UnknownAnchor { .. } => (
+            "an alias (*name) refers to an anchor (&name) that is not defined before it".into(),
+            "every *name after its &name",
+            None,
+        ),
+        _ => {
+            // The parser's own syntax messages ("did not find expected ':'") are YAML's words; anything that
+            // speaks of the library's types instead is replaced.
+            let text = inner.to_string();
+            let first = text.lines().next().unwrap_or("").trim_start_matches("error: ");
+            let message = match first.split_once(": ") {
+                Some((pos, rest)) if pos.starts_with("line ") => rest,
+                _ => first,
+            };
+            let message = message.split(" at line ").next().unwrap_or(message);
+            let message = if speaks_library(message) { "this is not YAML that wmrender can read" } else { message };
+            (format!("invalid YAML: {message}"), "a well-formed YAML document", None)
+        }
+    };
+    let d = Diagnostic::error(&loc, &field, message).expected(expected);
+    match hint {
+        Some(h) => d.hint(h),
+        None => d,
+    }
+}
+
+/// Words that belong to the YAML library or to Rust, not to a user's YAML.
+fn speaks_library(message: &str) -> bool {
+    const VOCABULARY: &[&str] = &[
+        "Option<",
+        "from_str",
+        "Policy",
+        "budget",
+        "Budget",
+        "serde",
+        "String",
+        "Vec<",
+        "u64",
+        "i64",
+        "f64",
+        "usize",
+        "Options",
+        "weak",
+        "deserializ",
+        "visitor",
+        "struct",
+        "enum",
+        "variant",
+    ];
+    VOCABULARY.iter().any(|w| message.contains(w))
+}
+
+/// The field path being written at `line`, for errors found before the tree exists: the last key above it that
+/// is not indented deeper than the line, read from the text before the line (which usually still parses).
+fn field_at(file: &Arc<str>, text: &str, line: u32) -> String {
+    let written = text.lines().nth(line.saturating_sub(1) as usize).unwrap_or("");
+    let indent = written.len() - written.trim_start().len();
+    // A line that starts a key (`  network:`) is that key's field, below the last key left of it.
+    let key =
+        written.trim().split_once(':').map(|(k, _)| k.trim()).filter(|k| {
+            !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        });
+    if let Some(key) = key {
+        let parent = field_before(file, text, line, indent as u32);
+        return match parent.as_deref() {
+            None | Some("") => key.to_string(),
+            Some(p) => format!("{p}.{key}"),
+        };
+    }
+    field_before(file, text, line, indent as u32 + 1).filter(|f| !f.is_empty()).unwrap_or_else(|| "(document)".into())
+}
+
+/// The path of the last key before `line` that starts at or left of `column`, read from the text above `line`.
+fn field_before(file: &Arc<str>, text: &str, line: u32, column: u32) -> Option<String> {
+    let mut end: usize = text.lines().take(line.saturating_sub(1) as usize).map(|l| l.len() + 1).sum();
+    for _ in 0..4 {
+        let prefix = text.get(..end.min(text.len())).unwrap_or("");
+        if let Ok(raw) = serde_saphyr::from_str_with_options::<Spanned<RawNode>>(prefix, options(prefix)) {
+            let node = convert(file, prefix, raw);
+            let mut best = None;
+            last_key_at_most(&node, "", column, &mut best);
+            return best.or(Some(String::new()));
+        }
+        // Drop one more line and try again.
+        end = prefix.trim_end_matches('\n').rfind('\n').map_or(0, |i| i + 1);
+    }
+    None
+}
+
+fn last_key_at_most(node: &Node, path: &str, column: u32, best: &mut Option<String>) {
+    match &node.value {
+        Value::Map(entries) => {
+            for (k, v) in entries {
+                let p = if path.is_empty() { k.name.clone() } else { format!("{path}.{}", k.name) };
+                if k.loc.column <= column {
+                    *best = Some(p.clone());
+                }
+                last_key_at_most(v, &p, column, best);
+            }
+        }
+        Value::Seq(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let p = format!("{path}[{i}]");
+                // A block item starts two columns right of its `- `.
+                if item.loc.column <= column + 2 {
+                    *best = Some(p.clone());
+                }
+                last_key_at_most(item, &p, column, best);
+            }
+        }
+        _ => {}
+    }
 }
 
 fn convert(file: &Arc<str>, text: &str, raw: Spanned<RawNode>) -> Node {
@@ -116,17 +273,33 @@ fn convert(file: &Arc<str>, text: &str, raw: Spanned<RawNode>) -> Node {
                         line: k.referenced.line() as u32,
                         column: k.referenced.column() as u32,
                     };
+                    let name = key_name(text, k);
                     let mut value = convert(file, text, v);
                     // A mapping or list is reported at its key (`spec:`), not at its first entry.
                     if matches!(value.value, Value::Map(_) | Value::Seq(_)) {
                         value.loc = kloc.clone();
                     }
-                    (Key { name: k.value, loc: kloc }, value)
+                    (Key { name, loc: kloc }, value)
                 })
                 .collect(),
         ),
     };
     Node { value, loc, plain }
+}
+
+/// A mapping key as a name: a string as it is, anything else (`~`, `1`, `[a, b]`) as the text written, so the
+/// field it stands for is reported as unknown in wmrender's words.
+fn key_name(text: &str, k: Spanned<RawNode>) -> String {
+    match k.value {
+        RawNode::Str(s) => s,
+        _ => {
+            let span = k.referenced.span();
+            let start = span.byte_offset().unwrap_or(0) as usize;
+            let len = span.byte_len().unwrap_or(0) as usize;
+            let written = text.get(start..start + len).unwrap_or("").trim();
+            if written.is_empty() { "null".to_string() } else { written.to_string() }
+        }
+    }
 }
 
 /// What serde-saphyr hands us; converted to [`Node`] right away.
@@ -137,7 +310,7 @@ enum RawNode {
     Float(f64),
     Str(String),
     Seq(Vec<Spanned<RawNode>>),
-    Map(Vec<(Spanned<String>, Spanned<RawNode>)>),
+    Map(Vec<(Spanned<RawNode>, Spanned<RawNode>)>),
 }
 
 struct RawVisitor;
@@ -162,8 +335,10 @@ impl<'de> Visitor<'de> for RawVisitor {
     fn visit_i64<E>(self, v: i64) -> Result<RawNode, E> {
         Ok(RawNode::Int(v))
     }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawNode, E> {
-        i64::try_from(v).map(RawNode::Int).map_err(|_| E::custom("integer too large"))
+    fn visit_u64<E>(self, v: u64) -> Result<RawNode, E> {
+        // Beyond i64: kept as a number; a whole-number field reports it as out of range, a text field reads
+        // the digits written.
+        Ok(i64::try_from(v).map(RawNode::Int).unwrap_or(RawNode::Float(v as f64)))
     }
     fn visit_f64<E>(self, v: f64) -> Result<RawNode, E> {
         Ok(RawNode::Float(v))
@@ -183,7 +358,7 @@ impl<'de> Visitor<'de> for RawVisitor {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<RawNode, A::Error> {
         let mut entries = Vec::new();
-        while let Some(k) = a.next_key::<Spanned<String>>()? {
+        while let Some(k) = a.next_key::<Spanned<RawNode>>()? {
             entries.push((k, a.next_value()?));
         }
         Ok(RawNode::Map(entries))
@@ -234,6 +409,7 @@ pub trait Decode: Sized {
 }
 
 fn wrong_type(node: &Node, field: &str, expected: &str) -> Diagnostic {
+    let field = if field.is_empty() { "(document)" } else { field };
     Diagnostic::error(&node.loc, field, format!("expected {expected}, found {}", node.value.type_name()))
         .expected(expected.to_string())
 }
@@ -255,8 +431,19 @@ impl Decode for String {
 
 impl Decode for bool {
     fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<bool> {
-        match node.value {
-            Value::Bool(b) => Some(b),
+        match &node.value {
+            Value::Bool(b) => Some(*b),
+            Value::Str(s) => {
+                let lower = s.to_ascii_lowercase();
+                let hint = match lower.as_str() {
+                    "true" | "false" => format!("remove the quotes: `{lower}` without quotes is a boolean"),
+                    "yes" | "y" | "on" => "YAML 1.2 booleans are `true` and `false`; write `true`".to_string(),
+                    "no" | "n" | "off" => "YAML 1.2 booleans are `true` and `false`; write `false`".to_string(),
+                    _ => "write `true` or `false`".to_string(),
+                };
+                diags.push(wrong_type(node, field, "true or false").hint(hint));
+                None
+            }
             _ => {
                 diags.push(wrong_type(node, field, "true or false"));
                 None
@@ -279,6 +466,12 @@ macro_rules! decode_int {
                             None
                         }
                     },
+                    // A whole number beyond 64 bits is read as a float; say it is out of range, not a fraction.
+                    Value::Float(_) if node.plain.as_deref().is_some_and(|p| p.trim_start_matches(['+', '-']).bytes().all(|b| b.is_ascii_digit())) => {
+                        let written = node.plain.as_deref().unwrap_or_default();
+                        diags.push(Diagnostic::error(&node.loc, field, format!("{written} is out of range")).expected(expected));
+                        None
+                    }
                     _ => {
                         diags.push(wrong_type(node, field, expected));
                         None
@@ -335,7 +528,27 @@ impl<'n> Fields<'n> {
                 return None;
             }
         };
-        Some(Fields { node, field: field.to_string(), entries, known: Vec::new() })
+        let fields = Fields { node, field: field.to_string(), entries, known: Vec::new() };
+        // YAML forbids a key twice in one mapping; which value would count is anyone's guess.
+        for (i, (k, _)) in entries.iter().enumerate() {
+            if let Some((first, _)) = entries[..i].iter().find(|(f, _)| f.name == k.name) {
+                diags.push(
+                    Diagnostic::error(
+                        &k.loc,
+                        &fields.path(&k.name),
+                        format!("`{}` is given twice in this mapping (first at line {})", k.name, first.loc.line),
+                    )
+                    .expected("each key once"),
+                );
+            }
+        }
+        Some(fields)
+    }
+
+    /// The node under `key` even when it is written as `null` (`aws:` with nothing after it).
+    pub fn node_or_null(&mut self, key: &'static str) -> Option<&'n Node> {
+        self.known.push(key);
+        self.entries.iter().find(|(k, _)| k.name == key).map(|(_, v)| v)
     }
 
     pub fn path(&self, key: &str) -> String {

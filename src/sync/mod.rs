@@ -69,6 +69,12 @@ pub fn read_rendered(dir: &Path) -> Result<Rendered, Error> {
                 ))
             })
         })?;
+    if manifest.mode.is_none() {
+        return Err(Error::Usage(format!(
+            "{} was rendered by an older wmrender (its manifest.json does not say whether WMCO configures the nodes); render it again",
+            dir.display()
+        )));
+    }
     let mut files = Vec::new();
     for entry in &manifest.files {
         let path = &entry.path;
@@ -104,7 +110,7 @@ pub fn read_rendered(dir: &Path) -> Result<Rendered, Error> {
 /// The nodes to sync: BYOH hosts from the rendered ConfigMap (unless WMCO manages them) and the inventory.
 pub fn nodes(rendered: &Rendered, inventory: Option<&Path>) -> Result<Vec<Node>, Error> {
     // With the operator, WMCO configures the BYOH hosts; sync must not touch them.
-    let operator_mode = rendered.manifest.mode == Mode::WithOperator;
+    let operator_mode = rendered.manifest.mode == Some(Mode::WithOperator);
     let byoh = match rendered.files.iter().find(|(p, _)| p == "cluster/configmap-windows-instances.yaml") {
         Some((_, bytes)) => inventory::from_configmap(&String::from_utf8_lossy(bytes)).map_err(Error::Usage)?,
         None => vec![],

@@ -1,8 +1,9 @@
 //! BYOH hosts: what WMCO's `windows-instances` parser accepts (IPv4 or a DNS name, `username=<user>`), and the
 //! support matrix for the hosts' Windows versions.
 
+use super::is_dns1123_subdomain;
 use super::matrix::support;
-use super::{has_control_chars, is_dns1123_subdomain};
+use super::names;
 use crate::diagnostics::Diagnostics;
 use crate::inputs::schema::ClusterInputs;
 use std::collections::BTreeMap;
@@ -20,13 +21,24 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
             );
         } else if addr.parse::<Ipv4Addr>().is_err() && (!is_dns1123_subdomain(addr) || looks_numeric(addr)) {
             let looks_numeric = looks_numeric(addr);
-            d.push(addr.error(format!("`{}` is not an IPv4 address or DNS name", addr.value.escape_debug())).expected(
-                if looks_numeric {
-                    "four numbers 0-255, e.g. 10.1.42.1"
-                } else {
-                    "a lower-case DNS name, e.g. win1.example.com"
-                },
-            ));
+            let lower = addr.to_ascii_lowercase();
+            if lower != addr.value && is_dns1123_subdomain(&lower) && !looks_numeric {
+                d.push(
+                    addr.error(format!("`{}` has upper-case letters", addr.value.escape_debug()))
+                        .expected("a lower-case DNS name")
+                        .hint(format!("write `{lower}`: WMCO matches BYOH hosts by their lower-case name")),
+                );
+            } else {
+                d.push(
+                    addr.error(format!("`{}` is not an IPv4 address or DNS name", addr.value.escape_debug())).expected(
+                        if looks_numeric {
+                            "four numbers 0-255, e.g. 10.1.42.1"
+                        } else {
+                            "a lower-case DNS name, e.g. win1.example.com"
+                        },
+                    ),
+                );
+            }
         }
         let key = addr.to_ascii_lowercase();
         if let Some(first) = seen.insert(key, addr.loc.line) {
@@ -36,15 +48,14 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
             );
         }
         let user = &host.username;
-        if user.is_empty() || user.trim() != user.as_str() || has_control_chars(user) {
-            let what = if user.is_empty() {
-                "the user name is empty".to_string()
-            } else {
-                format!("`{}` is not a usable user name", user.value.escape_debug())
-            };
+        if let Err(why) = names::check_windows_user_name(user) {
             d.push(
-                user.error(what)
-                    .expected("a non-empty Windows user name without surrounding spaces or control characters")
+                user.error(if user.is_empty() {
+                    why
+                } else {
+                    format!("`{}` is not a Windows user name: {why}", user.value.escape_debug())
+                })
+                    .expected("at most 20 characters, none of \" / \\ [ ] : ; | = , + * ? < > @, no control or invisible characters, not only dots or spaces")
                     .hint("WMCO takes everything after `username=` verbatim, so a stray space or newline becomes part of the name"),
             );
         }

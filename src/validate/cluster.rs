@@ -1,5 +1,6 @@
 //! Cluster-wide settings: infrastructure ID, API URL, proxy, pause image, operator install settings.
 
+use super::names;
 use super::{has_control_chars, is_dns1123_label};
 use crate::diagnostics::Diagnostics;
 use crate::inputs::schema::ClusterInputs;
@@ -25,6 +26,11 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
             url.error(format!("`{}` is not an API server URL", url.value.escape_debug()))
                 .expected("https://<host>:<port>, e.g. https://api-int.prod-east.example.com:6443"),
         );
+    } else if let Some(Err(why)) = url.strip_prefix("https://").map(names::check_host_port) {
+        d.push(
+            url.error(format!("`{}` is not an API server URL: {why}", url.value.escape_debug()))
+                .expected("https://<host>:<port> with a DNS name of at most 253 characters and a port from 1 to 65535"),
+        );
     }
     if let Some(v) = &spec.kubernetes_version
         && crate::plan::KubernetesVersion::parse(v).is_none()
@@ -47,24 +53,21 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
             check_proxy_url(url, d);
         }
         for entry in &proxy.no_proxy {
-            if entry.is_empty() || has_control_chars(entry) || entry.contains([',', ' ']) {
+            if let Err(why) = names::check_no_proxy_entry(entry) {
                 d.push(
                     entry
-                        .error(format!("`{}` is not a noProxy entry", entry.value.escape_debug()))
-                        .expected("one host, domain (.example.com), IP address or CIDR per list item"),
+                        .error(format!("`{}` is not a noProxy entry: {why}", entry.value.escape_debug()))
+                        .expected("one host name, domain suffix (.example.com), IP address or CIDR per list item"),
                 );
             }
         }
     }
     if let Some(image) = &spec.pause_image
-        && (image.is_empty()
-            || has_control_chars(image)
-            || image.contains(char::is_whitespace)
-            || image.contains("://"))
+        && let Err(why) = names::check_image_reference(image)
     {
         d.push(
             image
-                .error(format!("`{}` is not an image reference", image.value.escape_debug()))
+                .error(format!("`{}` is not an image reference: {why}", image.value.escape_debug()))
                 .expected("registry/repository:tag or @digest, e.g. mcr.microsoft.com/oss/kubernetes/pause:3.9"),
         );
     }
@@ -102,6 +105,15 @@ fn check_proxy_url(url: &Located<String>, d: &mut Diagnostics) {
         d.push(
             url.error(format!("`{}` is not a proxy URL", url.value.escape_debug()))
                 .expected("http://host:port or https://host:port, with no spaces or control characters"),
+        );
+    } else if let Some(Err(why)) = rest
+        .map(|r| r.split('/').next().unwrap_or(""))
+        .filter(|authority| !authority.contains('@'))
+        .map(names::check_host_port)
+    {
+        d.push(
+            url.error(format!("`{}` is not a proxy URL: {why}", url.value.escape_debug()))
+                .expected("http://host:port with a DNS name of at most 253 characters and a port from 1 to 65535"),
         );
     } else if rest.is_some_and(|r| r.split('/').next().unwrap_or("").contains('@')) {
         // Rendered output is committed to Git; credentials must never be part of it.

@@ -1,9 +1,11 @@
 //! MachineSets: the support matrix, names, zones, images and each platform's webhook rules.
 
 use super::matrix::support;
+use super::names;
 use super::{has_control_chars, is_dns1123_subdomain};
 use crate::diagnostics::{Diagnostic, Diagnostics};
 use crate::inputs::schema::{ClusterInputs, MachineSetInput, NutanixId, Platform};
+use crate::inputs::yaml::Located;
 use crate::plan::{DEFAULT_WINDOWS_VERSION, derived_machine_set_name};
 use crate::quantity;
 use std::collections::BTreeMap;
@@ -204,7 +206,72 @@ fn is_ami_id(s: &str) -> bool {
     })
 }
 
+/// The platform's plain identifiers (regions, projects, datastores, …), which go verbatim into MachineSets.
+fn platform_identifiers(platform: &Platform) -> Vec<&Located<String>> {
+    let required: Vec<&Located<String>>;
+    let optional: Vec<Option<&Located<String>>>;
+    match platform {
+        Platform::Aws(a) => {
+            required = vec![&a.region];
+            optional = vec![a.ami.as_ref(), a.instance_type.as_ref(), a.volume_type.as_ref()];
+            return required
+                .into_iter()
+                .chain(optional.into_iter().flatten())
+                .chain(a.iam_instance_profile.as_ref())
+                .chain(a.subnet.as_ref())
+                .collect();
+        }
+        Platform::Azure(a) => {
+            required = vec![&a.location];
+            optional = vec![
+                a.resource_group.as_ref(),
+                a.network_resource_group.as_ref(),
+                a.vnet.as_ref(),
+                a.subnet.as_ref(),
+                a.vm_size.as_ref(),
+                a.image.as_ref(),
+                a.os_disk_storage_account_type.as_ref(),
+                a.managed_identity.as_ref(),
+            ];
+        }
+        Platform::Gcp(g) => {
+            required = vec![&g.project_id, &g.region];
+            optional = vec![
+                g.machine_type.as_ref(),
+                g.image.as_ref(),
+                g.disk_type.as_ref(),
+                g.network.as_ref(),
+                g.subnetwork.as_ref(),
+                g.service_account_email.as_ref(),
+            ];
+        }
+        Platform::Vsphere(v) => {
+            required = vec![&v.server, &v.datacenter, &v.datastore, &v.network];
+            optional = vec![v.folder.as_ref(), v.resource_pool.as_ref(), v.template.as_ref()];
+        }
+        Platform::Nutanix(n) => {
+            required = vec![];
+            optional = vec![n.image.as_ref(), n.boot_type.as_ref().filter(|b| !b.is_empty())];
+        }
+        Platform::None => return Vec::new(),
+    }
+    required.into_iter().chain(optional.into_iter().flatten()).collect()
+}
+
 fn check_platform(platform: &Platform, d: &mut Diagnostics) {
+    for value in platform_identifiers(platform) {
+        if let Err(why) = names::check_identifier(value) {
+            d.push(
+                value
+                    .error(if value.is_empty() {
+                        "the value is empty".to_string()
+                    } else {
+                        format!("`{}` cannot be used here: {why}", value.value.escape_debug())
+                    })
+                    .expected("a non-empty value without surrounding spaces or control characters"),
+            );
+        }
+    }
     match platform {
         Platform::Nutanix(n) => {
             check_nutanix_id(&n.cluster, d);

@@ -30,6 +30,13 @@ pub fn check(loaded: &Loaded, d: &mut Diagnostics) {
                         .expected("host[:port] then optional /path components, lower-case; no scheme, tag or digest (e.g. registry.redhat.io/ubi9)")
                         .hint(hint(&e.source)),
                 );
+            } else if let Some(why) = host_problem(e.source.split('/').next().unwrap_or_default()) {
+                valid = false;
+                d.push(
+                    e.source
+                        .error(format!("`{}` is not a registry source: {why}", e.source.value.escape_debug()))
+                        .expected("a registry host name of at most 253 characters (labels of at most 63), and a port from 1 to 65535"),
+                );
             } else if let Some(host) = e.source.split('/').next()
                 && !host.starts_with("*.")
                 && !registries::is_safe_dir(&registries::dir_for(host))
@@ -48,6 +55,12 @@ pub fn check(loaded: &Loaded, d: &mut Diagnostics) {
                         m.error(format!("`{}` is not a mirror location", m.value.escape_debug()))
                             .expected("host[:port] then optional /path components, lower-case; no scheme, tag, digest or wildcard")
                             .hint(hint(m)),
+                    );
+                } else if let Some(why) = host_problem(m.split('/').next().unwrap_or_default()) {
+                    valid = false;
+                    d.push(
+                        m.error(format!("`{}` is not a mirror location: {why}", m.value.escape_debug()))
+                            .expected("a registry host name of at most 253 characters (labels of at most 63), and a port from 1 to 65535"),
                     );
                 }
             }
@@ -68,6 +81,13 @@ pub fn check(loaded: &Loaded, d: &mut Diagnostics) {
     let (hosts, warnings) = registries::merge(&loaded.mirror_sets);
     d.extend(warnings);
     check_pause_image(loaded, &hosts, d);
+}
+
+/// Why a registry host (`host[:port]`, or `*.domain` for a source) cannot be used, if it cannot: the host
+/// names a directory on the node and goes into URLs, so DNS's length limits and a real port apply.
+fn host_problem(host: &str) -> Option<String> {
+    let host = host.strip_prefix("*.").unwrap_or(host);
+    super::names::check_host_port(host).err()
 }
 
 fn hint(v: &crate::inputs::yaml::Located<String>) -> String {

@@ -6,6 +6,7 @@ mod cluster;
 mod machinesets;
 pub mod matrix;
 mod mirrors;
+pub mod names;
 mod network;
 
 use crate::diagnostics::Diagnostics;

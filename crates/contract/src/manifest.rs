@@ -23,7 +23,9 @@ pub struct BundleManifest {
     pub wmrender: String,
     /// `sha256:…` of the inputs.
     pub inputs: String,
-    pub mode: Mode,
+    /// Always written; `None` only in a manifest of an older wmrender, which `sync` refuses (render again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
     pub files: Vec<BundleEntry>,
 }
 
