@@ -20,7 +20,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "target", "release", "wmrender")
+# The binary `cargo build --release` writes, wherever CARGO_TARGET_DIR puts it.
+BIN = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "wmrender")
 INPUTS = """apiVersion: wmrender.dev/v1alpha1
 kind: ClusterInputs
 metadata: {name: bench}

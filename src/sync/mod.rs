@@ -20,8 +20,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::Semaphore;
 
-/// Called after each node finishes, for the progress display.
-pub type OnNodeDone = Box<dyn Fn(&NodeReport) + Send + Sync>;
+/// Told what happens, for the progress display: the nodes once known, then each node as it starts and finishes.
+pub trait Progress: Send + Sync {
+    fn planned(&self, nodes: &[Node]);
+    fn started(&self, node: &Node);
+    fn finished(&self, report: &NodeReport);
+}
 
 pub struct SyncOptions {
     pub rendered: PathBuf,
@@ -36,7 +40,7 @@ pub struct SyncOptions {
     pub keep_going: bool,
     pub dry_run: bool,
     pub connect_timeout: Duration,
-    pub on_node_done: Option<OnNodeDone>,
+    pub progress: Option<Arc<dyn Progress>>,
 }
 
 /// The rendered bundle, verified against the rendered manifest.json so a hand-edited or half-copied directory is
@@ -53,8 +57,13 @@ pub fn read_rendered(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, Error> {
     let mut files = Vec::new();
     for entry in manifest["files"].as_array().into_iter().flatten() {
         let (Some(path), Some(sum)) = (entry["path"].as_str(), entry["sha256"].as_str()) else { continue };
-        let bytes =
-            std::fs::read(dir.join(path)).map_err(|e| Error::io(format!("reading {}/{path}", dir.display()), e))?;
+        // A file listed but unreadable is a broken render (exit 2), like one that differs.
+        let bytes = std::fs::read(dir.join(path)).map_err(|e| {
+            Error::Usage(format!(
+                "{}/{path} is listed in manifest.json but cannot be read ({e}); render again",
+                dir.display()
+            ))
+        })?;
         let actual = crate::hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes));
         if actual != sum {
             return Err(Error::Usage(format!(
@@ -106,21 +115,20 @@ pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
     let nodes = nodes(&bundle, opts.inventory.as_deref())?;
     let secrets = secrets::Secrets::load(&opts.secrets).map_err(Error::Usage)?;
     let desired = plan::desired(&bundle, &secrets, opts.payload.as_deref()).map_err(Error::Usage)?;
-    let key = russh::keys::load_secret_key(&opts.identity, None).map_err(|e| {
-        Error::Usage(format!(
-            "cannot use the private key {}: {e} (keys with a passphrase are not supported)",
-            opts.identity.display()
-        ))
-    })?;
+    let key = ssh::load_identity(&opts.identity).map_err(Error::Usage)?;
     let connect = ssh::ConnectOptions {
         key: Arc::new(key),
         known_hosts: opts.known_hosts.clone(),
         accept_new: opts.accept_new,
+        dry_run: opts.dry_run,
         connect_timeout: opts.connect_timeout,
         idle_timeout: Duration::from_secs(60),
         attempts: 3,
         known_hosts_lock: Arc::new(std::sync::Mutex::new(())),
     };
+    if let Some(p) = &opts.progress {
+        p.planned(&nodes);
+    }
     let connections = Arc::new(Semaphore::new(opts.parallel.max(1)));
     let unavailable = Arc::new(Semaphore::new(opts.max_unavailable.max(1)));
     let stop = Arc::new(AtomicBool::new(false));
@@ -135,14 +143,17 @@ pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
             let report = if stop.load(Ordering::SeqCst) && !opts.keep_going {
                 NodeReport::new(&node, Status::Skipped)
             } else {
+                if let Some(p) = &opts.progress {
+                    p.started(&node);
+                }
                 let job = Job { node: &node, desired, bundle, connect, dry_run: opts.dry_run, unavailable };
                 node::sync(job).await
             };
             if report.status == Status::Failed {
                 stop.store(true, Ordering::SeqCst);
             }
-            if let Some(cb) = &opts.on_node_done {
-                cb(&report);
+            if let Some(p) = &opts.progress {
+                p.finished(&report);
             }
             (i, report)
         });
