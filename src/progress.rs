@@ -24,7 +24,6 @@ impl SyncProgress {
             if let Ok(style) = ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} nodes  {wide_msg}") {
                 bar.set_style(style.progress_chars("=> "));
             }
-            bar.enable_steady_tick(std::time::Duration::from_millis(120));
             bar
         });
         SyncProgress { shown, bar, working: Mutex::new(Vec::new()) }
@@ -51,6 +50,8 @@ impl wmrender::sync::Progress for SyncProgress {
     fn planned(&self, nodes: &[Node]) {
         if let Some(bar) = &self.bar {
             bar.set_length(nodes.len() as u64);
+            // Drawn from here on: before, there is no total to show.
+            bar.enable_steady_tick(std::time::Duration::from_millis(120));
         }
     }
 

@@ -71,11 +71,10 @@ impl Connection {
             attempt += 1;
             match Self::open_once(node, opts).await {
                 Ok(c) => return Ok(c),
-                Err(Failed { error, retry: true }) if attempt < opts.attempts.max(1) => {
-                    let _ = error;
+                Err(failed) if failed.retry && attempt < opts.attempts.max(1) => {
                     tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt))).await;
                 }
-                Err(Failed { error, .. }) => return Err(error),
+                Err(failed) => return Err(failed.error),
             }
         }
     }

@@ -157,32 +157,46 @@ impl Sftp {
         self.dirs.lock().unwrap_or_else(|p| p.into_inner()).insert(dir.to_string());
     }
 
-    /// Writes `source` to `temp` (created or truncated), returning the bytes sent.
+    /// Writes `source` to `temp` (created or truncated), returning the bytes sent. For callers that hashed the
+    /// source already: hashing is CPU the upload competes for.
     pub async fn upload(&self, temp: &str, source: &Source) -> Result<u64, SyncError> {
-        Ok(self.upload_hashed(temp, source).await?.bytes)
+        self.upload_with(temp, source, None).await
     }
 
     /// Writes `source` to `temp` (created or truncated) with several writes in flight, hashing the bytes as they
     /// leave: the sha256 returned is that of what the node received, even if a local file changed since it was
     /// planned, so the caller can record the truth or refuse.
     pub async fn upload_hashed(&self, temp: &str, source: &Source) -> Result<Uploaded, SyncError> {
+        let mut hasher = Sha256::new();
+        let bytes = self.upload_with(temp, source, Some(&mut hasher)).await?;
+        Ok(Uploaded { bytes, sha256: crate::hex(&hasher.finalize()) })
+    }
+
+    async fn upload_with(&self, temp: &str, source: &Source, hasher: Option<&mut Sha256>) -> Result<u64, SyncError> {
         let flags = OpenFlags::CREATE | OpenFlags::TRUNCATE | OpenFlags::WRITE;
         let handle = self.raw.open(temp, flags, FileAttributes::empty()).await.map_err(|e| on(temp, e))?.handle;
-        let sent = self.write_all(temp, &handle, source).await;
+        let sent = self.write_all(temp, &handle, source, hasher).await;
         let closed = self.raw.close(handle.as_str()).await;
         let sent = sent?;
         closed.map_err(|e| on(temp, e))?;
         Ok(sent)
     }
 
-    async fn write_all(&self, temp: &str, handle: &str, source: &Source) -> Result<Uploaded, SyncError> {
+    async fn write_all(
+        &self,
+        temp: &str,
+        handle: &str,
+        source: &Source,
+        mut hasher: Option<&mut Sha256>,
+    ) -> Result<u64, SyncError> {
         let mut chunks = Chunks::open(source, self.write_len as usize).await?;
-        let mut hasher = Sha256::new();
         let mut in_flight = tokio::task::JoinSet::new();
         let max_in_flight = (IN_FLIGHT_BYTES / self.write_len).max(4) as usize;
         let mut offset = 0u64;
         while let Some(chunk) = chunks.next().await? {
-            hasher.update(&chunk);
+            if let Some(h) = hasher.as_deref_mut() {
+                h.update(&chunk);
+            }
             let len = chunk.len() as u64;
             while in_flight.len() >= max_in_flight {
                 settle(temp, in_flight.join_next().await)?;
@@ -194,7 +208,7 @@ impl Sftp {
         while let Some(done) = in_flight.join_next().await {
             settle(temp, Some(done))?;
         }
-        Ok(Uploaded { bytes: offset, sha256: crate::hex(&hasher.finalize()) })
+        Ok(offset)
     }
 
     /// Replaces `target` with `temp` in one step, if the server can (`posix-rename@openssh.com`).
