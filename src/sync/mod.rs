@@ -112,10 +112,14 @@ pub fn nodes(bundle: &[(String, Vec<u8>)], inventory: Option<&Path>) -> Result<V
 
 pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
     let bundle = read_rendered(&opts.rendered)?;
+    if opts.parallel == 0 || opts.max_unavailable == 0 {
+        return Err(Error::Usage("--parallel and --max-unavailable must be at least 1".into()));
+    }
     let nodes = nodes(&bundle, opts.inventory.as_deref())?;
+    // Before the payload is hashed: a wrong key file should not wait for that.
+    let key = ssh::load_identity(&opts.identity).map_err(Error::Usage)?;
     let secrets = secrets::Secrets::load(&opts.secrets).map_err(Error::Usage)?;
     let desired = plan::desired(&bundle, &secrets, opts.payload.as_deref()).map_err(Error::Usage)?;
-    let key = ssh::load_identity(&opts.identity).map_err(Error::Usage)?;
     let connect = ssh::ConnectOptions {
         key: Arc::new(key),
         known_hosts: opts.known_hosts.clone(),
