@@ -164,7 +164,7 @@ pub struct SyncArgs {
     /// Pin the host key of a node seen for the first time (like OpenSSH's accept-new); a changed key is still refused.
     #[arg(long)]
     pub accept_new: bool,
-    /// The Windows binaries the services run, laid out by node path (DIR/C/k/kubelet.exe is C:\\k\\kubelet.exe).
+    /// The Windows binaries the services run, laid out by node path (DIR/C/k/kubelet.exe is C:\k\kubelet.exe).
     #[arg(long, value_name = "DIR")]
     pub payload: Option<PathBuf>,
     /// wmrender-node.exe, the agent that applies the bundle on a Windows node (pushed to
@@ -182,26 +182,27 @@ pub struct SyncArgs {
     /// A .dockerconfigjson: mirror credentials become `authorization` headers in the pushed hosts.toml files.
     #[arg(long, value_name = "FILE")]
     pub pull_secret: Option<PathBuf>,
-    /// Pushed to C:\\k\\bootstrap-kubeconfig (kubelet's TLS bootstrap).
+    /// Pushed to C:\k\bootstrap-kubeconfig (kubelet's TLS bootstrap).
     #[arg(long, value_name = "FILE")]
     pub bootstrap_kubeconfig: Option<PathBuf>,
-    /// Pushed to C:\\k\\kubelet-ca.crt (the CA of clients calling kubelet).
+    /// Pushed to C:\k\kubelet-ca.crt (the CA of clients calling kubelet).
     #[arg(long, value_name = "FILE")]
     pub kubelet_ca: Option<PathBuf>,
-    /// Pushed to C:\\k\\bootstrap-ca.crt (the API server CA, for hybrid-overlay).
+    /// Pushed to C:\k\bootstrap-ca.crt (the API server CA, for hybrid-overlay).
     #[arg(long, value_name = "FILE")]
     pub bootstrap_ca: Option<PathBuf>,
-    /// Pushed to C:\\k\\tls\\certs\\tls.crt (windows_exporter's serving certificate).
+    /// Pushed to C:\k\tls\certs\tls.crt (windows_exporter's serving certificate).
     #[arg(long, value_name = "FILE")]
     pub exporter_tls_cert: Option<PathBuf>,
-    /// Pushed to C:\\k\\tls\\certs\\tls.key.
+    /// Pushed to C:\k\tls\certs\tls.key.
     #[arg(long, value_name = "FILE")]
     pub exporter_tls_key: Option<PathBuf>,
-    /// How many nodes to connect to at once.
-    #[arg(long, value_name = "N", default_value_t = 8)]
+    /// How many nodes to connect to at once (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = at_least_one())]
     pub parallel: usize,
-    /// How many nodes may be changed (files replaced, services restarted) at once.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    /// How many nodes may be changed (files replaced, services restarted) at once (at least 1; to change no node,
+    /// use --dry-run).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = at_least_one())]
     pub max_unavailable: usize,
     /// Go on with the other nodes after a node fails (by default no new node is started).
     #[arg(long)]
@@ -209,12 +210,22 @@ pub struct SyncArgs {
     /// Connect and show each node's plan (files to add, change, remove; services to restart) without changing it.
     #[arg(long)]
     pub dry_run: bool,
-    /// Seconds to wait for a node's SSH answer (each of up to 3 attempts).
-    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    /// Seconds to wait for a node's TCP and SSH answer. A silent node is not tried again; a refused or dropped
+    /// connection is, up to 3 times.
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub connect_timeout: u64,
-    /// `human`: a summary table on stderr; `json`: the report on stdout as well.
+    /// `human`: progress, a line per finished node and a summary table, on stderr. `json`: the report on stdout and
+    /// nothing on stderr but errors and the --dry-run plan (unless -v).
     #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
     pub output: OutputFormat,
+    /// With --output json, also print a line per finished node and the summary table on stderr.
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+/// A count that must be at least 1 (0 nodes at once would never finish).
+fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..=u32::MAX as u64)
 }
 
 fn default_known_hosts() -> PathBuf {

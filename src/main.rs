@@ -1,6 +1,7 @@
 //! Entry point: parse the command line, run, and map every outcome to one exit code.
 
 mod cli;
+mod progress;
 
 use clap::CommandFactory;
 use clap::Parser;
@@ -117,8 +118,10 @@ fn validate(args: ValidateArgs) -> Result<u8, Error> {
 
 fn sync(args: SyncArgs) -> Result<u8, Error> {
     use wmrender::sync::{self, node::Status, secrets::SecretFiles};
-    let progress = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
-    let bar = progress.clone();
+    // With --output json, stdout is the report and nothing else, and stderr carries only errors unless -v.
+    let json = args.output == OutputFormat::Json;
+    let chatty = !json || args.verbose;
+    let progress = std::sync::Arc::new(progress::SyncProgress::new(chatty));
     let opts = sync::SyncOptions {
         rendered: args.rendered,
         inventory: args.inventory,
@@ -142,21 +145,23 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
         keep_going: args.keep_going,
         dry_run: args.dry_run,
         connect_timeout: std::time::Duration::from_secs(args.connect_timeout),
-        on_node_done: Some(Box::new(move |r| {
-            bar.inc(1);
-            bar.set_message(r.name.clone());
-        })),
+        progress: Some(progress.clone()),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::io("starting the async runtime", e))?;
-    let reports = runtime.block_on(sync::run(opts))?;
-    progress.finish_and_clear();
-    eprint!("{}", sync::table(&reports));
+    let result = runtime.block_on(sync::run(opts));
+    progress.finish();
+    let reports = result?;
+    if chatty {
+        eprint!("{}", sync::table(&reports));
+    }
+    // The plan is what --dry-run is asked for: shown whatever the output format.
     if args.dry_run {
         for r in reports.iter().filter(|r| r.status == Status::WouldChange) {
-            eprintln!("\n{} would change:", r.name);
+            // A blank line parts the plan from the table above it.
+            eprintln!("{}{} would change:", if chatty { "\n" } else { "" }, r.name);
             for (label, list) in [("add", &r.added), ("change", &r.changed), ("remove", &r.removed)] {
                 for path in list {
                     eprintln!("  {label:<7}{path}");
@@ -173,9 +178,11 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
             }
         }
     }
-    if args.output == OutputFormat::Json {
-        let json = serde_json::to_string_pretty(&serde_json::json!({ "nodes": reports })).unwrap_or_default();
-        println!("{json}");
+    if json {
+        let json = serde_json::to_string_pretty(&serde_json::json!({ "nodes": reports }))
+            .map_err(|e| Error::Usage(format!("cannot write the report: {e}")))?;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{json}").and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
     }
     Ok(if reports.iter().any(|r| r.status == Status::Failed) {
         FAILED

@@ -1,5 +1,6 @@
-# wmrender's apply step for the posix profile ($1 = the folder standing for C:\). Checks every file of the node
-# manifest against its sha256 and prints the agent's JSON result line. Paths are read one per line, never split.
+# wmrender's apply step for the posix profile ($1 = the folder standing for C:\). Checks that every file of the
+# node manifest is there with its size (sync hashed the bytes as they left; SSH carries them intact) and prints
+# the agent's JSON result line. Paths are read one per line, never split.
 root=$1
 manifest="$root/C/k/wmrender/manifest.json"
 result() { # $1 status, $2 errors (JSON strings, comma-separated), $3 files checked
@@ -9,9 +10,9 @@ if [ ! -f "$manifest" ]; then
   result failed '"no manifest"' 0
   exit 1
 fi
-# The manifest is wmrender's own pretty JSON: a "path" line, then its "sha256" line. Paths stay JSON-escaped
-# (a backslash is written \\) so they can go back into the result line as they are.
-sed -n -e 's/^ *"path": "\(.*\)",$/P\1/p' -e 's/^ *"sha256": "\([0-9a-f]*\)",$/S\1/p' "$manifest" | {
+# The manifest is wmrender's own pretty JSON: a "path" line, then its "size" line. Paths stay JSON-escaped (a
+# backslash is written \\) so they can go back into the result line as they are.
+sed -n -e 's/^ *"path": "\(.*\)",$/P\1/p' -e 's/^ *"size": \([0-9]*\),$/S\1/p' "$manifest" | {
   errors=""
   checked=0
   path=""
@@ -20,9 +21,11 @@ sed -n -e 's/^ *"path": "\(.*\)",$/P\1/p' -e 's/^ *"sha256": "\([0-9a-f]*\)",$/S
       P*) path=${line#P} ;;
       S*)
         rel=$(printf '%s\n' "$path" | sed -e 's/^C:\\\\//' -e 's/\\\\/\//g')
-        have=$(sha256sum < "$root/C/$rel" 2>/dev/null | cut -d' ' -f1)
-        if [ "$have" != "${line#S}" ]; then
-          errors="$errors\"mismatch: $path\","
+        file="$root/C/$rel"
+        if [ ! -f "$file" ]; then
+          errors="$errors\"missing: $path\","
+        elif [ "$(wc -c < "$file" | tr -d ' ')" != "${line#S}" ]; then
+          errors="$errors\"size differs: $path\","
         fi
         checked=$((checked + 1))
         ;;

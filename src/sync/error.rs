@@ -14,8 +14,10 @@ pub enum SyncError {
     HostKeyChanged { host: String, known: String, offered: String },
     #[error("host key check failed: {0}")]
     Trust(String),
-    #[error("authentication as {user}@{host} failed: the node does not accept the key given with --identity")]
-    Auth { user: String, host: String },
+    #[error("authentication as {user}@{host} failed: {why}")]
+    Auth { user: String, host: String, why: String },
+    #[error("{host} is not an SSH server: it answered `{said}`")]
+    NotSsh { host: String, said: String },
     #[error("{0}")]
     Remote(String),
     #[error("{0}")]

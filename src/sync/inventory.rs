@@ -4,6 +4,8 @@
 use super::profile::Profile;
 use crate::diagnostics::{Diagnostic, Diagnostics, Loc};
 use crate::inputs::yaml::{self, Fields, Located};
+use crate::validate::{has_control_chars, is_dns1123_subdomain};
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -27,6 +29,12 @@ pub fn from_configmap(text: &str) -> Result<Vec<Node>, String> {
                 .as_str()
                 .and_then(|v| v.strip_prefix("username="))
                 .ok_or_else(|| format!("windows-instances entry `{address}` is not `username=<user>`"))?;
+            // The render validated these; the rendered directory is checked again because it is a file on disk.
+            for (what, problem) in [("address", address_problem(address)), ("user", user_problem(user))] {
+                if let Some(p) = problem {
+                    return Err(format!("windows-instances entry `{}`: the {what} {p}", address.escape_debug()));
+                }
+            }
             nodes.push(Node {
                 name: address.clone(),
                 address: address.clone(),
@@ -93,14 +101,46 @@ pub fn load(path: &Path) -> Result<Vec<Node>, Diagnostics> {
 
 fn node(item: &yaml::Node, field: &str, diags: &mut Diagnostics) -> Option<Node> {
     let mut f = Fields::new(item, field, diags)?;
-    let address: Option<Located<String>> = f.req("address", "the node's IPv4 address or DNS name", diags);
-    let name: Option<String> = f.opt("name", diags);
-    let port: Option<u16> = f.opt("port", diags);
-    let user: Option<String> = f.opt("user", diags);
+    let address: Option<Located<String>> = f.req("address", "the node's IP address or DNS name", diags);
+    let name: Option<Located<String>> = f.opt("name", diags);
+    let port = f.node("port").map(|n| (n, f.path("port")));
+    let user: Option<Located<String>> = f.opt("user", diags);
     let profile: Option<Located<String>> = f.opt("profile", diags);
     let root: Option<Located<String>> = f.opt("root", diags);
     let at = f.at();
     f.finish(diags);
+    // Every value is checked before any node is contacted, so a bad line never fails a rollout half-way.
+    let mut ok = true;
+    let mut check = |value: Option<&Located<String>>, problem: fn(&str) -> Option<String>, expected: &str| {
+        if let Some(v) = value
+            && let Some(p) = problem(v)
+        {
+            diags.push(v.error(format!("`{}` {p}", v.value.escape_debug())).expected(expected.to_string()));
+            ok = false;
+        }
+    };
+    check(address.as_ref(), address_problem, "an IPv4 or IPv6 address, or a DNS name such as win-a.example.com");
+    check(user.as_ref(), user_problem, USER_EXPECTED);
+    check(name.as_ref(), name_problem, "letters, digits, `.`, `_`, `:` and `-`, starting with a letter or digit");
+    let port = match port {
+        None => 22,
+        Some((n, path)) => match &n.value {
+            yaml::Value::Int(p @ 1..=65535) => *p as u16,
+            other => {
+                let shown = match other {
+                    yaml::Value::Int(i) => i.to_string(),
+                    yaml::Value::Str(s) => format!("\"{}\"", s.escape_debug()),
+                    _ => n.plain.clone().unwrap_or_else(|| "this value".into()),
+                };
+                diags.push(
+                    Diagnostic::error(&n.loc, &path, format!("{shown} is not a TCP port"))
+                        .expected("a whole number from 1 to 65535"),
+                );
+                ok = false;
+                22
+            }
+        },
+    };
     let address = address?;
     let profile = match (profile.as_ref().map(|p| p.as_str()), root) {
         (None | Some("windows"), None) => Profile::Windows,
@@ -108,10 +148,13 @@ fn node(item: &yaml::Node, field: &str, diags: &mut Diagnostics) -> Option<Node>
             diags.push(r.error("`root` is only for the posix profile").expected("no root with the windows profile"));
             return None;
         }
-        (Some("posix"), Some(r)) if r.starts_with('/') && !r.contains("..") => Profile::Posix { root: r.value.clone() },
+        (Some("posix"), Some(r)) if r.starts_with('/') && !r.contains("..") && !has_control_chars(&r) => {
+            Profile::Posix { root: r.value.clone() }
+        }
         (Some("posix"), Some(r)) => {
             diags.push(
-                r.error("the posix root must be an absolute path without `..`").expected("e.g. /srv/staging/win-a"),
+                r.error("the posix root must be an absolute path without `..` or control characters")
+                    .expected("e.g. /srv/staging/win-a"),
             );
             return None;
         }
@@ -125,13 +168,79 @@ fn node(item: &yaml::Node, field: &str, diags: &mut Diagnostics) -> Option<Node>
             return None;
         }
     };
+    if !ok {
+        return None;
+    }
     Some(Node {
-        name: name.unwrap_or_else(|| address.value.clone()),
+        name: name.map(|n| n.value).unwrap_or_else(|| address.value.clone()),
         address: address.value,
-        port: port.unwrap_or(22),
-        user: user.unwrap_or_else(|| "Administrator".into()),
+        port,
+        user: user.map(|u| u.value).unwrap_or_else(|| "Administrator".into()),
         profile,
     })
+}
+
+/// What is wrong with a node address, if anything: it must be an IP address or a DNS name. That is stricter than
+/// OpenSSH 9.6, which refuses a leading `-`, whitespace, control characters and the shell metacharacters
+/// ``'`"$\;&<>|(){}`` in host names; none of those can occur in an address or DNS name.
+fn address_problem(address: &str) -> Option<String> {
+    if address.parse::<Ipv4Addr>().is_ok() || address.parse::<Ipv6Addr>().is_ok() {
+        return None;
+    }
+    let lower = address.to_ascii_lowercase();
+    let name = lower.strip_suffix('.').unwrap_or(&lower);
+    let numeric = name.rsplit('.').next().is_some_and(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()));
+    if address.is_empty() {
+        Some("is empty".into())
+    } else if address.starts_with('-') {
+        Some("starts with `-` (ssh would read it as an option)".into())
+    } else if numeric {
+        Some("is not a valid IPv4 address".into())
+    } else if !is_dns1123_subdomain(name) {
+        Some("is not an IP address or DNS name".into())
+    } else {
+        None
+    }
+}
+
+const USER_EXPECTED: &str = "a user name without control characters or any of ' ` \" ; & < > | ( ) { }, not starting \
+with `-`, e.g. Administrator";
+
+/// What is wrong with a login name, if anything: OpenSSH 9.6's rules for a remote user (`valid_ruser`): no leading
+/// `-`, no control characters, none of ``'`";&<>|(){}``, no `-` after whitespace and no trailing `\`.
+fn user_problem(user: &str) -> Option<String> {
+    let chars: Vec<char> = user.chars().collect();
+    if user.is_empty() {
+        Some("is empty".into())
+    } else if user.starts_with('-') {
+        Some("starts with `-` (ssh would read it as an option)".into())
+    } else if has_control_chars(user) {
+        Some("contains a control character".into())
+    } else if let Some(c) = chars.iter().find(|c| "'`\";&<>|(){}".contains(**c)) {
+        Some(format!("contains `{c}`, a shell metacharacter"))
+    } else if chars.windows(2).any(|w| w[0].is_whitespace() && w[1] == '-') {
+        Some("has a `-` after a space (ssh would read it as an option)".into())
+    } else if user.ends_with('\\') {
+        Some("ends with `\\`".into())
+    } else if user.trim() != user {
+        Some("has spaces around it".into())
+    } else {
+        None
+    }
+}
+
+/// What is wrong with a node name (shown in reports and progress), if anything.
+fn name_problem(name: &str) -> Option<String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
+    if name.is_empty() {
+        Some("is empty".into())
+    } else if name.len() > 253 {
+        Some("is longer than 253 characters".into())
+    } else if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        Some("does not start with a letter or digit".into())
+    } else {
+        name.chars().find(|c| !allowed(*c)).map(|c| format!("contains `{}`", c.escape_debug()))
+    }
 }
 
 #[cfg(test)]
@@ -145,5 +254,26 @@ mod tests {
         let nodes = from_configmap(cm).unwrap();
         assert_eq!(nodes.len(), 2);
         assert_eq!((nodes[1].address.as_str(), nodes[1].user.as_str(), nodes[1].port), ("win-b", "capi", 22));
+        assert!(from_configmap("data:\n  \"-oProxyCommand=x\": username=a\n").is_err());
+    }
+
+    #[test]
+    fn addresses_users_and_names() {
+        for good in ["10.0.0.5", "::1", "fe80::1", "win-a.example.com", "WIN-A", "win-a.example.com."] {
+            assert_eq!(address_problem(good), None, "{good}");
+        }
+        for bad in ["", "-oProxyCommand=id", "a;b", "$(reboot)", "a b", "10.0.0.256", "a\nb", "host_1", "a..b"] {
+            assert!(address_problem(bad).is_some(), "{bad}");
+        }
+        for good in ["Administrator", "capi", "DOMAIN\\user", "user@example.com", "Jane Doe", "svc$"] {
+            assert_eq!(user_problem(good), None, "{good}");
+        }
+        for bad in ["", "-oProxyCommand=x", "a;b", "a`id`", "a|b", "a\nb", "a -x", "trail\\", "a'b", " a"] {
+            assert!(user_problem(bad).is_some(), "{bad}");
+        }
+        assert_eq!(name_problem("node-01.lab"), None);
+        for bad in ["", "-x", "a b", "a;b", "a\u{7}"] {
+            assert!(name_problem(bad).is_some(), "{bad}");
+        }
     }
 }

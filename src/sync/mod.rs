@@ -21,8 +21,12 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use wmrender_contract::{BundleManifest, Mode, NodePath, ServicesFile};
 
-/// Called after each node finishes, for the progress display.
-pub type OnNodeDone = Box<dyn Fn(&NodeReport) + Send + Sync>;
+/// Told what happens, for the progress display: the nodes once known, then each node as it starts and finishes.
+pub trait Progress: Send + Sync {
+    fn planned(&self, nodes: &[Node]);
+    fn started(&self, node: &Node);
+    fn finished(&self, report: &NodeReport);
+}
 
 pub struct SyncOptions {
     pub rendered: PathBuf,
@@ -41,7 +45,7 @@ pub struct SyncOptions {
     pub keep_going: bool,
     pub dry_run: bool,
     pub connect_timeout: Duration,
-    pub on_node_done: Option<OnNodeDone>,
+    pub progress: Option<Arc<dyn Progress>>,
 }
 
 /// A rendered output directory, read for sync: its manifest and every file of it, checked against the manifest.
@@ -140,7 +144,12 @@ pub fn nodes(rendered: &Rendered, inventory: Option<&Path>) -> Result<Vec<Node>,
 
 pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
     let rendered = read_rendered(&opts.rendered)?;
+    if opts.parallel == 0 || opts.max_unavailable == 0 {
+        return Err(Error::Usage("--parallel and --max-unavailable must be at least 1".into()));
+    }
     let nodes = nodes(&rendered, opts.inventory.as_deref())?;
+    // Before the payload is hashed: a wrong key file should not wait for that.
+    let key = ssh::load_identity(&opts.identity).map_err(Error::Usage)?;
     let secrets = secrets::Secrets::load(&opts.secrets).map_err(Error::Usage)?;
     let mut desired = plan::desired(&rendered.files, &secrets, opts.payload.as_deref(), opts.agent.as_deref())
         .map_err(Error::Usage)?;
@@ -154,21 +163,19 @@ pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
         prune_payload: opts.prune_payload,
         prune_credentials: opts.prune_credentials,
     };
-    let key = russh::keys::load_secret_key(&opts.identity, None).map_err(|e| {
-        Error::Usage(format!(
-            "cannot use the private key {}: {e} (keys with a passphrase are not supported)",
-            opts.identity.display()
-        ))
-    })?;
     let connect = ssh::ConnectOptions {
         key: Arc::new(key),
         known_hosts: opts.known_hosts.clone(),
         accept_new: opts.accept_new,
+        dry_run: opts.dry_run,
         connect_timeout: opts.connect_timeout,
         idle_timeout: Duration::from_secs(60),
         attempts: 3,
         known_hosts_lock: Arc::new(std::sync::Mutex::new(())),
     };
+    if let Some(p) = &opts.progress {
+        p.planned(&nodes);
+    }
     let connections = Arc::new(Semaphore::new(opts.parallel.max(1)));
     let unavailable = Arc::new(Semaphore::new(opts.max_unavailable.max(1)));
     let stop = Arc::new(AtomicBool::new(false));
@@ -182,8 +189,8 @@ pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
         let opts = &shared.4;
         if stop.load(Ordering::SeqCst) && !opts.keep_going {
             let report = NodeReport::new(&node, Status::Skipped);
-            if let Some(cb) = &opts.on_node_done {
-                cb(&report);
+            if let Some(p) = &opts.progress {
+                p.finished(&report);
             }
             reports.push((i, report));
             continue;
@@ -192,13 +199,16 @@ pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
         tasks.spawn(async move {
             let _slot = slot;
             let (desired, given, services, connect, opts) = &*shared;
+            if let Some(p) = &opts.progress {
+                p.started(&node);
+            }
             let job = Job { node: &node, desired, given, services, connect, dry_run: opts.dry_run, unavailable };
             let report = node::sync(job).await;
             if report.status == Status::Failed {
                 stop.store(true, Ordering::SeqCst);
             }
-            if let Some(cb) = &opts.on_node_done {
-                cb(&report);
+            if let Some(p) = &opts.progress {
+                p.finished(&report);
             }
             (i, report)
         });

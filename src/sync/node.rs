@@ -207,7 +207,7 @@ async fn push(
     for d in &changes.write {
         let target =
             if d.file.staged { d.file.path.with_suffix(STAGED_SUFFIX).map_err(local)? } else { d.file.path.clone() };
-        sent += replace(conn, sftp, profile, &target, &d.source).await?;
+        sent += replace(conn, sftp, profile, &target, &d.source, Some(&d.file.sha256)).await?;
     }
     for path in &changes.remove {
         sftp.remove_file(&profile.sftp_path(path)).await?;
@@ -238,7 +238,7 @@ async fn replace_bytes(
     target: &NodePath,
     bytes: Vec<u8>,
 ) -> Result<u64, SyncError> {
-    replace(conn, sftp, profile, target, &plan::Source::Bytes(Arc::new(bytes))).await
+    replace(conn, sftp, profile, target, &plan::Source::Bytes(Arc::new(bytes)), None).await
 }
 
 async fn replace(
@@ -247,12 +247,24 @@ async fn replace(
     profile: &Profile,
     target: &NodePath,
     source: &plan::Source,
+    planned_sha256: Option<&str>,
 ) -> Result<u64, SyncError> {
     if let Some(dir) = target.parent() {
         sftp.mkdir_p(&profile.sftp_path(&dir)).await?;
     }
     let (temp_path, target_path) = (profile.sftp_path(&temp(target)?), profile.sftp_path(target));
-    let sent = sftp.upload(&temp_path, source).await?;
+    // The bytes are hashed as they leave: the node's manifest records what was planned, so a local file that
+    // changed since (a payload rebuilt during the sync) is refused rather than recorded wrongly.
+    let uploaded = sftp.upload_hashed(&temp_path, source).await?;
+    if let Some(want) = planned_sha256
+        && uploaded.sha256 != want
+    {
+        sftp.remove_file(&temp_path).await?;
+        return Err(SyncError::Local(format!(
+            "{target} changed on this machine while it was being synced; sync again"
+        )));
+    }
+    let sent = uploaded.bytes;
     // The agent's own executable may be running as a service: Windows lets a running program be renamed, not
     // overwritten, so the old one steps aside first (the agent removes it once it no longer runs).
     if *profile == Profile::Windows && target.as_str() == AGENT_EXE {

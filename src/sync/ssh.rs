@@ -1,18 +1,25 @@
 //! One SSH connection to a node: strict host-key trust against known_hosts, key-file authentication, commands,
-//! and SFTP with an atomic replace. Everything russh-specific lives here.
+//! and SFTP on one channel. Everything russh-specific lives here and in the files below `ssh/`.
+
+mod greeting;
+mod identity;
+mod sftp;
+mod trust;
+
+pub use identity::load_identity;
+pub use sftp::{Sftp, Uploaded};
 
 use super::error::SyncError;
 use super::inventory::Node;
+use greeting::{Greeting, Recorded};
 use russh::ChannelMsg;
 use russh::client::{self, Handle};
-use russh::keys::{HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKey, PublicKeyOrCertificate, known_hosts};
-use russh_sftp::client::{RawSftpSession, SftpSession};
-use russh_sftp::protocol::{OpenFlags, Packet, StatusCode};
+use russh::keys::{HashAlg, PrivateKey, PrivateKeyWithHashAlg};
 use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
+use trust::{Trust, Verdict};
 
 /// How to reach and trust nodes; shared by every connection of a run.
 #[derive(Clone)]
@@ -20,77 +27,20 @@ pub struct ConnectOptions {
     pub key: Arc<PrivateKey>,
     pub known_hosts: PathBuf,
     pub accept_new: bool,
+    /// A dry run: `--accept-new` trusts a new host for this look but writes nothing to known_hosts.
+    pub dry_run: bool,
     pub connect_timeout: Duration,
     pub idle_timeout: Duration,
+    /// Attempts for failures a retry can cure (a refused or dropped connection); time-outs, trust and
+    /// authentication failures are never retried.
     pub attempts: u32,
     /// Serialises reading and appending known_hosts across concurrent connections.
     pub known_hosts_lock: Arc<Mutex<()>>,
 }
 
-/// What the host-key check decided, kept for the error message (russh only reports "unknown key").
-#[derive(Clone, Debug, Default)]
-enum Verdict {
-    #[default]
-    Pending,
-    Trusted,
-    Unknown {
-        offered: String,
-    },
-    Changed {
-        known: String,
-        offered: String,
-    },
-    Failed(String),
-}
-
-struct Trust {
-    host: String,
-    port: u16,
-    opts: ConnectOptions,
-    verdict: Arc<Mutex<Verdict>>,
-}
-
-fn fingerprint(key: &PublicKey) -> String {
-    format!("{} {}", key.algorithm(), key.fingerprint(HashAlg::Sha256))
-}
-
-impl client::Handler for Trust {
-    type Error = russh::Error;
-
-    async fn check_server_key(&mut self, offered: &PublicKeyOrCertificate) -> Result<bool, Self::Error> {
-        let PublicKeyOrCertificate::PublicKey { key, .. } = offered else {
-            *self.verdict.lock().unwrap_or_else(|p| p.into_inner()) =
-                Verdict::Failed("the server offered a certificate; wmrender pins plain host keys".into());
-            return Ok(false);
-        };
-        let _guard = self.opts.known_hosts_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let verdict = match known_hosts::known_host_keys_path(&self.host, self.port, &self.opts.known_hosts) {
-            Err(e) => Verdict::Failed(format!("cannot read {}: {e}", self.opts.known_hosts.display())),
-            Ok(recorded) => {
-                let same_type: Vec<&PublicKey> =
-                    recorded.iter().map(|(_, k)| k).filter(|k| k.algorithm() == key.algorithm()).collect();
-                if same_type.contains(&key) {
-                    Verdict::Trusted
-                } else if let Some(known) = same_type.first() {
-                    Verdict::Changed { known: fingerprint(known), offered: fingerprint(key) }
-                } else if self.opts.accept_new && recorded.is_empty() {
-                    match known_hosts::learn_known_hosts_path(&self.host, self.port, key, &self.opts.known_hosts) {
-                        Ok(()) => Verdict::Trusted,
-                        Err(e) => Verdict::Failed(format!("cannot write {}: {e}", self.opts.known_hosts.display())),
-                    }
-                } else {
-                    Verdict::Unknown { offered: fingerprint(key) }
-                }
-            }
-        };
-        let trusted = matches!(verdict, Verdict::Trusted);
-        *self.verdict.lock().unwrap_or_else(|p| p.into_inner()) = verdict;
-        Ok(trusted)
-    }
-}
-
 pub struct Connection {
     handle: Handle<Trust>,
+    idle_timeout: Duration,
 }
 
 /// The output of one remote command.
@@ -100,27 +50,39 @@ pub struct Output {
     pub stderr: Vec<u8>,
 }
 
+/// A failed attempt, and whether another attempt could go differently.
+struct Failed {
+    error: SyncError,
+    retry: bool,
+}
+
+impl Failed {
+    fn final_(error: SyncError) -> Failed {
+        Failed { error, retry: false }
+    }
+}
+
 impl Connection {
-    /// Connects and authenticates, retrying only what a retry can fix (the network), with a bounded count.
+    /// Connects and authenticates. Only a refused or dropped connection is tried again (a restarting sshd, an
+    /// sshd over its MaxStartups); a host that stays silent costs one time-out, not one per attempt.
     pub async fn open(node: &Node, opts: &ConnectOptions) -> Result<Connection, SyncError> {
-        let mut last = None;
-        for attempt in 0..opts.attempts.max(1) {
-            if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt))).await;
-            }
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
             match Self::open_once(node, opts).await {
-                Err(SyncError::Unreachable(why)) => last = Some(SyncError::Unreachable(why)),
-                other => return other,
+                Ok(c) => return Ok(c),
+                Err(failed) if failed.retry && attempt < opts.attempts.max(1) => {
+                    tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt))).await;
+                }
+                Err(failed) => return Err(failed.error),
             }
         }
-        Err(last.unwrap_or_else(|| SyncError::Unreachable("no attempt made".into())))
     }
 
-    async fn open_once(node: &Node, opts: &ConnectOptions) -> Result<Connection, SyncError> {
-        let recorded = {
-            let _guard = opts.known_hosts_lock.lock().unwrap_or_else(|p| p.into_inner());
-            known_hosts::known_host_keys_path(&node.address, node.port, &opts.known_hosts).unwrap_or_default()
-        };
+    async fn open_once(node: &Node, opts: &ConnectOptions) -> Result<Connection, Failed> {
+        let at = host_port(node);
+        let pinned =
+            trust::pinned_keys(&node.address, node.port, opts).map_err(|e| Failed::final_(SyncError::Trust(e)))?;
         let mut config = client::Config {
             nodelay: true,
             inactivity_timeout: Some(opts.idle_timeout),
@@ -136,52 +98,72 @@ impl Connection {
             cipher::AES_192_CTR,
             cipher::AES_128_CTR,
         ]);
-        // Ask for the host-key types already pinned, so a host known by its RSA key is not refused for offering
-        // Ed25519 first.
-        let mut pinned: Vec<_> = recorded.iter().map(|(_, k)| k.algorithm()).collect();
-        pinned.dedup();
-        if !pinned.is_empty() {
-            config.preferred.key = Cow::Owned(pinned);
-        }
+        config.preferred.key = Cow::Owned(trust::host_key_algorithms(&pinned));
         let verdict = Arc::new(Mutex::new(Verdict::Pending));
         let trust = Trust { host: node.address.clone(), port: node.port, opts: opts.clone(), verdict: verdict.clone() };
-        let addr = (node.address.as_str(), node.port);
-        let tcp = match tokio::time::timeout(opts.connect_timeout, tokio::net::TcpStream::connect(addr)).await {
-            Err(_) => return Err(SyncError::Unreachable(format!("no TCP answer within {:?}", opts.connect_timeout))),
-            Ok(Err(e)) => return Err(SyncError::Unreachable(format!("{}:{}: {e}", node.address, node.port))),
+        let tcp = match tokio::time::timeout(
+            opts.connect_timeout,
+            tokio::net::TcpStream::connect((node.address.as_str(), node.port)),
+        )
+        .await
+        {
+            Err(_) => {
+                return Err(Failed::final_(SyncError::Unreachable(format!(
+                    "{at}: no TCP answer within {}s",
+                    opts.connect_timeout.as_secs_f32()
+                ))));
+            }
+            Ok(Err(e)) => {
+                use std::io::ErrorKind::*;
+                let retry = matches!(e.kind(), ConnectionRefused | ConnectionReset | ConnectionAborted);
+                return Err(Failed { error: SyncError::Unreachable(format!("{at}: {e}")), retry });
+            }
             Ok(Ok(s)) => s,
         };
         let _ = tcp.set_nodelay(true);
+        let (stream, seen) = Recorded::new(tcp);
         let connected =
-            tokio::time::timeout(opts.connect_timeout, client::connect_stream(Arc::new(config), tcp, trust)).await;
+            tokio::time::timeout(opts.connect_timeout, client::connect_stream(Arc::new(config), stream, trust)).await;
+        let greeting = || greeting::classify(&seen.lock().unwrap_or_else(|p| p.into_inner()));
         let mut handle = match connected {
-            Err(_) => return Err(SyncError::Unreachable(format!("no SSH answer within {:?}", opts.connect_timeout))),
             Ok(Ok(h)) => h,
+            Err(_) => {
+                return Err(Failed::final_(match greeting() {
+                    Greeting::Other(said) => SyncError::NotSsh { host: at, said },
+                    _ => SyncError::Unreachable(format!(
+                        "{at}: no SSH answer within {}s",
+                        opts.connect_timeout.as_secs_f32()
+                    )),
+                }));
+            }
             Ok(Err(e)) => {
                 let v = verdict.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 return Err(match v {
-                    Verdict::Unknown { offered } => SyncError::HostKeyUnknown {
-                        host: host_port(node),
+                    Verdict::Unknown { offered } => Failed::final_(SyncError::HostKeyUnknown {
+                        host: at,
                         offered,
                         known_hosts: opts.known_hosts.display().to_string(),
-                    },
+                    }),
                     Verdict::Changed { known, offered } => {
-                        SyncError::HostKeyChanged { host: host_port(node), known, offered }
+                        Failed::final_(SyncError::HostKeyChanged { host: at, known, offered })
                     }
-                    Verdict::Failed(why) => SyncError::Trust(why),
-                    Verdict::Pending | Verdict::Trusted => SyncError::Unreachable(e.to_string()),
+                    Verdict::Failed(why) => Failed::final_(SyncError::Trust(why)),
+                    Verdict::Pending | Verdict::Trusted => match greeting() {
+                        Greeting::Other(said) => Failed::final_(SyncError::NotSsh { host: at, said }),
+                        Greeting::Silent => Failed {
+                            error: SyncError::Unreachable(format!(
+                                "{at} closed the connection without a word (is it an SSH server? sshd drops \
+                                 connections over its MaxStartups)"
+                            )),
+                            retry: true,
+                        },
+                        Greeting::Ssh => Failed::final_(SyncError::Unreachable(handshake_failure(&at, &e))),
+                    },
                 });
             }
         };
-        let hash = handle.best_supported_rsa_hash().await.map_err(|e| SyncError::Unreachable(e.to_string()))?.flatten();
-        let auth = handle
-            .authenticate_publickey(node.user.clone(), PrivateKeyWithHashAlg::new(opts.key.clone(), hash))
-            .await
-            .map_err(|e| SyncError::Unreachable(e.to_string()))?;
-        if !auth.success() {
-            return Err(SyncError::Auth { user: node.user.clone(), host: host_port(node) });
-        }
-        Ok(Connection { handle })
+        authenticate(&mut handle, node, &opts.key).await.map_err(Failed::final_)?;
+        Ok(Connection { handle, idle_timeout: opts.idle_timeout })
     }
 
     pub async fn exec(&self, command: &str) -> Result<Output, SyncError> {
@@ -199,21 +181,70 @@ impl Connection {
         Ok(out)
     }
 
+    /// SFTP on one channel, for everything this connection reads and writes.
     pub async fn sftp(&self) -> Result<Sftp, SyncError> {
         let ch = self.handle.channel_open_session().await.map_err(remote)?;
         ch.request_subsystem(true, "sftp").await.map_err(remote)?;
-        let session = SftpSession::new(ch.into_stream()).await.map_err(remote)?;
-        // SftpSession does not expose extensions; posix-rename goes through a raw session of its own.
-        let ch = self.handle.channel_open_session().await.map_err(remote)?;
-        ch.request_subsystem(true, "sftp").await.map_err(remote)?;
-        let raw = RawSftpSession::new(ch.into_stream());
-        let version = raw.init().await.map_err(remote)?;
-        let posix_rename = version.extensions.contains_key("posix-rename@openssh.com");
-        Ok(Sftp { session, raw, posix_rename })
+        Sftp::start(ch.into_stream(), self.idle_timeout.as_secs().max(10)).await
     }
 
     pub async fn close(self) {
         let _ = self.handle.disconnect(russh::Disconnect::ByApplication, "", "en").await;
+    }
+}
+
+/// Public-key authentication. An RSA key signs with rsa-sha2-512 or rsa-sha2-256 as the server's
+/// `server-sig-algs` allows, like OpenSSH's client; a server that does not say is tried with both. SHA-1
+/// (`ssh-rsa`) signatures are never made, as OpenSSH has not since 8.8.
+async fn authenticate(handle: &mut Handle<Trust>, node: &Node, key: &Arc<PrivateKey>) -> Result<(), SyncError> {
+    let hashes: Vec<Option<HashAlg>> = if key.algorithm().is_rsa() {
+        match handle.best_supported_rsa_hash().await.map_err(|e| SyncError::Unreachable(e.to_string()))? {
+            Some(Some(hash)) => vec![Some(hash)],
+            Some(None) => {
+                return Err(SyncError::Auth {
+                    user: node.user.clone(),
+                    host: host_port(node),
+                    why: "the node takes RSA keys only with SHA-1 signatures (ssh-rsa), which wmrender, like \
+                          OpenSSH since 8.8, does not make; allow rsa-sha2-256 or rsa-sha2-512 on the node or use \
+                          an ed25519 key"
+                        .into(),
+                });
+            }
+            None => vec![Some(HashAlg::Sha512), Some(HashAlg::Sha256)],
+        }
+    } else {
+        vec![None]
+    };
+    for hash in hashes {
+        let auth = handle
+            .authenticate_publickey(node.user.clone(), PrivateKeyWithHashAlg::new(key.clone(), hash))
+            .await
+            .map_err(|e| SyncError::Unreachable(format!("{}: {e}", host_port(node))))?;
+        if auth.success() {
+            return Ok(());
+        }
+    }
+    Err(SyncError::Auth {
+        user: node.user.clone(),
+        host: host_port(node),
+        why: "the node does not accept the key given with --identity".into(),
+    })
+}
+
+/// A failed handshake with a server that does speak SSH, in words a user can act on.
+fn handshake_failure(at: &str, e: &russh::Error) -> String {
+    match e {
+        russh::Error::NoCommonAlgo { kind, theirs, .. } => {
+            let kind = match kind {
+                russh::AlgorithmKind::Kex => "key-exchange",
+                russh::AlgorithmKind::Key => "host-key",
+                russh::AlgorithmKind::Cipher => "cipher",
+                russh::AlgorithmKind::Compression => "compression",
+                russh::AlgorithmKind::Mac => "MAC",
+            };
+            format!("{at}: no {kind} algorithm in common with the node (it offers {})", theirs.join(", "))
+        }
+        other => format!("{at}: SSH handshake failed: {other}"),
     }
 }
 
@@ -223,102 +254,4 @@ fn host_port(node: &Node) -> String {
 
 fn remote(e: impl std::fmt::Display) -> SyncError {
     SyncError::Remote(e.to_string())
-}
-
-pub struct Sftp {
-    pub session: SftpSession,
-    raw: RawSftpSession,
-    pub posix_rename: bool,
-}
-
-#[derive(serde::Serialize)]
-struct TwoPaths {
-    old: String,
-    new: String,
-}
-
-impl Sftp {
-    /// The file's bytes, or `None` when it does not exist.
-    pub async fn read_if_exists(&self, path: &str) -> Result<Option<Vec<u8>>, SyncError> {
-        if !self.session.try_exists(path).await.map_err(remote)? {
-            return Ok(None);
-        }
-        self.session.read(path).await.map(Some).map_err(remote)
-    }
-
-    /// Creates `dir` and its missing parents.
-    pub async fn mkdir_p(&self, dir: &str) -> Result<(), SyncError> {
-        let mut path = String::new();
-        for part in dir.split('/').filter(|p| !p.is_empty()) {
-            path.push('/');
-            path.push_str(part);
-            if part.ends_with(':') {
-                continue; // a Windows drive (/C:)
-            }
-            if !self.session.try_exists(path.as_str()).await.map_err(remote)? {
-                self.session.create_dir(path.as_str()).await.map_err(remote)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes `source` to `temp`, returning the bytes sent.
-    pub async fn upload(&self, temp: &str, source: &super::plan::Source) -> Result<u64, SyncError> {
-        let flags = OpenFlags::CREATE | OpenFlags::TRUNCATE | OpenFlags::WRITE;
-        let mut file = self.session.open_with_flags(temp, flags).await.map_err(remote)?;
-        let sent = match source {
-            super::plan::Source::Bytes(bytes) => {
-                file.write_all(bytes).await.map_err(remote)?;
-                bytes.len() as u64
-            }
-            super::plan::Source::File(path) => {
-                let f = tokio::fs::File::open(path)
-                    .await
-                    .map_err(|e| SyncError::Local(format!("{}: {e}", path.display())))?;
-                let mut reader = tokio::io::BufReader::with_capacity(1 << 20, f);
-                tokio::io::copy_buf(&mut reader, &mut file).await.map_err(remote)?
-            }
-        };
-        file.flush().await.map_err(remote)?;
-        file.shutdown().await.map_err(remote)?;
-        Ok(sent)
-    }
-
-    /// Replaces `target` with `temp` in one step, if the server can (`posix-rename@openssh.com`).
-    pub async fn posix_rename(&self, temp: &str, target: &str) -> Result<(), SyncError> {
-        let payload = russh_sftp::ser::to_bytes(&TwoPaths { old: temp.into(), new: target.into() }).map_err(remote)?;
-        match self.raw.extended("posix-rename@openssh.com", payload.to_vec()).await.map_err(remote)? {
-            Packet::Status(s) if s.status_code == StatusCode::Ok => Ok(()),
-            Packet::Status(s) => Err(SyncError::Remote(format!("renaming {temp} to {target}: {}", s.error_message))),
-            other => Err(SyncError::Remote(format!("unexpected answer to posix-rename: {other:?}"))),
-        }
-    }
-
-    /// Renames `from` to `to` (which must not exist) when `from` exists.
-    pub async fn rename_if_exists(&self, from: &str, to: &str) -> Result<(), SyncError> {
-        if self.session.try_exists(from).await.map_err(remote)? {
-            self.session.rename(from, to).await.map_err(remote)?;
-        }
-        Ok(())
-    }
-
-    pub async fn remove_file(&self, path: &str) -> Result<(), SyncError> {
-        if self.session.try_exists(path).await.map_err(remote)? {
-            self.session.remove_file(path).await.map_err(remote)?;
-        }
-        Ok(())
-    }
-
-    /// Removes `dir` if it exists and is empty.
-    pub async fn remove_dir_if_empty(&self, dir: &str) -> Result<bool, SyncError> {
-        if !self.session.try_exists(dir).await.map_err(remote)? {
-            return Ok(false);
-        }
-        let mut entries = self.session.read_dir(dir).await.map_err(remote)?;
-        if entries.any(|e| e.file_name() != "." && e.file_name() != "..") {
-            return Ok(false);
-        }
-        self.session.remove_dir(dir).await.map_err(remote)?;
-        Ok(true)
-    }
 }

@@ -9,10 +9,27 @@ use std::time::{Duration, Instant};
 pub struct Sshd {
     pub dir: tempfile::TempDir,
     pub port: u16,
+    /// The host key files' base names (`host_ed25519`, `host_rsa`), in the order sshd_config lists them.
+    pub host_keys: Vec<String>,
     child: Child,
 }
 
-fn keygen(args: &[&str]) {
+/// How to set up the server beyond the defaults (an Ed25519 host key, OpenSSH's default algorithms).
+#[derive(Clone, Debug)]
+pub struct SshdOptions {
+    /// Host key types, each `ed25519` or `rsa` (3072 bits).
+    pub host_keys: Vec<&'static str>,
+    /// More sshd_config lines, e.g. `HostKeyAlgorithms rsa-sha2-512,rsa-sha2-256`.
+    pub extra_config: String,
+}
+
+impl Default for SshdOptions {
+    fn default() -> SshdOptions {
+        SshdOptions { host_keys: vec!["ed25519"], extra_config: String::new() }
+    }
+}
+
+pub fn keygen(args: &[&str]) {
     let st = Command::new("ssh-keygen")
         .args(args)
         .stdout(Stdio::null())
@@ -23,6 +40,10 @@ fn keygen(args: &[&str]) {
 
 impl Sshd {
     pub fn start() -> Sshd {
+        Sshd::start_with(SshdOptions::default())
+    }
+
+    pub fn start_with(opts: SshdOptions) -> Sshd {
         assert!(
             Path::new("/usr/sbin/sshd").exists(),
             "the sync tests need /usr/sbin/sshd: apt-get install openssh-server"
@@ -30,7 +51,14 @@ impl Sshd {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         let p = |name: &str| d.join(name).to_string_lossy().into_owned();
-        keygen(&["-q", "-t", "ed25519", "-N", "", "-f", &p("host_ed25519")]);
+        let mut host_keys = Vec::new();
+        for kind in &opts.host_keys {
+            let name = format!("host_{kind}");
+            let bits: &[&str] = if *kind == "rsa" { &["-b", "3072"] } else { &[] };
+            keygen(&[&["-q", "-t", kind, "-N", "", "-f", &p(&name)], bits].concat());
+            host_keys.push(name);
+        }
+        let host_key_lines: String = host_keys.iter().map(|k| format!("HostKey {}\n", p(k))).collect();
         keygen(&["-q", "-t", "ed25519", "-N", "", "-f", &p("client_ed25519")]);
         keygen(&["-q", "-t", "rsa", "-b", "2048", "-m", "PEM", "-N", "", "-f", &p("client_rsa_pem")]);
         keygen(&["-q", "-t", "ed25519", "-N", "", "-f", &p("stranger_ed25519")]);
@@ -45,11 +73,11 @@ impl Sshd {
             std::fs::write(
                 d.join("sshd_config"),
                 format!(
-                    "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nPidFile {pid}\nAuthorizedKeysFile {ak}\n\
+                    "Port {port}\nListenAddress 127.0.0.1\n{host_key_lines}PidFile {pid}\nAuthorizedKeysFile {ak}\n\
                      PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
                      PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nSubsystem sftp internal-sftp\n\
-                     LogLevel VERBOSE\nMaxStartups 100:30:200\nMaxSessions 64\n",
-                    hk = p("host_ed25519"),
+                     LogLevel VERBOSE\nMaxStartups 100:30:200\nMaxSessions 64\n{extra}",
+                    extra = opts.extra_config,
                     pid = p("sshd.pid"),
                     ak = p("authorized_keys"),
                 ),
@@ -66,7 +94,7 @@ impl Sshd {
                     break; // port taken between our probe and sshd's bind: try another
                 }
                 if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    let s = Sshd { dir, port, child };
+                    let s = Sshd { dir, port, host_keys, child };
                     s.write_known_hosts(&s.path("known_hosts"), port);
                     return s;
                 }
@@ -82,12 +110,34 @@ impl Sshd {
         self.dir.path().join(name)
     }
 
-    /// A known_hosts file that pins this server's key for `127.0.0.1:port` (the port may be a proxy's).
+    /// A known_hosts file that pins this server's first host key for `127.0.0.1:port` (the port may be a proxy's).
     pub fn write_known_hosts(&self, file: &Path, port: u16) {
-        let pub_key = std::fs::read_to_string(self.path("host_ed25519.pub")).expect("host key");
+        std::fs::write(file, self.known_hosts_line(&self.host_keys[0], port)).expect("known_hosts");
+    }
+
+    /// The known_hosts line of one host key (`host_rsa`) for `127.0.0.1:port`.
+    pub fn known_hosts_line(&self, host_key: &str, port: u16) -> String {
+        let pub_key = std::fs::read_to_string(self.path(&format!("{host_key}.pub"))).expect("host key");
         let mut parts = pub_key.split_whitespace();
         let (kind, b64) = (parts.next().unwrap(), parts.next().unwrap());
-        std::fs::write(file, format!("[127.0.0.1]:{port} {kind} {b64}\n")).expect("known_hosts");
+        format!("[127.0.0.1]:{port} {kind} {b64}\n")
+    }
+
+    /// Makes a client key (`ssh-keygen ARGS -f <dir>/NAME`) and lets it log in; returns the private key's path.
+    pub fn add_client_key(&self, name: &str, args: &[&str]) -> PathBuf {
+        let path = self.path(name);
+        let path_s = path.to_string_lossy().into_owned();
+        keygen(&[&["-q", "-N", ""], args, &["-f", &path_s]].concat());
+        let public = std::fs::read_to_string(self.path(&format!("{name}.pub"))).expect("pub key");
+        let mut authorized = std::fs::read_to_string(self.path("authorized_keys")).expect("authorized_keys");
+        authorized.push_str(&public);
+        std::fs::write(self.path("authorized_keys"), authorized).expect("authorized_keys");
+        path
+    }
+
+    /// sshd's log so far (LogLevel VERBOSE): accepted and refused keys, connections.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.path("sshd.log")).unwrap_or_default()
     }
 }
 
