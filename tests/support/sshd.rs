@@ -23,6 +23,12 @@ fn keygen(args: &[&str]) {
 
 impl Sshd {
     pub fn start() -> Sshd {
+        Sshd::start_with(|_| "Subsystem sftp internal-sftp\n".into())
+    }
+
+    /// An sshd whose configuration ends with what `tail` returns; `tail` gets the server's folder (to write
+    /// wrapper scripts there) and must name the sftp subsystem.
+    pub fn start_with(tail: impl Fn(&Path) -> String) -> Sshd {
         assert!(
             Path::new("/usr/sbin/sshd").exists(),
             "the sync tests need /usr/sbin/sshd: apt-get install openssh-server"
@@ -47,11 +53,12 @@ impl Sshd {
                 format!(
                     "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nPidFile {pid}\nAuthorizedKeysFile {ak}\n\
                      PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
-                     PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nSubsystem sftp internal-sftp\n\
-                     LogLevel VERBOSE\nMaxStartups 100:30:200\nMaxSessions 64\n",
+                     PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\n\
+                     LogLevel VERBOSE\nMaxStartups 100:30:200\nMaxSessions 64\n{tail}",
                     hk = p("host_ed25519"),
                     pid = p("sshd.pid"),
                     ak = p("authorized_keys"),
+                    tail = tail(d),
                 ),
             )
             .expect("sshd_config");
