@@ -320,7 +320,17 @@ impl Wine {
         args.extend(PROXY_VARS.iter().map(|v| format!("{v}=")));
         args.extend(KNOBS.iter().map(|(k, v)| format!("{k}={v}")));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        self.probe(&args);
+        let answer = self.probe(&args);
+        if answer["removed"].as_object().is_some_and(|m| m.values().any(|v| v == "stuck")) {
+            // A killed service process Wine's SCM did not notice: a reboot forgets it (deleted services go at
+            // boot), and the second reset finds nothing left.
+            self.reboot();
+            let again = self.probe(&args);
+            assert!(
+                again["removed"].as_object().is_some_and(|m| m.values().all(|v| v != "stuck")),
+                "services survive a reboot after their deletion: {again}"
+            );
+        }
         for dir in [r"C:\k", r"C:\var", r"C:\wine-fakes\modes"] {
             let p = self.c(dir);
             if p.exists() {
