@@ -574,7 +574,7 @@ fn hostile_values_end_up_as_literal_text_in_service_command_lines() {
     let wine = rig();
     let mut d = Delivery::example(&wine);
     let mut table = d.bundle.services();
-    let command = r#"C:\k\hostile.exe --label="a b" --q='c d' $(New-Item C:\pwned-ps.txt) `whoami` & echo pwned> C:\pwned-cmd.txt | more %PATH% ^& "%"#;
+    let command = r#"C:\k\hostile.exe --label="a b" --q='c d' $(New-Item C:\pwned-ps.txt) `whoami` & echo pwned> C:\pwned-cmd.txt | more 100% ^& "%"#;
     let mut hostile = table.services[4].clone();
     hostile.name = "hostile".into();
     hostile.description = "quotes \" ' & | > %PATH% $(whoami)".into();
@@ -606,6 +606,26 @@ fn hostile_values_end_up_as_literal_text_in_service_command_lines() {
         assert!(!wine.c(pwned).exists(), "{pwned} was created: something ran the text");
     }
     assert!(wine.powershell_calls().iter().all(|(k, _)| k.ends_with(".ps1")), "{:?}", wine.powershell_calls());
+
+    // `%NAME%` in a command: the SCM expands environment variables in a service's command line when it starts it
+    // (Windows and Wine alike), so such a command is either refused or reaches the process as written; never
+    // expanded.
+    let mut table = d.bundle.services();
+    let expanding = r"C:\k\hostile.exe --token=%PATH% --user=%USERNAME%".to_string();
+    table.services.last_mut().unwrap().command = expanding.clone();
+    d.bundle.set_services(&table);
+    d.stage(&wine);
+    let mark = wine.service_events().len();
+    let (run, result) = wine.apply();
+    if result.status == ApplyStatus::Failed {
+        assert!(result.errors.iter().any(|e| e.contains("services.json") || e.contains('%')), "{}", run.text());
+    } else {
+        let events = wine.wait_events("the hostile service to start again", Duration::from_secs(30), |e| {
+            e[mark..].iter().any(|e| e.service == "hostile" && e.event == "start")
+        });
+        let start = last(&events[mark..], "hostile", "start").unwrap();
+        assert_eq!(start.command_line.as_deref(), Some(expanding.as_str()), "the SCM expanded the command");
+    }
 
     // A node name from the metadata step that is not a DNS name is refused, never put into a command.
     let mut answers = answers();

@@ -211,6 +211,7 @@ impl Wine {
     /// A process that outlives the test binary by at most a second: then it stops the wineserver (and every
     /// service in it) and deletes the prefix. `setsid` keeps it out of the test's process group, so a Ctrl-C of
     /// `cargo test` still gets cleaned up.
+    #[allow(clippy::zombie_processes)] // it must outlive this process, which therefore never waits for it
     fn leave_watchdog(&self, dir: &Path) {
         let script = format!(
             "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
