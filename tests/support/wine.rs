@@ -64,6 +64,31 @@ pub fn rig() -> MutexGuard<'static, Wine> {
     guard
 }
 
+/// Runs `cmd` with a deadline and its output thrown away; its exit code. For commands that may leave a process
+/// behind holding their output (`wineserver -p` daemonises; the first Wine process after a boot starts
+/// services.exe), which piped output would wait for.
+pub fn run_quiet(cmd: &mut Command, limit: Duration) -> i32 {
+    let what = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(st) = child.try_wait().expect("waiting for a child") {
+            return st.code().unwrap_or(-1);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Runs `cmd` with a deadline; on time-out kills it and panics with what it printed so far.
 pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Run {
     let what = format!("{cmd:?}");
@@ -194,8 +219,8 @@ impl Wine {
             .keep();
         let mut wine = Wine { prefix: dir.join("prefix"), exes, knobs_changed: false };
         wine.leave_watchdog(&dir);
-        let boot = run_bounded(wine.command("wineboot").arg("-i"), Duration::from_secs(180));
-        assert_eq!(boot.code, 0, "wineboot -i failed\n{}", boot.text());
+        let boot = run_quiet(wine.command("wineboot").arg("-i"), Duration::from_secs(180));
+        assert_eq!(boot, 0, "wineboot -i failed (run it by hand with WINEPREFIX set to see why)");
         wine.server(&["-w"]);
         wine.install_programs();
         wine.server(&["-p"]);
@@ -266,8 +291,8 @@ impl Wine {
     }
 
     fn server(&self, args: &[&str]) {
-        let r = run_bounded(self.command("wineserver").args(args), Duration::from_secs(60));
-        assert!(r.code == 0 || args == ["-k"], "wineserver {args:?} failed\n{}", r.text());
+        let code = run_quiet(self.command("wineserver").args(args), Duration::from_secs(60));
+        assert!(code == 0 || args == ["-k"], "wineserver {args:?} failed with exit code {code}");
     }
 
     /// The local path of a Windows path on drive C: (`C:\k\x` → `<prefix>/drive_c/k/x`).
@@ -302,8 +327,8 @@ impl Wine {
         self.server(&["-k"]);
         self.server(&["-w"]);
         self.server(&["-p"]);
-        let r = self.wine(&["cmd", "/c", "exit"], Duration::from_secs(60));
-        assert_eq!(r.code, 0, "the first process after the reboot failed\n{}", r.text());
+        let code = run_quiet(self.command("wine").args(["cmd", "/c", "exit"]), Duration::from_secs(60));
+        assert_eq!(code, 0, "the first process after the reboot failed");
         self.knobs_changed = false;
     }
 
