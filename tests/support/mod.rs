@@ -3,6 +3,9 @@
 
 pub mod openapi;
 pub mod sshd;
+pub mod wine;
+pub mod wine_bundle;
+pub mod wine_sshd;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

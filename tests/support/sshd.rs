@@ -44,6 +44,20 @@ impl Sshd {
     }
 
     pub fn start_with(opts: SshdOptions) -> Sshd {
+        Sshd::start_full(opts, |_| {
+            "Subsystem sftp internal-sftp
+"
+            .into()
+        })
+    }
+
+    /// An sshd whose configuration ends with what `tail` returns; `tail` gets the server's folder (to write
+    /// wrapper scripts there) and must name the sftp subsystem.
+    pub fn start_with_tail(tail: impl Fn(&Path) -> String) -> Sshd {
+        Sshd::start_full(SshdOptions::default(), tail)
+    }
+
+    fn start_full(opts: SshdOptions, tail: impl Fn(&Path) -> String) -> Sshd {
         assert!(
             Path::new("/usr/sbin/sshd").exists(),
             "the sync tests need /usr/sbin/sshd: apt-get install openssh-server"
@@ -75,11 +89,12 @@ impl Sshd {
                 format!(
                     "Port {port}\nListenAddress 127.0.0.1\n{host_key_lines}PidFile {pid}\nAuthorizedKeysFile {ak}\n\
                      PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
-                     PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nSubsystem sftp internal-sftp\n\
-                     LogLevel VERBOSE\nMaxStartups 100:30:200\nMaxSessions 64\n{extra}",
+                     PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\n\
+                     LogLevel VERBOSE\nMaxStartups 100:30:200\nMaxSessions 64\n{extra}{tail}",
                     extra = opts.extra_config,
                     pid = p("sshd.pid"),
                     ak = p("authorized_keys"),
+                    tail = tail(d),
                 ),
             )
             .expect("sshd_config");

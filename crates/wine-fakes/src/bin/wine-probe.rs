@@ -1,0 +1,291 @@
+//! wine-probe.exe: the Wine rig's eyes and hands inside the prefix. Prints one JSON value on stdout per call.
+//!
+//! - `services NAME…`: per service its SCM state and pid, and its configuration as stored in the registry
+//!   (`HKLM\SYSTEM\CurrentControlSet\Services\<name>`). The registry, not `QueryServiceConfig`: Wine's SCM stores
+//!   `DependOnService` but reports no dependencies.
+//! - `list`: the services whose binary lies below `C:\k`, and `wmrender-node`.
+//! - `remove NAME…`: stops each (bounded wait, then kills its process) and deletes it; `stuck` when the SCM
+//!   still knows it 5 s later (Wine's SCM does not notice a killed service process; a reboot clears it).
+//! - `reset [NAME=VALUE|NAME=]…`: the reset between tests in one process: removes the agent's service first (its
+//!   loop would recreate the others), then every service `list` shows; sets or removes machine variables.
+//! - `kill PID`: ends a process at once, as a crash would (only a live process of a program below `C:\k`).
+//! - `env NAME…`, `setenv NAME VALUE`, `unsetenv NAME`: machine-level environment variables (HKLM).
+
+#[cfg(windows)]
+mod probe {
+    use serde_json::{Value, json};
+    use std::time::{Duration, Instant};
+    use windows_service::service::{ServiceAccess, ServiceState};
+    use windows_service::service_manager::{ServiceManager, ServiceManagerAccess};
+    use winreg::RegKey;
+    use winreg::enums::{HKEY_LOCAL_MACHINE, KEY_READ, KEY_WRITE};
+
+    const SERVICES_KEY: &str = r"SYSTEM\CurrentControlSet\Services";
+    const ENV_KEY: &str = r"SYSTEM\CurrentControlSet\Control\Session Manager\Environment";
+
+    type Res<T> = Result<T, String>;
+
+    #[link(name = "kernel32")]
+    unsafe extern "system" {
+        fn OpenProcess(access: u32, inherit: i32, pid: u32) -> isize;
+        fn TerminateProcess(process: isize, code: u32) -> i32;
+        fn CloseHandle(handle: isize) -> i32;
+        fn QueryFullProcessImageNameW(process: isize, flags: u32, name: *mut u16, size: *mut u32) -> i32;
+    }
+
+    /// The executable of a live process, `None` when there is no such process. Wine's SCM keeps reporting the pid
+    /// of a service whose process was killed, and pids are reused quickly: check before killing.
+    fn process_image(pid: u32) -> Option<String> {
+        const PROCESS_QUERY_LIMITED_INFORMATION: u32 = 0x1000;
+        // SAFETY: plain Win32 calls on a handle this function opens and closes, with a buffer of the size given.
+        unsafe {
+            let h = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
+            if h == 0 {
+                return None;
+            }
+            let mut buf = [0u16; 1024];
+            let mut len = buf.len() as u32;
+            let ok = QueryFullProcessImageNameW(h, 0, buf.as_mut_ptr(), &mut len);
+            CloseHandle(h);
+            (ok != 0).then(|| String::from_utf16_lossy(&buf[..len as usize]))
+        }
+    }
+
+    /// Kills `pid` only when it is a live process running a program below C:\k (a service wmrender manages, or
+    /// a fake standing in for one), never this probe.
+    fn kill_service_process(pid: u32) -> Res<bool> {
+        if pid == 0 || pid == std::process::id() {
+            return Ok(false);
+        }
+        match process_image(pid) {
+            Some(image) if image.to_ascii_lowercase().starts_with(r"c:\k\") => kill(pid).map(|()| true),
+            _ => Ok(false),
+        }
+    }
+
+    fn kill(pid: u32) -> Res<()> {
+        const PROCESS_TERMINATE: u32 = 0x0001;
+        // SAFETY: plain Win32 calls on a handle this function opens and closes.
+        unsafe {
+            let h = OpenProcess(PROCESS_TERMINATE, 0, pid);
+            if h == 0 {
+                return Err(format!("OpenProcess({pid}): {}", std::io::Error::last_os_error()));
+            }
+            let ok = TerminateProcess(h, 1);
+            let err = std::io::Error::last_os_error();
+            CloseHandle(h);
+            if ok == 0 { Err(format!("TerminateProcess({pid}): {err}")) } else { Ok(()) }
+        }
+    }
+
+    fn scm() -> Res<ServiceManager> {
+        ServiceManager::local_computer(None::<&str>, ServiceManagerAccess::CONNECT).map_err(|e| format!("SCM: {e}"))
+    }
+
+    fn state_name(s: ServiceState) -> &'static str {
+        match s {
+            ServiceState::Stopped => "stopped",
+            ServiceState::StartPending => "start-pending",
+            ServiceState::StopPending => "stop-pending",
+            ServiceState::Running => "running",
+            ServiceState::ContinuePending => "continue-pending",
+            ServiceState::PausePending => "pause-pending",
+            ServiceState::Paused => "paused",
+        }
+    }
+
+    /// A REG_MULTI_SZ value: strings up to the first empty one (the list ends with two NULs; what lies after them
+    /// is not part of the value, and Wine's sc.exe stores such bytes).
+    fn multi_sz(key: &RegKey, name: &str) -> Vec<String> {
+        let Ok(raw) = key.get_raw_value(name) else { return vec![] };
+        let units: Vec<u16> = raw.bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+        units.split(|u| *u == 0).take_while(|s| !s.is_empty()).map(String::from_utf16_lossy).collect()
+    }
+
+    fn registry(name: &str) -> Value {
+        let Ok(key) =
+            RegKey::predef(HKEY_LOCAL_MACHINE).open_subkey_with_flags(format!(r"{SERVICES_KEY}\{name}"), KEY_READ)
+        else {
+            return Value::Null;
+        };
+        json!({
+            "imagePath": key.get_value::<String, _>("ImagePath").ok(),
+            "displayName": key.get_value::<String, _>("DisplayName").ok(),
+            "description": key.get_value::<String, _>("Description").ok(),
+            "dependOnService": multi_sz(&key, "DependOnService"),
+            "start": key.get_value::<u32, _>("Start").ok(),
+            "type": key.get_value::<u32, _>("Type").ok(),
+            "objectName": key.get_value::<String, _>("ObjectName").ok(),
+        })
+    }
+
+    fn service(manager: &ServiceManager, name: &str) -> Value {
+        let access = ServiceAccess::QUERY_STATUS | ServiceAccess::QUERY_CONFIG;
+        let svc = match manager.open_service(name, access) {
+            Ok(s) => s,
+            Err(e) => {
+                return json!({ "name": name, "exists": false, "openError": e.to_string(), "registry": registry(name) });
+            }
+        };
+        let status = svc.query_status();
+        let failure = svc.get_failure_actions().map(|f| {
+            json!({
+                "resetPeriod": format!("{:?}", f.reset_period),
+                "actions": f.actions.unwrap_or_default().iter()
+                    .map(|a| json!({ "type": format!("{:?}", a.action_type), "delayMs": a.delay.as_millis() as u64 }))
+                    .collect::<Vec<_>>(),
+            })
+        });
+        json!({
+            "name": name,
+            "exists": true,
+            "state": status.as_ref().map(|s| state_name(s.current_state)).ok(),
+            "pid": status.as_ref().ok().and_then(|s| s.process_id),
+            "statusError": status.as_ref().err().map(|e| e.to_string()),
+            "failureActions": failure.as_ref().ok(),
+            "failureActionsError": failure.as_ref().err().map(|e| e.to_string()),
+            "registry": registry(name),
+        })
+    }
+
+    fn list() -> Res<Vec<String>> {
+        let services = RegKey::predef(HKEY_LOCAL_MACHINE)
+            .open_subkey_with_flags(SERVICES_KEY, KEY_READ)
+            .map_err(|e| format!("{SERVICES_KEY}: {e}"))?;
+        let mut out = Vec::new();
+        for name in services.enum_keys().filter_map(Result::ok) {
+            let path: String = services.open_subkey(&name).and_then(|k| k.get_value("ImagePath")).unwrap_or_default();
+            let p = path.trim_start_matches('"').to_ascii_lowercase();
+            if p.starts_with(r"c:\k\") || name.eq_ignore_ascii_case("wmrender-node") {
+                out.push(name);
+            }
+        }
+        Ok(out)
+    }
+
+    fn wait_state(manager: &ServiceManager, name: &str, want: ServiceState, limit: Duration) -> Res<Option<u32>> {
+        let svc = manager.open_service(name, ServiceAccess::QUERY_STATUS).map_err(|e| format!("{name}: {e}"))?;
+        let deadline = Instant::now() + limit;
+        loop {
+            let s = svc.query_status().map_err(|e| format!("{name}: {e}"))?;
+            if s.current_state == want {
+                return Ok(None);
+            }
+            if Instant::now() > deadline {
+                return Ok(Some(s.process_id.unwrap_or(0)));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Stops (bounded; kills a stalled process) and deletes one service; waits until the SCM forgets it.
+    fn remove(manager: &ServiceManager, name: &str) -> Res<&'static str> {
+        let access = ServiceAccess::STOP | ServiceAccess::QUERY_STATUS | ServiceAccess::DELETE;
+        let svc = match manager.open_service(name, access) {
+            Ok(s) => s,
+            Err(_) => return Ok("absent"),
+        };
+        // The pid before the stop request: Wine reports none for a service in StopPending.
+        let pid = svc.query_status().ok().and_then(|s| s.process_id).unwrap_or(0);
+        let _ = svc.stop(); // fails when it is not running: fine
+        if wait_state(manager, name, ServiceState::Stopped, Duration::from_secs(10))?.is_some() {
+            // Stalled. Wine's SCM will not notice the kill (it goes on reporting the old state): the caller
+            // reboots the machine when a service stays known after its deletion.
+            kill_service_process(pid)?;
+        }
+        svc.delete().map_err(|e| format!("delete {name}: {e}"))?;
+        drop(svc);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while manager.open_service(name, ServiceAccess::QUERY_STATUS).is_ok() {
+            if Instant::now() > deadline {
+                return Ok("stuck");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok("removed")
+    }
+
+    fn env_key(write: bool) -> Res<RegKey> {
+        let flags = if write { KEY_READ | KEY_WRITE } else { KEY_READ };
+        RegKey::predef(HKEY_LOCAL_MACHINE).open_subkey_with_flags(ENV_KEY, flags).map_err(|e| format!("{ENV_KEY}: {e}"))
+    }
+
+    fn run(args: &[String]) -> Res<Value> {
+        let rest = args.get(1..).unwrap_or_default();
+        match args.first().map(String::as_str) {
+            Some("services") => {
+                let m = scm()?;
+                Ok(Value::Array(rest.iter().map(|n| service(&m, n)).collect()))
+            }
+            Some("list") => Ok(json!(list()?)),
+            Some("remove") => {
+                let m = scm()?;
+                let mut out = serde_json::Map::new();
+                for name in rest {
+                    out.insert(name.clone(), json!(remove(&m, name)?));
+                }
+                Ok(Value::Object(out))
+            }
+            Some("reset") => {
+                let m = scm()?;
+                let mut removed = serde_json::Map::new();
+                removed.insert("wmrender-node".into(), json!(remove(&m, "wmrender-node")?));
+                for name in list()? {
+                    removed.insert(name.clone(), json!(remove(&m, &name)?));
+                }
+                let key = env_key(true)?;
+                for assignment in rest {
+                    let (name, value) = assignment.split_once('=').ok_or("reset takes NAME=VALUE")?;
+                    if value.is_empty() {
+                        let _ = key.delete_value(name);
+                    } else {
+                        key.set_value(name, &value).map_err(|e| format!("set {name}: {e}"))?;
+                    }
+                }
+                Ok(json!({ "removed": removed }))
+            }
+            Some("kill") => {
+                let pid = rest.first().and_then(|p| p.parse().ok()).ok_or("usage: kill PID")?;
+                if !kill_service_process(pid)? {
+                    return Err(format!("pid {pid} is not a live process of a program below C:\\k"));
+                }
+                Ok(json!({ "killed": pid }))
+            }
+            Some("env") => {
+                let key = env_key(false)?;
+                Ok(Value::Object(rest.iter().map(|n| (n.clone(), json!(key.get_value::<String, _>(n).ok()))).collect()))
+            }
+            Some("setenv") if rest.len() == 2 => {
+                env_key(true)?.set_value(&rest[0], &rest[1]).map_err(|e| format!("set {}: {e}", rest[0]))?;
+                Ok(json!({ "set": rest[0] }))
+            }
+            Some("unsetenv") if rest.len() == 1 => {
+                let _ = env_key(true)?.delete_value(&rest[0]); // absent already: fine
+                Ok(json!({ "unset": rest[0] }))
+            }
+            _ => Err("usage: wine-probe services NAME… | list | remove NAME… | reset [NAME=VALUE]… | kill PID | env NAME… | setenv NAME VALUE | unsetenv NAME".into()),
+        }
+    }
+
+    pub fn main() {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        match run(&args) {
+            Ok(v) => println!("{v}"),
+            Err(e) => {
+                eprintln!("wine-probe: {e}");
+                std::process::exit(1)
+            }
+        }
+    }
+}
+
+#[cfg(windows)]
+fn main() {
+    probe::main()
+}
+
+#[cfg(not(windows))]
+fn main() {
+    eprintln!("wine-probe is a Windows program (build with --target x86_64-pc-windows-gnu)");
+    std::process::exit(2)
+}

@@ -1,0 +1,647 @@
+//! `wmrender-node` under Wine: real services in Wine's Service Control Manager, fake service programs at the
+//! paths of the service binaries (they log every start and stop with their command line, pid and executable
+//! hashes), a recording fake in place of Wine's `powershell.exe` stub (it answers from a table each test writes;
+//! it stands in for PowerShell and runs nothing), reboots simulated by restarting the wineserver.
+//!
+//! What Wine cannot show, and where it is covered instead: HNS, the Containers feature, Defender and a real
+//! kubelet (the steps are scripts the fake answers for; their PowerShell is checked by parsing in
+//! tests/node_bundle.rs); the SCM's dependency enforcement and recovery actions (Wine stores neither: the agent
+//! starts in order itself, which these tests check, and its run loop restarts a killed service).
+//!
+//! Needs wine, wine64 and gcc-mingw-w64-x86-64 (`bash tests/e2e/wine-setup.sh`); the rig builds the Windows
+//! programs itself.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+use support::wine::{ServiceEvent, Wine, describe, rig};
+use support::wine_bundle::{Delivery, write_whole};
+use wmrender_contract::{ApplyResult, ApplyStatus, NodePath, ServicesFile, paths};
+
+/// What the fake metadata step answers: the node's AWS host name.
+const AWS_NAME: &str = "ip-10-0-3-7.ec2.internal";
+const OK: &str = "{\"ok\":true}";
+
+/// Answers for every step of the example: all succeed; the node name comes from the metadata step.
+fn answers() -> BTreeMap<String, Vec<(String, i32)>> {
+    let mut t = BTreeMap::new();
+    for script in ["containers-feature.ps1", "defender-exclusion.ps1", "aws-routes.ps1", "network-conf.ps1"] {
+        t.insert(script.to_string(), vec![(format!("noise before the result\n{OK}\n"), 0)]);
+    }
+    t.insert(
+        "aws-node-name.ps1".into(),
+        vec![(format!("{{\"ok\":true,\"value\":\"{}\"}}\n", AWS_NAME.to_uppercase()), 0)],
+    );
+    t
+}
+
+/// kubelet's kubeconfig, which exists once the cluster approved the node's certificates.
+fn approve_csrs(wine: &Wine) {
+    write_whole(&wine.c(r"C:\k\kubeconfig"), b"apiVersion: v1\nkind: Config\n");
+}
+
+/// Stages the example, answers every step, approves the node and applies: a converged node.
+fn converged(wine: &Wine) -> (Delivery, ApplyResult) {
+    let d = Delivery::example(wine);
+    d.stage(wine);
+    wine.set_powershell(&answers());
+    approve_csrs(wine);
+    let (run, result) = wine.apply();
+    assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
+    (d, result)
+}
+
+/// The command the SCM must hold for a service: its table command with the node variables replaced as text.
+fn resolved(command: &str, node_ip: &str, node_name: &str) -> String {
+    command.replace("HOSTNAME_OVERRIDE", node_name).replace("NODE_NAME", node_name).replace("NODE_IP", node_ip)
+}
+
+/// The IPv4 address Linux would send from towards the internet: the source address of the default route.
+fn default_route_source() -> Option<String> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.200:9").ok()?; // no packet is sent for a UDP connect
+    Some(s.local_addr().ok()?.ip().to_string())
+}
+
+fn names(v: &[String]) -> BTreeSet<String> {
+    v.iter().cloned().collect()
+}
+
+fn set<const N: usize>(v: [&str; N]) -> BTreeSet<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// The services that logged `event` among `events`.
+fn with_event(events: &[ServiceEvent], event: &str) -> BTreeSet<String> {
+    events.iter().filter(|e| e.event == event).map(|e| e.service.clone()).collect()
+}
+
+fn first(events: &[ServiceEvent], service: &str, event: &str) -> Option<ServiceEvent> {
+    events.iter().find(|e| e.service == service && e.event == event).cloned()
+}
+
+fn last(events: &[ServiceEvent], service: &str, event: &str) -> Option<ServiceEvent> {
+    events.iter().rev().find(|e| e.service == service && e.event == event).cloned()
+}
+
+/// The fake services that are running right now, by the SCM.
+fn running(wine: &Wine, table: &ServicesFile) -> BTreeSet<String> {
+    let names: Vec<&str> = table.services.iter().map(|s| s.name.as_str()).collect();
+    wine.services(&names).into_iter().filter(|(_, s)| s["state"] == "running").map(|(n, _)| n).collect()
+}
+
+/// A service restarted by a change: stopped, then started again by a new process.
+fn assert_restarted(events: &[ServiceEvent], expected: &BTreeSet<String>) {
+    assert_eq!(with_event(events, "stop-requested"), *expected, "stopped:\n{}", describe(events));
+    assert_eq!(with_event(events, "start"), *expected, "started again:\n{}", describe(events));
+    for name in expected {
+        let stop = first(events, name, "stop-requested").unwrap();
+        let start = last(events, name, "start").unwrap();
+        assert!(stop.t <= start.t && stop.pid != start.pid, "{name}: stop, then a new process\n{}", describe(events));
+    }
+}
+
+/// `changed` plus every service that depends on them: Windows refuses to stop a service whose dependents run.
+fn with_dependents(table: &ServicesFile, changed: &[&str]) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = changed.iter().map(|s| s.to_string()).collect();
+    for c in changed {
+        out.extend(table.dependents(c).iter().map(|s| s.name.clone()));
+    }
+    out
+}
+
+/// Wine's sc.exe.
+fn sc(wine: &Wine, args: &[&str]) {
+    let mut all = vec!["sc"];
+    all.extend_from_slice(args);
+    let r = wine.wine(&all, Duration::from_secs(60));
+    assert_eq!(r.code, 0, "sc {args:?}\n{}", r.text());
+}
+
+#[test]
+fn the_rig_runs_fake_services_in_wines_scm_and_survives_a_reboot() {
+    // The rig itself, without the agent: a fake service created with Wine's sc.exe logs its exact command line,
+    // stops on request, stalls when told to, is killed by the probe, and an automatic one comes back after a reboot.
+    let mut wine = rig();
+    let fake = std::fs::read(wine.exes.join("fake-service.exe")).unwrap();
+    write_whole(&wine.c(r"C:\k\rig-check.exe"), &fake);
+    let command = r#"C:\k\rig-check.exe --flag="a b" 100% $(x) & y"#;
+    sc(&wine, &["create", "rig-check", "binPath=", command, "start=", "auto", "depend=", "RpcSs"]);
+    sc(&wine, &["start", "rig-check"]);
+    let events = wine.wait_events("the rig check service to start", Duration::from_secs(30), |e| {
+        e.iter().any(|e| e.event == "start")
+    });
+    let start = first(&events, "rig-check", "start").expect("a start line");
+    assert_eq!(start.command_line.as_deref(), Some(command));
+    assert_eq!(start.argv[1], "--flag=a b");
+    let s = &wine.services(&["rig-check"])["rig-check"];
+    assert_eq!((s["state"].as_str(), s["pid"].as_u64()), (Some("running"), Some(start.pid as u64)), "{s}");
+    // Wine's sc.exe ends its DependOnService list with one NUL and stray bytes; the first entry is what it got.
+    assert_eq!(s["registry"]["dependOnService"][0], "RpcSs", "{s}");
+    assert_eq!(wine.listed_services(), ["rig-check"]);
+
+    wine.reboot();
+    let events = wine.wait_events("the automatic service after the reboot", Duration::from_secs(30), |e| {
+        e.iter().filter(|e| e.event == "start").count() == 2
+    });
+    assert_ne!(last(&events, "rig-check", "start").unwrap().pid, start.pid);
+    assert_eq!(with_event(&events, "stop-requested"), BTreeSet::new(), "a reboot sends no stop request");
+
+    wine.set_mode("rig-check", Some("stall-stop"));
+    let r = wine.wine(&["sc", "stop", "rig-check"], Duration::from_secs(60));
+    assert_eq!(r.code, 0, "{}", r.text());
+    wine.wait_events("the stall", Duration::from_secs(30), |e| e.iter().any(|e| e.event == "stalling"));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(wine.services(&["rig-check"])["rig-check"]["state"], "stop-pending");
+    let pid = last(&wine.service_events(), "rig-check", "start").unwrap().pid;
+    wine.kill_pid(pid);
+    // Wine's SCM goes on reporting StopPending for a killed service (Windows reports Stopped), and starts it again
+    // on request.
+    wine.set_mode("rig-check", None);
+    sc(&wine, &["start", "rig-check"]);
+    let events = wine.wait_events("the killed service to start again", Duration::from_secs(30), |e| {
+        e.iter().filter(|e| e.event == "start").count() == 3
+    });
+    assert_ne!(last(&events, "rig-check", "start").unwrap().pid, pid);
+    assert!(!events.iter().any(|e| e.event == "stop"), "killed, never stopped by itself\n{}", describe(&events));
+
+    // The fake powershell: recorded, answered from the table, loud about calls nobody expected.
+    let mut table = BTreeMap::new();
+    table.insert("step.ps1".to_string(), vec![("first\n".to_string(), 4), ("second\n".to_string(), 0)]);
+    wine.set_powershell(&table);
+    let ps = r"C:\windows\system32\WindowsPowerShell\v1.0\powershell.exe";
+    let r1 = wine.wine(&[ps, "-NoProfile", "-File", r"C:\k\step.ps1", "-X", "$(y)"], Duration::from_secs(30));
+    let r2 = wine.wine(&["powershell.exe", "-File", r"C:\k\step.ps1"], Duration::from_secs(30));
+    let r3 = wine.wine(&["powershell", "-Command", "Remove-Item C:\\"], Duration::from_secs(30));
+    assert_eq!((r1.code, r1.stdout.as_str(), r2.code, r2.stdout.as_str()), (4, "first\n", 0, "second\n"));
+    assert!(r3.code == 1 && r3.stderr.contains("runs nothing"), "{}", r3.text());
+    assert_eq!(wine.powershell_calls()[0], ("step.ps1".to_string(), vec!["-X".to_string(), "$(y)".to_string()]));
+}
+
+#[test]
+fn apply_creates_every_service_with_its_rendered_command_and_starts_them_in_dependency_order() {
+    let wine = rig();
+    let (d, result) = converged(&wine);
+    let table = d.bundle.services();
+    let all: Vec<&str> = table.services.iter().map(|s| s.name.as_str()).collect();
+
+    assert_eq!(result.node_name, AWS_NAME, "the metadata step's name, lower case: {result:?}");
+    if let Some(ip) = default_route_source() {
+        assert_eq!(result.node_ip, ip, "the address of the default route's interface");
+    }
+    let mut expected_created = names(&all.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    expected_created.insert(paths::AGENT_SERVICE.into());
+    assert_eq!(names(&result.created), expected_created, "{result:?}");
+
+    let scm = wine.services(&all);
+    let events = wine.wait_events("every service to log its start", Duration::from_secs(30), |e| {
+        all.iter().all(|n| e.iter().any(|e| e.service == *n && e.event == "start"))
+    });
+    for s in &table.services {
+        let want = resolved(&s.command, &result.node_ip, &result.node_name);
+        let got = &scm[&s.name];
+        assert_eq!(got["state"], "running", "{}: {got}", s.name);
+        assert_eq!(got["registry"]["imagePath"].as_str(), Some(want.as_str()), "{}", s.name);
+        assert_eq!(got["registry"]["description"].as_str(), Some(s.description.as_str()), "{}", s.name);
+        assert_eq!(got["registry"]["start"], 2, "{}: automatic start", s.name);
+        assert_eq!(got["registry"]["dependOnService"], serde_json::json!(s.dependencies), "{}", s.name);
+        // The SCM ran exactly that line.
+        let start = first(&events, &s.name, "start").unwrap();
+        assert_eq!(start.command_line.as_deref(), Some(want.as_str()), "{}", s.name);
+        assert!(!want.contains("NODE_IP") && !want.contains("NODE_NAME") && !want.contains("HOSTNAME_OVERRIDE"));
+        // Each dependency was running before the service was started (Wine's SCM does not enforce this).
+        for dep in &s.dependencies {
+            let (a, b) = (first(&events, dep, "start").unwrap(), first(&events, &s.name, "starting").unwrap());
+            assert!(a.t <= b.t, "{dep} must run before {} starts\n{}", s.name, describe(&events));
+        }
+    }
+    assert_eq!(
+        events.iter().filter(|e| e.event == "starting").count(),
+        all.len(),
+        "one start each\n{}",
+        describe(&events)
+    );
+
+    // The agent's own service: installed and running, so the node finishes and stays converged by itself.
+    let agent = &wine.services(&[paths::AGENT_SERVICE])[paths::AGENT_SERVICE];
+    assert_eq!(agent["registry"]["imagePath"].as_str(), Some(r#""C:\k\wmrender\wmrender-node.exe" run"#), "{agent}");
+    assert_eq!((agent["registry"]["start"].as_u64(), agent["state"].as_str()), (Some(2), Some("running")), "{agent}");
+
+    // The steps ran through powershell: the once steps once, the network step with the node name before
+    // kube-proxy started.
+    let calls = wine.powershell_calls();
+    for once in ["containers-feature.ps1", "defender-exclusion.ps1"] {
+        assert_eq!(calls.iter().filter(|(k, _)| k == once).count(), 1, "{once}: {calls:?}");
+    }
+    let network: Vec<&Vec<String>> = calls.iter().filter(|(k, _)| k == "network-conf.ps1").map(|(_, a)| a).collect();
+    assert!(!network.is_empty(), "{calls:?}");
+    assert_eq!(network[0], &vec!["-NodeName".to_string(), AWS_NAME.to_string()]);
+    assert!(calls.iter().all(|(k, _)| k != "-command"), "no inline PowerShell: {calls:?}");
+}
+
+#[test]
+fn first_boot_starts_containerd_and_kubelet_and_the_rest_once_the_kubeconfig_exists() {
+    let wine = rig();
+    let d = Delivery::example(&wine);
+    d.stage(&wine);
+    wine.set_powershell(&answers());
+    let (run, result) = wine.apply();
+    assert_eq!((run.code, result.status), (3, ApplyStatus::Pending), "{}", run.text());
+    assert!(result.pending.iter().any(|p| p.contains("kubeconfig")), "{result:?}");
+    let table = d.bundle.services();
+    assert_eq!(running(&wine, &table), set(["containerd", "kubelet", "windows_exporter", "csi-proxy"]));
+    assert!(
+        !wine.powershell_calls().iter().any(|(k, _)| k == "network-conf.ps1"),
+        "no network step before kubelet joined"
+    );
+
+    approve_csrs(&wine);
+    let (run, result) = wine.apply();
+    assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
+    assert_eq!(running(&wine, &table).len(), table.services.len());
+}
+
+#[test]
+fn a_second_apply_changes_nothing() {
+    let wine = rig();
+    converged(&wine);
+    let (events, calls) = (wine.service_events().len(), wine.powershell_calls());
+    let (run, again) = wine.apply();
+    assert_eq!((run.code, again.status), (0, ApplyStatus::Converged), "{}", run.text());
+    let nothing: Vec<String> = vec![];
+    for (what, list) in [
+        ("created", &again.created),
+        ("updated", &again.updated),
+        ("deleted", &again.deleted),
+        ("started", &again.started),
+        ("restarted", &again.restarted),
+        ("killed", &again.killed),
+        ("replaced", &again.replaced),
+        ("environment", &again.environment),
+    ] {
+        assert_eq!(list, &nothing, "{what}: {again:?}");
+    }
+    assert_eq!(wine.service_events().len(), events, "no service was touched\n{}", describe(&wine.service_events()));
+    let new_calls = &wine.powershell_calls()[calls.len()..];
+    assert!(
+        new_calls.iter().all(|(k, _)| k != "containers-feature.ps1" && k != "defender-exclusion.ps1"),
+        "once steps do not run again: {new_calls:?}"
+    );
+}
+
+#[test]
+fn changing_one_file_restarts_exactly_the_services_that_use_it_and_two_files_likewise() {
+    let wine = rig();
+    let (mut d, _) = converged(&wine);
+    let table = d.bundle.services();
+
+    for (changed, services) in [
+        (vec![r"C:\k\windows-exporter-webconfig.yaml"], vec!["windows_exporter"]),
+        (vec![r"C:\k\kubelet.conf"], vec!["kubelet"]),
+        (
+            vec![r"C:\k\windows-exporter-webconfig.yaml", r"C:\k\credential-provider-config.yaml"],
+            vec!["windows_exporter", "kubelet"],
+        ),
+    ] {
+        for path in &changed {
+            let p = NodePath::known(path);
+            let mut bytes = d.bundle.files[&p].clone();
+            bytes.extend_from_slice(b"# changed\n");
+            d.bundle.files.insert(p, bytes);
+        }
+        d.stage(&wine);
+        let mark = wine.service_events().len();
+        let (run, result) = wine.apply();
+        assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
+        let expected = with_dependents(&table, &services);
+        assert_eq!(names(&result.restarted), expected, "{changed:?}: {result:?}");
+        let events = wine.wait_events("the restarted services to log their start", Duration::from_secs(30), |e| {
+            with_event(&e[mark..], "start") == expected
+        });
+        assert_restarted(&events[mark..], &expected);
+        assert_eq!(running(&wine, &table).len(), table.services.len());
+    }
+}
+
+#[test]
+fn a_changed_binary_stops_its_services_before_the_swap_and_starts_them_after() {
+    let wine = rig();
+    let (mut d, _) = converged(&wine);
+    let table = d.bundle.services();
+    let old = wmrender_contract::sha256_hex(&d.payload[&NodePath::known(r"C:\k\csi-proxy.exe")].1);
+
+    for (binary, users, version) in [
+        (r"C:\k\csi-proxy.exe", vec!["csi-proxy"], "2"),
+        (r"C:\k\kube-log-runner.exe", vec!["kubelet", "kube-proxy"], "3"),
+    ] {
+        let path = NodePath::known(binary);
+        // A new build of the binary: the fake with bytes after its end (Windows ignores them; the hash changes).
+        let mut new = d.payload[&path].1.clone();
+        new.extend_from_slice(format!("wine-rig build {version}").as_bytes());
+        let new_sha = wmrender_contract::sha256_hex(&new);
+        d.payload.get_mut(&path).unwrap().1 = new;
+        d.stage(&wine);
+        assert!(wine.node(&path.with_suffix(wmrender_contract::STAGED_SUFFIX).unwrap()).is_file());
+        let mark = wine.service_events().len();
+        let (run, result) = wine.apply();
+        assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
+        assert_eq!(result.replaced, vec![binary.to_string()], "{result:?}");
+        let expected = with_dependents(&table, &users);
+        let events = wine.wait_events("the services of the new binary to start", Duration::from_secs(30), |e| {
+            with_event(&e[mark..], "start") == expected
+        });
+        let events = &events[mark..];
+        assert_restarted(events, &expected);
+        for user in &users {
+            // The process that stopped still saw the old binary at its path; the new process runs the new one.
+            let stop = first(events, user, "stop").unwrap_or_else(|| panic!("{user} stopped\n{}", describe(events)));
+            let start = last(events, user, "start").unwrap();
+            let sha_at = |e: &ServiceEvent| {
+                if e.exe.eq_ignore_ascii_case(binary) { e.exe_sha256.clone() } else { e.binaries[binary].clone() }
+            };
+            assert_eq!(sha_at(&start).as_deref(), Some(new_sha.as_str()), "{user} runs the new {binary}");
+            assert_ne!(sha_at(&stop).as_deref(), Some(new_sha.as_str()), "{user} was stopped before the swap");
+            if *user == "csi-proxy" {
+                assert_eq!(sha_at(&stop).as_deref(), Some(old.as_str()));
+            }
+        }
+        assert!(!wine.node(&path.with_suffix(wmrender_contract::STAGED_SUFFIX).unwrap()).exists());
+        assert_eq!(wmrender_contract::sha256_hex(&std::fs::read(wine.node(&path)).unwrap()), new_sha);
+    }
+}
+
+#[test]
+fn a_stalled_service_is_killed_after_the_bounded_wait() {
+    let wine = rig();
+    let (mut d, _) = converged(&wine);
+    wine.set_mode("csi-proxy", Some("stall-stop"));
+    let path = NodePath::known(r"C:\k\csi-proxy.exe");
+    d.payload.get_mut(&path).unwrap().1.extend_from_slice(b"wine-rig build 2");
+    d.stage(&wine);
+    let mark = wine.service_events().len();
+    let old_pid = wine.services(&["csi-proxy"])["csi-proxy"]["pid"].as_u64().unwrap() as u32;
+    let (run, result) = wine.apply();
+    assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
+    assert_eq!(result.killed, vec!["csi-proxy".to_string()], "{result:?}");
+    let events = wine.wait_events("csi-proxy to start again", Duration::from_secs(30), |e| {
+        e[mark..].iter().any(|e| e.service == "csi-proxy" && e.event == "start")
+    });
+    let events = &events[mark..];
+    let stall = first(events, "csi-proxy", "stalling").expect("the stop request reached the service");
+    let start = last(events, "csi-proxy", "start").unwrap();
+    assert!(first(events, "csi-proxy", "stop").is_none(), "it never stopped by itself\n{}", describe(events));
+    assert_eq!(stall.pid, old_pid);
+    assert_ne!(start.pid, old_pid);
+    // The agent waited (WMRENDER_NODE_STOP_TIMEOUT=3 in the rig) before it killed the process.
+    assert!(start.t - stall.t >= 2_500, "killed {} ms after the stop request", start.t - stall.t);
+    assert_eq!(wine.services(&["csi-proxy"])["csi-proxy"]["state"], "running");
+}
+
+#[test]
+fn a_service_removed_from_services_json_is_deleted_and_others_are_left_alone() {
+    let wine = rig();
+    // A service wmrender never created, with its binary below C:\k: never touched.
+    let fake = std::fs::read(wine.exes.join("fake-service.exe")).unwrap();
+    write_whole(&wine.c(r"C:\k\bystander.exe"), &fake);
+    sc(&wine, &["create", "bystander", "binPath=", r"C:\k\bystander.exe", "start=", "auto"]);
+    sc(&wine, &["start", "bystander"]);
+    let (mut d, _) = converged(&wine);
+
+    let mut table = d.bundle.services();
+    table.services.retain(|s| s.name != "csi-proxy");
+    d.bundle.set_services(&table);
+    d.stage(&wine);
+    let mark = wine.service_events().len();
+    let (run, result) = wine.apply();
+    assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
+    assert_eq!(result.deleted, vec!["csi-proxy".to_string()], "{result:?}");
+    let gone = &wine.services(&["csi-proxy"])["csi-proxy"];
+    assert_eq!((gone["exists"].as_bool(), &gone["registry"]), (Some(false), &serde_json::Value::Null), "{gone}");
+    let events = &wine.service_events()[mark..];
+    assert_eq!(with_event(events, "stop-requested"), set(["csi-proxy"]), "{}", describe(events));
+    let bystander = &wine.services(&["bystander"])["bystander"];
+    assert_eq!(bystander["state"], "running", "{bystander}");
+    assert_eq!(running(&wine, &table).len(), table.services.len());
+}
+
+#[test]
+fn proxy_variables_are_set_and_removed_in_the_registry_and_services_see_them_after_a_reboot() {
+    let mut wine = rig();
+    let (mut d, _) = converged(&wine);
+    let mut settings = d.bundle.settings();
+    let no_proxy = ".cluster.local,.svc,10.0.0.0/16,169.254.169.254,api-int.wine.example.com";
+    settings.environment.insert("HTTP_PROXY".into(), "http://proxy.example.com:3128".into());
+    settings.environment.insert("NO_PROXY".into(), no_proxy.into());
+    d.bundle.set_settings(&settings);
+    d.stage(&wine);
+    let (run, result) = wine.apply();
+    assert_eq!((run.code, result.status, result.reboot_required), (3, ApplyStatus::Pending, true), "{}", run.text());
+    assert_eq!(names(&result.environment), set(["HTTP_PROXY", "NO_PROXY"]), "{result:?}");
+    let env = wine.machine_env(&["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"]);
+    assert_eq!(env["HTTP_PROXY"].as_deref(), Some("http://proxy.example.com:3128"));
+    assert_eq!(env["NO_PROXY"].as_deref(), Some(no_proxy));
+    assert_eq!(env["HTTPS_PROXY"], None, "an empty value means not set");
+
+    let mark = wine.service_events().len();
+    wine.reboot();
+    let (run, result) = wine.apply();
+    assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "after the reboot: {}", run.text());
+    let events = wine.wait_events("kubelet to start after the reboot", Duration::from_secs(60), |e| {
+        e[mark..].iter().any(|e| e.service == "kubelet" && e.event == "start")
+    });
+    let kubelet = last(&events[mark..], "kubelet", "start").unwrap();
+    assert_eq!(kubelet.env["HTTP_PROXY"].as_deref(), Some("http://proxy.example.com:3128"), "{kubelet:?}");
+    assert_eq!(kubelet.env["NO_PROXY"].as_deref(), Some(no_proxy));
+
+    settings.environment.insert("HTTP_PROXY".into(), String::new());
+    settings.environment.insert("NO_PROXY".into(), String::new());
+    d.bundle.set_settings(&settings);
+    d.stage(&wine);
+    let (run, result) = wine.apply();
+    assert_eq!((run.code, result.status, result.reboot_required), (3, ApplyStatus::Pending, true), "{}", run.text());
+    let env = wine.machine_env(&["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"]);
+    assert!(env.values().all(Option::is_none), "removed: {env:?}");
+}
+
+#[test]
+fn a_step_that_fails_is_retried_by_the_next_run_and_converges() {
+    let wine = rig();
+    let d = Delivery::example(&wine);
+    d.stage(&wine);
+    approve_csrs(&wine);
+    let mut table = answers();
+    // Exit 0 and no result line (what Wine's own stub does), then exit 0 with ok:false, then success: the agent
+    // trusts the result line, not the exit code.
+    table.insert(
+        "defender-exclusion.ps1".into(),
+        vec![
+            (String::new(), 0),
+            ("{\"ok\":false,\"error\":\"Add-MpPreference: access denied\"}\n".into(), 0),
+            (format!("{OK}\n"), 0),
+        ],
+    );
+    wine.set_powershell(&table);
+    let (run, result) = wine.apply();
+    assert_eq!((run.code, result.status), (1, ApplyStatus::Failed), "{}", run.text());
+    assert!(result.errors.iter().any(|e| e.contains("defender-exclusion")), "the error names the step: {result:?}");
+
+    // The next runs (the agent service's loop, with back-off, or another apply) retry it until it converges.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if wine.agent_passes().iter().any(|p| p.status == ApplyStatus::Converged) {
+            break;
+        }
+        let (_, r) = wine.apply();
+        if r.status == ApplyStatus::Converged {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never converged; last: {r:?}");
+    }
+    let defender = wine.powershell_calls().iter().filter(|(k, _)| k == "defender-exclusion.ps1").count();
+    assert!(defender >= 3, "retried until it succeeded: {:?}", wine.powershell_calls());
+    let calls = wine.powershell_calls().len();
+    let (run, result) = wine.apply();
+    assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
+    assert!(
+        !wine.powershell_calls()[calls..].iter().any(|(k, _)| k == "defender-exclusion.ps1"),
+        "done once, not run again"
+    );
+    let table = d.bundle.services();
+    assert_eq!(running(&wine, &table).len(), table.services.len());
+}
+
+#[test]
+fn after_a_simulated_reboot_the_agent_service_comes_back_and_finishes() {
+    let mut wine = rig();
+    let d = Delivery::example(&wine);
+    d.stage(&wine);
+    approve_csrs(&wine);
+    // Enabling the Containers feature needs a reboot; until Windows restarts, the script says so every time.
+    let mut table = answers();
+    table.insert("containers-feature.ps1".into(), vec![("{\"ok\":true,\"rebootRequired\":true}\n".into(), 0)]);
+    wine.set_powershell(&table);
+    let (run, result) = wine.apply();
+    assert_eq!((run.code, result.status, result.reboot_required), (3, ApplyStatus::Pending, true), "{}", run.text());
+    assert!(
+        result.created.iter().all(|s| s == paths::AGENT_SERVICE),
+        "containerd cannot run before the reboot: {result:?}"
+    );
+    assert!(wine.service_events().is_empty(), "no service started before the reboot");
+    let routes_before = wine.powershell_calls().iter().filter(|(k, _)| k == "aws-routes.ps1").count();
+
+    // The reboot: the feature is on afterwards. Nobody runs apply: the agent service does it.
+    wine.set_powershell(&answers());
+    let passes = wine.agent_passes().len();
+    wine.reboot();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let p = wine.agent_passes();
+        if p[passes.min(p.len())..].iter().any(|r| r.status == ApplyStatus::Converged) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the agent service did not converge after the reboot: {p:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let services = d.bundle.services();
+    assert_eq!(running(&wine, &services).len(), services.services.len());
+    let routes_after = wine.powershell_calls().iter().filter(|(k, _)| k == "aws-routes.ps1").count();
+    assert!(routes_after > routes_before, "the every-boot step ran again after the reboot");
+}
+
+#[test]
+fn a_killed_service_process_is_restarted() {
+    let mut wine = rig();
+    // A short loop interval for this test; machine variables reach the agent service at boot.
+    wine.set_knob("WMRENDER_NODE_INTERVAL", "2");
+    wine.reboot();
+    let (d, _) = converged(&wine);
+    let table = d.bundle.services();
+    let pid = wine.kill_service_process("kubelet");
+    let events = wine.wait_events("kubelet to run again", Duration::from_secs(60), |e| {
+        e.iter().filter(|e| e.service == "kubelet" && e.event == "start").any(|e| e.pid != pid)
+    });
+    assert_ne!(last(&events, "kubelet", "start").unwrap().pid, pid);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while running(&wine, &table).len() != table.services.len() {
+        assert!(Instant::now() < deadline, "not every service runs again");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn hostile_values_end_up_as_literal_text_in_service_command_lines() {
+    let wine = rig();
+    let mut d = Delivery::example(&wine);
+    let mut table = d.bundle.services();
+    let command = r#"C:\k\hostile.exe --label="a b" --q='c d' $(New-Item C:\pwned-ps.txt) `whoami` & echo pwned> C:\pwned-cmd.txt | more 100% ^& "%"#;
+    let mut hostile = table.services[4].clone();
+    hostile.name = "hostile".into();
+    hostile.description = "quotes \" ' & | > %PATH% $(whoami)".into();
+    hostile.command = command.into();
+    hostile.binaries = vec![NodePath::known(r"C:\k\hostile.exe")];
+    table.services.push(hostile);
+    d.bundle.set_services(&table);
+    let mut settings = d.bundle.settings();
+    let no_proxy = "a.example.com & echo pwned > C:\\pwned-env.txt\n$(whoami) %PATH% \"q\"";
+    settings.environment.insert("NO_PROXY".into(), no_proxy.into());
+    d.bundle.set_settings(&settings);
+    let fake = std::fs::read(wine.exes.join("fake-service.exe")).unwrap();
+    d.payload = d.bundle.payload(&fake);
+    d.stage(&wine);
+    wine.set_powershell(&answers());
+    approve_csrs(&wine);
+    let (run, result) = wine.apply();
+    assert!(result.status != ApplyStatus::Failed, "{}", run.text());
+
+    let s = &wine.services(&["hostile"])["hostile"];
+    assert_eq!(s["registry"]["imagePath"].as_str(), Some(command), "{s}");
+    assert_eq!(s["registry"]["description"].as_str(), Some(table.services[6].description.as_str()));
+    let events = wine.wait_events("the hostile service to start", Duration::from_secs(30), |e| {
+        e.iter().any(|e| e.service == "hostile" && e.event == "start")
+    });
+    assert_eq!(first(&events, "hostile", "start").unwrap().command_line.as_deref(), Some(command));
+    assert_eq!(wine.machine_env(&["NO_PROXY"])["NO_PROXY"].as_deref(), Some(no_proxy));
+    for pwned in [r"C:\pwned-ps.txt", r"C:\pwned-cmd.txt", r"C:\pwned-env.txt"] {
+        assert!(!wine.c(pwned).exists(), "{pwned} was created: something ran the text");
+    }
+    assert!(wine.powershell_calls().iter().all(|(k, _)| k.ends_with(".ps1")), "{:?}", wine.powershell_calls());
+
+    // `%NAME%` in a command: the SCM expands environment variables in a service's command line when it starts it
+    // (Windows and Wine alike), so such a command is either refused or reaches the process as written; never
+    // expanded.
+    let mut table = d.bundle.services();
+    let expanding = r"C:\k\hostile.exe --token=%PATH% --user=%USERNAME%".to_string();
+    table.services.last_mut().unwrap().command = expanding.clone();
+    d.bundle.set_services(&table);
+    d.stage(&wine);
+    let mark = wine.service_events().len();
+    let (run, result) = wine.apply();
+    if result.status == ApplyStatus::Failed {
+        assert!(result.errors.iter().any(|e| e.contains("services.json") || e.contains('%')), "{}", run.text());
+    } else {
+        let events = wine.wait_events("the hostile service to start again", Duration::from_secs(30), |e| {
+            e[mark..].iter().any(|e| e.service == "hostile" && e.event == "start")
+        });
+        let start = last(&events[mark..], "hostile", "start").unwrap();
+        assert_eq!(start.command_line.as_deref(), Some(expanding.as_str()), "the SCM expanded the command");
+    }
+
+    // A node name from the metadata step that is not a DNS name is refused, never put into a command.
+    let mut answers = answers();
+    answers.insert(
+        "aws-node-name.ps1".into(),
+        vec![("{\"ok\":true,\"value\":\"x\\\" & echo pwned > C:\\\\pwned-name.txt & \\\"\"}\n".into(), 0)],
+    );
+    wine.set_powershell(&answers);
+    let mut services = d.bundle.services();
+    services.services.retain(|s| s.name != "hostile");
+    d.bundle.set_services(&services);
+    d.stage(&wine);
+    let (run, result) = wine.apply();
+    assert_eq!((run.code, result.status), (1, ApplyStatus::Failed), "{}", run.text());
+    assert!(result.errors.iter().any(|e| e.to_lowercase().contains("name")), "{result:?}");
+    let kubelet = &wine.services(&["kubelet"])["kubelet"];
+    assert!(!kubelet["registry"]["imagePath"].as_str().unwrap_or_default().contains("pwned"), "{kubelet}");
+    assert!(!wine.c(r"C:\pwned-name.txt").exists());
+}

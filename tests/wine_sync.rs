@@ -1,0 +1,269 @@
+//! The Windows sync profile end to end: `wmrender sync` with an inventory node of `profile: windows` talks to a
+//! real OpenSSH server on 127.0.0.1 arranged like a Windows node's (commands run through Wine's cmd.exe, SFTP
+//! serves `/C:/…` from the Wine prefix), pushes the rendered bundle, the payload and the agent, runs
+//! `wmrender-node apply` under Wine and reads its JSON result line. The services are real services in Wine's SCM
+//! running the fake service program (see tests/wine_agent.rs for what the rig fakes and why).
+//!
+//! Needs root, openssh-server, wine, wine64 and gcc-mingw-w64-x86-64 (`bash tests/e2e/wine-setup.sh`).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::MutexGuard;
+use support::sshd::Sshd;
+use support::wine::{Wine, describe, rig};
+use support::wine_bundle::write_whole;
+use support::{code, stderr, wmrender};
+use wmrender_contract::{NodePath, ServicesFile, paths};
+
+/// BYOH-only inputs with the operator installed: sync touches the inventory node only.
+const INPUTS: &str = "apiVersion: wmrender.dev/v1alpha1
+kind: ClusterInputs
+metadata:
+  name: wine-sync
+spec:
+  infrastructureID: wine-00000
+  apiServerInternalURL: https://api-int.wine.example.com:6443
+  platform:
+    none: {}
+  byoh:
+  - address: 10.0.0.5
+    username: Administrator
+  network:
+    hybridClusterNetwork: [10.132.0.0/14]
+  operator:
+    install: true
+";
+
+struct Rig {
+    // Declared first: the sshd stops before the machine is handed to the next test.
+    sshd: Sshd,
+    wine: MutexGuard<'static, Wine>,
+    work: tempfile::TempDir,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let wine = rig();
+        let sshd = support::wine_sshd::start(&wine);
+        let rig = Rig { sshd, wine, work: tempfile::tempdir().expect("tempdir") };
+        rig.render();
+        rig.payload();
+        rig.credentials();
+        // Every step succeeds; the platform-none node takes its DNS host name, so no step answers a value.
+        let mut answers = BTreeMap::new();
+        answers.insert("*".to_string(), vec![("{\"ok\":true}\n".to_string(), 0)]);
+        rig.wine.set_powershell(&answers);
+        rig
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.work.path().join(name)
+    }
+
+    fn render(&self) {
+        let file = self.path("wmrender.yaml");
+        std::fs::write(&file, INPUTS).unwrap();
+        let o = wmrender(&["render", "-f", file.to_str().unwrap(), "-o", self.path("rendered").to_str().unwrap()]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+    }
+
+    /// The rendered services table (the node contract).
+    fn services(&self) -> ServicesFile {
+        let file = self.path("rendered").join(NodePath::known(paths::SERVICES_JSON).bundle_path());
+        ServicesFile::parse(&std::fs::read(&file).unwrap())
+            .unwrap_or_else(|e| panic!("the rendered services.json is not the node contract's: {e}"))
+    }
+
+    /// `--payload`: the fake service at every service binary path, and the agent.
+    fn payload(&self) {
+        let fake = std::fs::read(self.wine.exes.join("fake-service.exe")).unwrap();
+        let root = self.path("payload");
+        for b in self.services().binaries() {
+            let bytes = if b.as_str().to_ascii_lowercase().ends_with(".exe") {
+                fake.clone()
+            } else {
+                format!("# payload {b}\n").into_bytes()
+            };
+            write_whole(&root.join(b.as_str().replace('\\', "/").replacen("C:/", "C/", 1)), &bytes);
+        }
+        let agent = std::fs::read(self.wine.exes.join("wmrender-node.exe")).unwrap();
+        write_whole(&root.join("C/k/wmrender/wmrender-node.exe"), &agent);
+    }
+
+    fn credentials(&self) {
+        for name in ["bootstrap-kubeconfig", "kubelet-ca.crt", "bootstrap-ca.crt", "tls.crt", "tls.key"] {
+            std::fs::write(self.path(name), format!("wine rig credential {name}\n")).unwrap();
+        }
+    }
+
+    fn inventory(&self, port: u16) -> PathBuf {
+        let file = self.path("nodes.yaml");
+        std::fs::write(
+            &file,
+            format!(
+                "nodes:\n- name: wine-node\n  address: 127.0.0.1\n  port: {port}\n  user: root\n  profile: windows\n"
+            ),
+        )
+        .unwrap();
+        file
+    }
+
+    fn sync(&self) -> (i32, serde_json::Value, String) {
+        let s = |p: &Path| p.to_str().unwrap().to_string();
+        let args = [
+            "sync".to_string(),
+            "--rendered".into(),
+            s(&self.path("rendered")),
+            "--inventory".into(),
+            s(&self.inventory(self.sshd.port)),
+            "--identity".into(),
+            s(&self.sshd.path("client_ed25519")),
+            "--known-hosts".into(),
+            s(&self.sshd.path("known_hosts")),
+            "--payload".into(),
+            s(&self.path("payload")),
+            "--bootstrap-kubeconfig".into(),
+            s(&self.path("bootstrap-kubeconfig")),
+            "--kubelet-ca".into(),
+            s(&self.path("kubelet-ca.crt")),
+            "--bootstrap-ca".into(),
+            s(&self.path("bootstrap-ca.crt")),
+            "--exporter-tls-cert".into(),
+            s(&self.path("tls.crt")),
+            "--exporter-tls-key".into(),
+            s(&self.path("tls.key")),
+            "--output".into(),
+            "json".into(),
+            "--connect-timeout".into(),
+            "10".into(),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = wmrender(&args);
+        let report = serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null);
+        (code(&o), report, stderr(&o))
+    }
+
+    fn approve_csrs(&self) {
+        write_whole(&self.wine.c(r"C:\k\kubeconfig"), b"apiVersion: v1\nkind: Config\n");
+    }
+
+    /// Every service of the table runs, with its command resolved (no placeholder left).
+    fn assert_all_running(&self) {
+        let table = self.services();
+        let names: Vec<&str> = table.services.iter().map(|s| s.name.as_str()).collect();
+        for (name, s) in self.wine.services(&names) {
+            assert_eq!(s["state"], "running", "{name}: {s}");
+            let command = s["registry"]["imagePath"].as_str().unwrap_or_default();
+            assert!(!command.contains("NODE_IP") && !command.contains("NODE_NAME"), "{name}: {command}");
+        }
+    }
+}
+
+fn node(report: &serde_json::Value) -> &serde_json::Value {
+    &report["nodes"].as_array().unwrap_or_else(|| panic!("no report: {report}"))[0]
+}
+
+#[test]
+fn sync_pushes_the_agent_which_applies_under_wine_and_the_next_sync_is_a_no_op() {
+    let rig = Rig::new();
+    rig.approve_csrs();
+    let (rc, report, err) = rig.sync();
+    assert_eq!(rc, 0, "{err}\n{report}");
+    let n = node(&report);
+    assert_eq!(n["status"], "synced", "{n}");
+    assert_eq!(n["apply"]["status"], "converged", "sync read the agent's result line: {n}");
+    assert!(rig.wine.c(paths::AGENT_EXE).is_file());
+    rig.assert_all_running();
+    let events = rig.wine.service_events().len();
+    let calls = rig.wine.powershell_calls().len();
+
+    let (rc, report, err) = rig.sync();
+    assert_eq!(rc, 0, "{err}");
+    let n = node(&report);
+    assert_eq!((n["status"].as_str(), n["bytesSent"].as_u64()), (Some("unchanged"), Some(0)), "{n}");
+    let after = rig.wine.service_events();
+    assert_eq!(after.len(), events, "nothing was restarted\n{}", describe(&after[events..]));
+    assert_eq!(rig.wine.powershell_calls().len(), calls, "no step ran");
+}
+
+#[test]
+fn a_sync_cut_off_between_push_and_apply_is_finished_by_the_next_one() {
+    let rig = Rig::new();
+    rig.approve_csrs();
+    support::wine_sshd::cut_before_agent(&rig.sshd);
+    let (rc, report, err) = rig.sync();
+    assert_eq!(rc, 3, "the connection was cut: {err}\n{report}");
+    assert_eq!(node(&report)["status"], "failed", "{report}");
+    assert!(rig.wine.c(paths::SERVICES_JSON).is_file(), "the push happened");
+    assert!(!rig.sshd.path("cut-before-agent").exists(), "the cut happened at the agent's command");
+    assert!(rig.wine.service_events().is_empty(), "nothing was applied");
+
+    let (rc, report, err) = rig.sync();
+    assert_eq!(rc, 0, "{err}\n{report}");
+    let n = node(&report);
+    assert_eq!((n["status"].as_str(), n["apply"]["status"].as_str()), (Some("synced"), Some("converged")), "{n}");
+    rig.assert_all_running();
+    let (rc, report, _) = rig.sync();
+    assert_eq!((rc, node(&report)["status"].as_str()), (0, Some("unchanged")));
+}
+
+#[test]
+fn a_pending_node_is_reported_as_such_and_the_next_sync_applies_again() {
+    let rig = Rig::new();
+    // kubelet's certificate is not approved yet: hybrid-overlay and kube-proxy wait for C:\k\kubeconfig.
+    let (rc, report, err) = rig.sync();
+    let n = node(&report);
+    assert_eq!((n["status"].as_str(), n["apply"]["status"].as_str()), (Some("pending"), Some("pending")), "{err}\n{n}");
+    assert_ne!(rc, 3, "pending is not a failure: {err}");
+
+    rig.approve_csrs();
+    let (rc, report, err) = rig.sync();
+    assert_eq!(rc, 0, "{err}\n{report}");
+    let n = node(&report);
+    assert_eq!(n["apply"]["status"], "converged", "nothing changed, yet the apply ran again: {n}");
+    rig.assert_all_running();
+}
+
+#[test]
+fn the_rig_sshd_runs_commands_through_cmd_and_serves_drive_c_over_sftp() {
+    // The rig itself, with OpenSSH's own client: a command reaches cmd.exe verbatim (arguments, quotes, exit
+    // code), and `/C:/k/x` over SFTP is drive_c/k/x of the prefix.
+    let rig = rig();
+    let sshd = support::wine_sshd::start(&rig);
+    let ssh_args = |extra: &[&str]| {
+        let mut a: Vec<String> = vec![
+            "-i".into(),
+            sshd.path("client_ed25519").display().to_string(),
+            "-o".into(),
+            format!("UserKnownHostsFile={}", sshd.path("known_hosts").display()),
+            "-o".into(),
+            "StrictHostKeyChecking=yes".into(),
+            "-o".into(),
+            "BatchMode=yes".into(),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let port = sshd.port.to_string();
+    let mut args = ssh_args(&["-p", &port, "root@127.0.0.1"]);
+    args.push(r#"echo "a b" %OS% & exit 7"#.into());
+    let r =
+        support::wine::run_bounded(std::process::Command::new("ssh").args(&args), std::time::Duration::from_secs(60));
+    assert_eq!((r.code, r.stdout.trim_end()), (7, r#""a b" Windows_NT"#), "{}", r.text());
+
+    let batch = sshd.path("batch");
+    std::fs::write(sshd.path("local.txt"), "over sftp\n").unwrap();
+    std::fs::write(
+        &batch,
+        format!("-mkdir /C:/k\nput {} /C:/k/x.txt\nrename /C:/k/x.txt /C:/k/y.txt\n", sshd.path("local.txt").display()),
+    )
+    .unwrap();
+    let mut args = ssh_args(&["-P", &port, "-b", batch.to_str().unwrap(), "root@127.0.0.1"]);
+    args.retain(|a| a != "-p");
+    let r =
+        support::wine::run_bounded(std::process::Command::new("sftp").args(&args), std::time::Duration::from_secs(60));
+    assert_eq!(r.code, 0, "{}", r.text());
+    assert_eq!(std::fs::read_to_string(rig.c(r"C:\k\y.txt")).unwrap(), "over sftp\n");
+}
