@@ -21,7 +21,5 @@ pub fn render(files: &[Artifact], inputs_digest: &str, mode: Mode) -> Artifact {
             })
             .collect(),
     };
-    // Plain strings and numbers: serialisation cannot fail.
-    let json = serde_json::to_string_pretty(&m).unwrap_or_default() + "\n";
-    Artifact { path: "manifest.json".into(), bytes: json.into_bytes() }
+    Artifact { path: "manifest.json".into(), bytes: m.to_json() }
 }

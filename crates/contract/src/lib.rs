@@ -39,6 +39,14 @@ pub const TEMP_SUFFIX: &str = ".wmrender-tmp";
 /// Suffix of a service binary waiting for the agent to stop its services and swap it in.
 pub const STAGED_SUFFIX: &str = ".wmrender-staged";
 
+/// Pretty JSON with a final newline, the form of every contract file (reviewers read them in pull requests).
+/// Contract types hold only strings, numbers, booleans, lists and string-keyed maps: serialising cannot fail.
+pub(crate) fn pretty_json(value: &impl serde::Serialize) -> Vec<u8> {
+    let mut out = serde_json::to_vec_pretty(value).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
 /// Lower-case hex sha256.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()

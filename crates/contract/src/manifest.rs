@@ -29,6 +29,12 @@ pub struct BundleManifest {
     pub files: Vec<BundleEntry>,
 }
 
+impl BundleManifest {
+    pub fn to_json(&self) -> Vec<u8> {
+        crate::pretty_json(self)
+    }
+}
+
 /// One file of the output directory, by its path relative to the directory (`cluster/…`, `node/C/k/…`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BundleEntry {
@@ -107,10 +113,7 @@ impl NodeManifest {
     }
 
     pub fn to_json(&self) -> Vec<u8> {
-        // Plain strings, numbers and booleans: serialisation cannot fail.
-        let mut out = serde_json::to_vec_pretty(self).unwrap_or_default();
-        out.push(b'\n');
-        out
+        crate::pretty_json(self)
     }
 }
 

@@ -112,9 +112,7 @@ impl NodeSettings {
     }
 
     pub fn to_json(&self) -> Vec<u8> {
-        let mut out = serde_json::to_vec_pretty(self).unwrap_or_default();
-        out.push(b'\n');
-        out
+        crate::pretty_json(self)
     }
 }
 
