@@ -383,6 +383,10 @@ impl System for FakeSystem {
         Ok(())
     }
 
+    fn process_alive(&self, pid: u32) -> bool {
+        self.inner.borrow().services.values().any(|s| s.pid == Some(pid))
+    }
+
     fn machine_env(&self, name: &str) -> SysResult<Option<String>> {
         Ok(self.inner.borrow().env.get(name).cloned())
     }
