@@ -60,8 +60,13 @@ fn converged(wine: &Wine) -> (Delivery, ApplyResult) {
     wine.set_powershell(&answers());
     approve_csrs(wine);
     network_step_output(wine);
+    let passes = wine.agent_passes().len();
     let (run, result) = wine.apply();
     assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
+    // The agent service this apply started makes a pass at once (then waits its interval): wait for it, so it does
+    // not race the test's next change (it would apply the change itself, and the test's apply would find nothing).
+    let after = wine.wait_agent_passes(passes + 1, Duration::from_secs(60));
+    assert_eq!(after.last().map(|p| p.status), Some(ApplyStatus::Converged), "{after:?}");
     (d, result)
 }
 
