@@ -23,14 +23,20 @@ use wmrender_contract::{ApplyResult, ApplyStatus, NodePath, ServicesFile, paths}
 const AWS_NAME: &str = "ip-10-0-3-7.ec2.internal";
 const OK: &str = "{\"ok\":true}";
 
-/// Answers for every step of the example: all succeed; the node name comes from the metadata step.
+/// Answers for every step of the rendered example: all succeed; the node name comes from the metadata step.
 fn answers() -> BTreeMap<String, Vec<(String, i32)>> {
     let mut t = BTreeMap::new();
-    for script in ["containers-feature.ps1", "defender-exclusion.ps1", "aws-routes.ps1", "network-conf.ps1"] {
+    for script in [
+        "containers-feature.ps1",
+        "windows-defender-exclusion.ps1",
+        "firewall.ps1",
+        "aws-routes.ps1",
+        "network-conf.ps1",
+    ] {
         t.insert(script.to_string(), vec![(format!("noise before the result\n{OK}\n"), 0)]);
     }
     t.insert(
-        "aws-node-name.ps1".into(),
+        "aws-get-hostname.ps1".into(),
         vec![(format!("{{\"ok\":true,\"value\":\"{}\"}}\n", AWS_NAME.to_uppercase()), 0)],
     );
     t
@@ -41,14 +47,26 @@ fn approve_csrs(wine: &Wine) {
     write_whole(&wine.c(r"C:\k\kubeconfig"), b"apiVersion: v1\nkind: Config\n");
 }
 
+/// What the network step (network-conf.ps1) writes on a real node before kube-proxy starts: its configuration,
+/// which sync does not deliver. The fake powershell runs nothing, so the test writes it.
+fn network_step_output(wine: &Wine) {
+    write_whole(&wine.c(r"C:\k\kube-proxy.conf"), b"kind: KubeProxyConfiguration\n");
+}
+
 /// Stages the example, answers every step, approves the node and applies: a converged node.
 fn converged(wine: &Wine) -> (Delivery, ApplyResult) {
     let d = Delivery::example(wine);
     d.stage(wine);
     wine.set_powershell(&answers());
     approve_csrs(wine);
+    network_step_output(wine);
+    let passes = wine.agent_passes().len();
     let (run, result) = wine.apply();
     assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
+    // The agent service this apply started makes a pass at once (then waits its interval): wait for it, so it does
+    // not race the test's next change (it would apply the change itself, and the test's apply would find nothing).
+    let after = wine.wait_agent_passes(passes + 1, Duration::from_secs(60));
+    assert_eq!(after.last().map(|p| p.status), Some(ApplyStatus::Converged), "{after:?}");
     (d, result)
 }
 
@@ -231,7 +249,7 @@ fn apply_creates_every_service_with_its_rendered_command_and_starts_them_in_depe
     // The steps ran through powershell: the once steps once, the network step with the node name before
     // kube-proxy started.
     let calls = wine.powershell_calls();
-    for once in ["containers-feature.ps1", "defender-exclusion.ps1"] {
+    for once in ["containers-feature.ps1", "windows-defender-exclusion.ps1", "firewall.ps1"] {
         assert_eq!(calls.iter().filter(|(k, _)| k == once).count(), 1, "{once}: {calls:?}");
     }
     let network: Vec<&Vec<String>> = calls.iter().filter(|(k, _)| k == "network-conf.ps1").map(|(_, a)| a).collect();
@@ -249,14 +267,25 @@ fn first_boot_starts_containerd_and_kubelet_and_the_rest_once_the_kubeconfig_exi
     let (run, result) = wine.apply();
     assert_eq!((run.code, result.status), (3, ApplyStatus::Pending), "{}", run.text());
     assert!(result.pending.iter().any(|p| p.contains("kubeconfig")), "{result:?}");
+    assert!(result.missing.is_empty(), "kube-proxy.conf is the network step's to write, not missing: {result:?}");
     let table = d.bundle.services();
-    assert_eq!(running(&wine, &table), set(["containerd", "kubelet", "windows_exporter", "csi-proxy"]));
+    // What runs before the node joined: every service that waits for no file and on no waiting service
+    // (containerd and kubelet, as WMCO's first stage).
+    let mut first_stage = BTreeSet::new();
+    for s in &table.services {
+        if s.requires.is_empty() && s.dependencies.iter().all(|d| first_stage.contains(d)) {
+            first_stage.insert(s.name.clone());
+        }
+    }
+    assert!(first_stage.contains("containerd") && first_stage.contains("kubelet"), "{first_stage:?}");
+    assert_eq!(running(&wine, &table), first_stage);
     assert!(
         !wine.powershell_calls().iter().any(|(k, _)| k == "network-conf.ps1"),
         "no network step before kubelet joined"
     );
 
     approve_csrs(&wine);
+    network_step_output(&wine);
     let (run, result) = wine.apply();
     assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
     assert_eq!(running(&wine, &table).len(), table.services.len());
@@ -285,7 +314,7 @@ fn a_second_apply_changes_nothing() {
     assert_eq!(wine.service_events().len(), events, "no service was touched\n{}", describe(&wine.service_events()));
     let new_calls = &wine.powershell_calls()[calls.len()..];
     assert!(
-        new_calls.iter().all(|(k, _)| k != "containers-feature.ps1" && k != "defender-exclusion.ps1"),
+        new_calls.iter().all(|(k, _)| k != "containers-feature.ps1" && k != "windows-defender-exclusion.ps1"),
         "once steps do not run again: {new_calls:?}"
     );
 }
@@ -297,10 +326,10 @@ fn changing_one_file_restarts_exactly_the_services_that_use_it_and_two_files_lik
     let table = d.bundle.services();
 
     for (changed, services) in [
-        (vec![r"C:\k\windows-exporter-webconfig.yaml"], vec!["windows_exporter"]),
+        (vec![r"C:\k\tls\windows-exporter-webconfig.yaml"], vec!["windows_exporter"]),
         (vec![r"C:\k\kubelet.conf"], vec!["kubelet"]),
         (
-            vec![r"C:\k\windows-exporter-webconfig.yaml", r"C:\k\credential-provider-config.yaml"],
+            vec![r"C:\k\tls\windows-exporter-webconfig.yaml", r"C:\k\credential-provider-config.yaml"],
             vec!["windows_exporter", "kubelet"],
         ),
     ] {
@@ -415,7 +444,12 @@ fn a_service_removed_from_services_json_is_deleted_and_others_are_left_alone() {
     let mark = wine.service_events().len();
     let (run, result) = wine.apply();
     assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
-    assert_eq!(result.deleted, vec!["csi-proxy".to_string()], "{result:?}");
+    assert_eq!(
+        result.deleted,
+        vec!["csi-proxy".to_string()],
+        "{result:?}\nagent service passes: {:?}",
+        wine.agent_passes()
+    );
     let gone = &wine.services(&["csi-proxy"])["csi-proxy"];
     assert_eq!((gone["exists"].as_bool(), &gone["registry"]), (Some(false), &serde_json::Value::Null), "{gone}");
     let events = &wine.service_events()[mark..];
@@ -470,11 +504,12 @@ fn a_step_that_fails_is_retried_by_the_next_run_and_converges() {
     let d = Delivery::example(&wine);
     d.stage(&wine);
     approve_csrs(&wine);
+    network_step_output(&wine);
     let mut table = answers();
     // Exit 0 and no result line (what Wine's own stub does), then exit 0 with ok:false, then success: the agent
     // trusts the result line, not the exit code.
     table.insert(
-        "defender-exclusion.ps1".into(),
+        "windows-defender-exclusion.ps1".into(),
         vec![
             (String::new(), 0),
             ("{\"ok\":false,\"error\":\"Add-MpPreference: access denied\"}\n".into(), 0),
@@ -498,13 +533,13 @@ fn a_step_that_fails_is_retried_by_the_next_run_and_converges() {
         }
         assert!(Instant::now() < deadline, "never converged; last: {r:?}");
     }
-    let defender = wine.powershell_calls().iter().filter(|(k, _)| k == "defender-exclusion.ps1").count();
+    let defender = wine.powershell_calls().iter().filter(|(k, _)| k == "windows-defender-exclusion.ps1").count();
     assert!(defender >= 3, "retried until it succeeded: {:?}", wine.powershell_calls());
     let calls = wine.powershell_calls().len();
     let (run, result) = wine.apply();
     assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
     assert!(
-        !wine.powershell_calls()[calls..].iter().any(|(k, _)| k == "defender-exclusion.ps1"),
+        !wine.powershell_calls()[calls..].iter().any(|(k, _)| k == "windows-defender-exclusion.ps1"),
         "done once, not run again"
     );
     let table = d.bundle.services();
@@ -517,6 +552,7 @@ fn after_a_simulated_reboot_the_agent_service_comes_back_and_finishes() {
     let d = Delivery::example(&wine);
     d.stage(&wine);
     approve_csrs(&wine);
+    network_step_output(&wine);
     // Enabling the Containers feature needs a reboot; until Windows restarts, the script says so every time.
     let mut table = answers();
     table.insert("containers-feature.ps1".into(), vec![("{\"ok\":true,\"rebootRequired\":true}\n".into(), 0)]);
@@ -574,7 +610,8 @@ fn hostile_values_end_up_as_literal_text_in_service_command_lines() {
     let wine = rig();
     let mut d = Delivery::example(&wine);
     let mut table = d.bundle.services();
-    let command = r#"C:\k\hostile.exe --label="a b" --q='c d' $(New-Item C:\pwned-ps.txt) `whoami` & echo pwned> C:\pwned-cmd.txt | more 100% ^& "%"#;
+    let command = r#"C:\k\hostile.exe --label="a b" --q='c d' $(New-Item C:\pwned-ps.txt) `whoami` & echo pwned> C:\pwned-cmd.txt | more ^& "x"#;
+    // No `%` here: services.json refuses it (the SCM would expand `%NAME%`); that case is checked below.
     let mut hostile = table.services[4].clone();
     hostile.name = "hostile".into();
     hostile.description = "quotes \" ' & | > %PATH% $(whoami)".into();
@@ -591,6 +628,7 @@ fn hostile_values_end_up_as_literal_text_in_service_command_lines() {
     d.stage(&wine);
     wine.set_powershell(&answers());
     approve_csrs(&wine);
+    network_step_output(&wine);
     let (run, result) = wine.apply();
     assert!(result.status != ApplyStatus::Failed, "{}", run.text());
 
@@ -610,7 +648,8 @@ fn hostile_values_end_up_as_literal_text_in_service_command_lines() {
     // `%NAME%` in a command: the SCM expands environment variables in a service's command line when it starts it
     // (Windows and Wine alike), so such a command is either refused or reaches the process as written; never
     // expanded.
-    let mut table = d.bundle.services();
+    let with_hostile = d.bundle.services();
+    let mut table = with_hostile.clone();
     let expanding = r"C:\k\hostile.exe --token=%PATH% --user=%USERNAME%".to_string();
     table.services.last_mut().unwrap().command = expanding.clone();
     d.bundle.set_services(&table);
@@ -619,6 +658,9 @@ fn hostile_values_end_up_as_literal_text_in_service_command_lines() {
     let (run, result) = wine.apply();
     if result.status == ApplyStatus::Failed {
         assert!(result.errors.iter().any(|e| e.contains("services.json") || e.contains('%')), "{}", run.text());
+        assert!(result.errors.iter().any(|e| e.contains("hostile")), "the error names the service: {}", run.text());
+        let s = &wine.services(&["hostile"])["hostile"];
+        assert_eq!(s["registry"]["imagePath"].as_str(), Some(command), "refused, the service is left as it was: {s}");
     } else {
         let events = wine.wait_events("the hostile service to start again", Duration::from_secs(30), |e| {
             e[mark..].iter().any(|e| e.service == "hostile" && e.event == "start")
@@ -626,11 +668,12 @@ fn hostile_values_end_up_as_literal_text_in_service_command_lines() {
         let start = last(&events[mark..], "hostile", "start").unwrap();
         assert_eq!(start.command_line.as_deref(), Some(expanding.as_str()), "the SCM expanded the command");
     }
+    d.bundle.set_services(&with_hostile);
 
     // A node name from the metadata step that is not a DNS name is refused, never put into a command.
     let mut answers = answers();
     answers.insert(
-        "aws-node-name.ps1".into(),
+        "aws-get-hostname.ps1".into(),
         vec![("{\"ok\":true,\"value\":\"x\\\" & echo pwned > C:\\\\pwned-name.txt & \\\"\"}\n".into(), 0)],
     );
     wine.set_powershell(&answers);

@@ -149,6 +149,12 @@ impl Rig {
         write_whole(&self.wine.c(r"C:\k\kubeconfig"), b"apiVersion: v1\nkind: Config\n");
     }
 
+    /// What the network step (network-conf.ps1) writes on a real node before kube-proxy starts: its
+    /// configuration, which sync does not deliver. The fake powershell runs nothing, so the test writes it.
+    fn network_step_output(&self) {
+        write_whole(&self.wine.c(r"C:\k\kube-proxy.conf"), b"kind: KubeProxyConfiguration\n");
+    }
+
     /// Every service of the table runs, with its command resolved (no placeholder left).
     fn assert_all_running(&self) {
         let table = self.services();
@@ -169,6 +175,7 @@ fn node(report: &serde_json::Value) -> &serde_json::Value {
 fn sync_pushes_the_agent_which_applies_under_wine_and_the_next_sync_is_a_no_op() {
     let rig = Rig::new();
     rig.approve_csrs();
+    rig.network_step_output();
     let (rc, report, err) = rig.sync();
     assert_eq!(rc, 0, "{err}\n{report}");
     let n = node(&report);
@@ -192,6 +199,7 @@ fn sync_pushes_the_agent_which_applies_under_wine_and_the_next_sync_is_a_no_op()
 fn a_sync_cut_off_between_push_and_apply_is_finished_by_the_next_one() {
     let rig = Rig::new();
     rig.approve_csrs();
+    rig.network_step_output();
     support::wine_sshd::cut_before_agent(&rig.sshd);
     let (rc, report, err) = rig.sync();
     assert_eq!(rc, 3, "the connection was cut: {err}\n{report}");
@@ -219,6 +227,8 @@ fn a_pending_node_is_reported_as_such_and_the_next_sync_applies_again() {
     assert_ne!(rc, 3, "pending is not a failure: {err}");
 
     rig.approve_csrs();
+    rig.network_step_output();
+
     let (rc, report, err) = rig.sync();
     assert_eq!(rc, 0, "{err}\n{report}");
     let n = node(&report);

@@ -10,6 +10,8 @@
 //!   only renamed away;
 //! - starting a service whose dependencies are not running is allowed (Wine's SCM allows it) but recorded, so
 //!   tests assert the engine's start order;
+//! - with `wine_stop_quirks`, Wine's SCM: no pid while a service is stop-pending, a killed stop-pending service
+//!   stays stop-pending, and a service whose process is gone may be started again;
 //! - PowerShell returns what the test scripted; unscripted, it behaves like Wine's stub (exit 0, no output).
 
 use crate::system::{RunState, ScriptRun, ServiceConfig, ServiceStatus, SysError, SysResult, System};
@@ -82,6 +84,8 @@ struct Inner {
     clock: Duration,
     /// Wine's SCM: dependencies are stored (and ordered nothing) but read back as an empty list.
     hide_dependencies: bool,
+    /// Wine's SCM around stops: see the module's notes.
+    wine_stop_quirks: bool,
 }
 
 /// Clones are handles on the same simulated machine.
@@ -127,6 +131,7 @@ impl FakeSystem {
                 next_pid: 100,
                 clock: Duration::ZERO,
                 hide_dependencies: false,
+                wine_stop_quirks: false,
             })),
         }
     }
@@ -180,6 +185,10 @@ impl FakeSystem {
 
     pub fn hide_dependencies(&self) {
         self.inner.borrow_mut().hide_dependencies = true;
+    }
+
+    pub fn wine_stop_quirks(&self) {
+        self.inner.borrow_mut().wine_stop_quirks = true;
     }
 
     pub fn set_ip(&self, ip: Option<Ipv4Addr>) {
@@ -246,7 +255,7 @@ impl Inner {
         let same = |p: &NodePath| p.as_str().eq_ignore_ascii_case(path.as_str());
         self.services
             .iter()
-            .filter(|(_, s)| s.state != RunState::Stopped)
+            .filter(|(_, s)| s.state != RunState::Stopped && s.pid.is_some())
             .find(|(_, s)| executable(&s.config.command).iter().chain(&s.holds).any(same))
             .map(|(n, _)| n.clone())
     }
@@ -264,7 +273,8 @@ impl System for FakeSystem {
             if inner.hide_dependencies {
                 config.dependencies.clear();
             }
-            ServiceStatus { config, state: s.state, pid: s.pid }
+            let pid = if inner.wine_stop_quirks && s.state == RunState::StopPending { None } else { s.pid };
+            ServiceStatus { config, state: s.state, pid }
         };
         Ok(inner.services.get(name).map(shown))
     }
@@ -325,7 +335,10 @@ impl System for FakeSystem {
             match inner.services.get(name) {
                 None => return err(1060, "no such service"),
                 Some(s) if s.marked_for_deletion => return err(1072, "the service is marked for deletion"),
-                Some(s) if s.state != RunState::Stopped => return err(1056, "the service is already running"),
+                // Wine starts a service whose process is gone, whatever state it still reports.
+                Some(s) if s.state != RunState::Stopped && !(inner.wine_stop_quirks && s.pid.is_none()) => {
+                    return err(1056, "the service is already running");
+                }
                 Some(s) => executable(&s.config.command),
             }
         };
@@ -368,7 +381,14 @@ impl System for FakeSystem {
                     (s.state, s.stop_requested_at) = (RunState::StopPending, Some(now));
                 }
             }
-            StopBehaviour::Never => {}
+            StopBehaviour::Never => {
+                // It acknowledges the request and never stops (the Wine rig's stalled fake does so).
+                if inner.wine_stop_quirks
+                    && let Some(s) = inner.services.get_mut(name)
+                {
+                    s.state = RunState::StopPending;
+                }
+            }
         }
         Ok(())
     }
@@ -379,8 +399,17 @@ impl System for FakeSystem {
             return err(87, format!("no process {pid}"));
         };
         inner.events.push(Event::Killed(name.clone()));
-        inner.finish_stop(&name);
+        let quirk = inner.wine_stop_quirks;
+        match inner.services.get_mut(&name) {
+            // Wine: the process is gone, the state stays stop-pending.
+            Some(s) if quirk && s.state == RunState::StopPending => s.pid = None,
+            _ => inner.finish_stop(&name),
+        }
         Ok(())
+    }
+
+    fn process_alive(&self, pid: u32) -> bool {
+        self.inner.borrow().services.values().any(|s| s.pid == Some(pid))
     }
 
     fn machine_env(&self, name: &str) -> SysResult<Option<String>> {

@@ -55,17 +55,19 @@ pub fn stop_and_wait(
     if status.state == RunState::Stopped {
         return Ok(false);
     }
+    // The pid before the stop request: Wine's SCM reports none while a service is stop-pending.
+    let pid_before = status.pid;
     if status.state != RunState::StopPending
         && let Err(e) = sys.stop_service(name)
         && state(sys, name)? != RunState::Stopped
     {
         return Err(format!("cannot stop service `{name}`: {e}"));
     }
-    if wait_for(sys, timing, name, timing.stop_timeout, |s| s == RunState::Stopped)? {
+    if wait_for(sys, timing, name, timing.stop_timeout, |_, s| s == RunState::Stopped)? {
         return Ok(true);
     }
     // It ignored the stop request: end its process, as WMCO does with a stalled service.
-    let pid = sys.service(name).ok().flatten().and_then(|s| s.pid);
+    let pid = sys.service(name).ok().flatten().and_then(|s| s.pid).or(pid_before);
     let Some(pid) = pid else {
         return Err(format!(
             "service `{name}` did not stop within {:?} and has no process to end",
@@ -74,7 +76,9 @@ pub fn stop_and_wait(
     };
     sys.kill_process(pid).map_err(|e| format!("service `{name}` did not stop; ending process {pid} failed: {e}"))?;
     killed.push(name.to_string());
-    if wait_for(sys, timing, name, AFTER_KILL, |s| s == RunState::Stopped)? {
+    // Wine's SCM may go on reporting stop-pending after the process ended (Windows reports stopped): the process
+    // having ended is what counts, and the SCM starts such a service again on request.
+    if wait_for(sys, timing, name, AFTER_KILL, |sys, s| s == RunState::Stopped || !sys.process_alive(pid))? {
         Ok(true)
     } else {
         Err(format!("service `{name}` is still not stopped after its process {pid} was ended"))
@@ -85,7 +89,7 @@ pub fn stop_and_wait(
 pub fn start_and_wait(sys: &mut dyn System, timing: &Timing, name: &str) -> Result<(), String> {
     sys.start_service(name).map_err(|e| format!("cannot start service `{name}`: {e}"))?;
     let mut seen_stopped_twice = 0;
-    let running = wait_for(sys, timing, name, timing.stop_timeout, |s| {
+    let running = wait_for(sys, timing, name, timing.stop_timeout, |_, s| {
         // Stopped right after a start request: it ended at once (a crash or a bad command line).
         if s == RunState::Stopped {
             seen_stopped_twice += 1;
@@ -105,11 +109,12 @@ fn wait_for(
     timing: &Timing,
     name: &str,
     limit: Duration,
-    mut done: impl FnMut(RunState) -> bool,
+    mut done: impl FnMut(&dyn System, RunState) -> bool,
 ) -> Result<bool, String> {
     let mut waited = Duration::ZERO;
     loop {
-        if done(state(sys, name)?) {
+        let now = state(sys, name)?;
+        if done(&*sys, now) {
             return Ok(true);
         }
         if waited >= limit {

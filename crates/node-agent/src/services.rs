@@ -39,6 +39,11 @@ fn config_differs(actual: &ServiceConfig, want: &ServiceConfig, recorded: Option
         || actual.name != want.name
 }
 
+/// A file of a service that nothing delivers and its pre-start step writes on the node.
+fn written_by_step(s: &Service, p: &NodePath, delivered: &BTreeSet<&NodePath>) -> bool {
+    s.pre_start.is_some() && s.files.contains(p) && !delivered.contains(p)
+}
+
 fn all_paths(s: &Service) -> impl Iterator<Item = &NodePath> {
     s.files.iter().chain(&s.binaries).chain(&s.secrets)
 }
@@ -49,9 +54,17 @@ impl Pass<'_> {
         // Step 6: everything the services need is there (or staged), before anything is stopped.
         let staged = swap::check(self.sys, &desired.manifest);
         let staged_paths: BTreeSet<&NodePath> = staged.ready.iter().map(|s| &s.path).collect();
-        for p in table.services.iter().flat_map(all_paths) {
-            if !staged_paths.contains(p) && !self.sys.local(p).is_file() {
-                push_once(&mut self.result.missing, p.to_string());
+        let delivered: BTreeSet<&NodePath> = desired.manifest.files.iter().map(|f| &f.path).collect();
+        for s in &table.services {
+            for p in all_paths(s) {
+                // A file that sync does not deliver, of a service with a pre-start step, is the step's to write
+                // (the network step writes kube-proxy.conf): it is checked once the step ran.
+                if written_by_step(s, p, &delivered) {
+                    continue;
+                }
+                if !staged_paths.contains(p) && !self.sys.local(p).is_file() {
+                    push_once(&mut self.result.missing, p.to_string());
+                }
             }
         }
         for m in staged.missing {
@@ -152,7 +165,8 @@ impl Pass<'_> {
                 }
             }
         }
-        let mut files = self.digests(s)?;
+        // Before the pre-start step, a file it writes may not be there yet: that counts as a change.
+        let mut files = self.digests(s, s.pre_start.is_some())?;
         let recorded = self.state.services.get(name).map(|r| r.files.clone());
         let mut changed = recorded.as_ref() != Some(&files);
         let running = scm::is_running(scm::state(self.sys, name)?);
@@ -167,7 +181,7 @@ impl Pass<'_> {
                     return Ok(());
                 }
                 // The step may have written a file the service reads.
-                files = self.digests(s)?;
+                files = self.digests(s, false)?;
                 changed = recorded.as_ref() != Some(&files);
             }
         }
@@ -205,14 +219,16 @@ impl Pass<'_> {
         }
     }
 
-    /// sha256 of each file, binary and credential of a service.
-    fn digests(&mut self, s: &Service) -> Result<BTreeMap<NodePath, String>, String> {
+    /// sha256 of each file, binary and credential of a service; with `lenient`, a file that is not there is left
+    /// out instead of failing.
+    fn digests(&mut self, s: &Service, lenient: bool) -> Result<BTreeMap<NodePath, String>, String> {
         let mut out = BTreeMap::new();
         for p in all_paths(s) {
             match self.state.digests.digest(p, &self.sys.local(p)) {
                 Ok(Some(sha)) => {
                     out.insert(p.clone(), sha);
                 }
+                Ok(None) if lenient => {}
                 Ok(None) => return Err(format!("service `{}`: {p} is not on the node", s.name)),
                 Err(e) => return Err(format!("service `{}`: cannot read {p}: {e}", s.name)),
             }

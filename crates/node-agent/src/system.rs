@@ -84,6 +84,9 @@ pub trait System {
     fn stop_service(&mut self, name: &str) -> SysResult<()>;
     /// Ends a process at once (a service that did not stop within the bounded wait).
     fn kill_process(&mut self, pid: u32) -> SysResult<()>;
+    /// Whether a process still runs. Wine's SCM goes on reporting a service whose process was killed as running
+    /// (or stop-pending); what counts is the process.
+    fn process_alive(&self, pid: u32) -> bool;
 
     /// A machine-level environment variable (HKLM), `None` when unset.
     fn machine_env(&self, name: &str) -> SysResult<Option<String>>;

@@ -231,7 +231,7 @@ fn a_second_pass_changes_nothing() {
 
 #[test]
 fn an_scm_that_reads_back_no_dependencies_like_wines_causes_no_update_loop() {
-    let mut node = Node::new();
+    let node = Node::new();
     node.sys.hide_dependencies();
     let mut node = node.converged();
     let r = node.apply();
@@ -473,6 +473,59 @@ fn services_that_need_the_kubeconfig_wait_and_the_node_is_pending() {
 }
 
 #[test]
+fn under_wines_scm_a_stalled_service_is_killed_by_the_pid_taken_before_the_stop() {
+    // Wine reports no pid while a service is stop-pending and goes on reporting stop-pending after its process
+    // was killed: the agent kills the pid it saw before the stop request and counts the ended process as stopped.
+    let mut node = Node::new().converged();
+    node.sys.wine_stop_quirks();
+    node.sys.set_stop_behaviour("kube-proxy", StopBehaviour::Never);
+    let old_pid = node.sys.status("kube-proxy").unwrap().pid.unwrap();
+    node.write(r"C:\k\kube-proxy.conf", "v2");
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!(
+        (r.killed.as_slice(), r.restarted.as_slice()),
+        (&["kube-proxy".to_string()][..], &["kube-proxy".to_string()][..])
+    );
+    let now = node.sys.status("kube-proxy").unwrap();
+    assert_eq!(now.state, RunState::Running);
+    assert_ne!(now.pid, Some(old_pid));
+}
+
+#[test]
+fn a_file_the_pre_start_step_writes_is_not_missing_before_the_step_runs() {
+    // kube-proxy.conf is written on the node by the network step; sync does not deliver it.
+    let mut node = Node::new();
+    node.remove(r"C:\k\kube-proxy.conf");
+    let r = node.apply();
+    assert_eq!(r.missing, Vec::<String>::new(), "{r:#?}");
+    assert!(r.steps.iter().any(|s| s == "network"), "{r:#?}");
+    // The step ran and did not write it: the pass fails naming the file; the other services run.
+    assert_eq!(r.status, ApplyStatus::Failed, "{r:#?}");
+    assert!(r.errors.iter().any(|e| e.contains("kube-proxy.conf")), "{r:#?}");
+    assert_eq!(node.sys.state_of("kubelet"), Some(RunState::Running));
+    node.write(r"C:\k\kube-proxy.conf", "written by the network step");
+    let r = node.apply();
+    assert_eq!((r.status, r.started.as_slice()), (ApplyStatus::Converged, &["kube-proxy".to_string()][..]), "{r:#?}");
+
+    // A file sync delivers (listed in the manifest) is missing when it is not there.
+    node.manifest.files.push(wmrender_contract::NodeFile {
+        path: np(r"C:\k\kube-proxy.conf"),
+        sha256: "0".repeat(64),
+        size: 1,
+        kind: wmrender_contract::FileKind::Bundle,
+        staged: false,
+    });
+    node.remove(r"C:\k\kube-proxy.conf");
+    let r = node.apply();
+    assert_eq!(
+        (r.status, r.missing.as_slice()),
+        (ApplyStatus::Failed, &[r"C:\k\kube-proxy.conf".to_string()][..]),
+        "{r:#?}"
+    );
+}
+
+#[test]
 fn kube_proxy_waits_while_the_network_step_is_pending() {
     let mut node = Node::new();
     node.sys.clear_script(NETWORK);
@@ -513,7 +566,8 @@ fn the_containers_reboot_makes_the_node_pending_until_the_boot_id_changes() {
 #[test]
 fn hostile_values_reach_the_scm_and_the_scripts_as_literal_text() {
     let mut node = Node::new();
-    let hostile = r#"--label="a b" $(Remove-Item C:\ -Recurse) & calc.exe | %PATH% ; `whoami` 'q'"#;
+    // No `%`: the SCM expands `%NAME%` in a command line, so services.json refuses it (checked below).
+    let hostile = r#"--label="a b" $(Remove-Item C:\ -Recurse) & calc.exe | ^& ; `whoami` 'q'"#;
     node.service_mut("windows_exporter").command = format!(r"C:\k\windows_exporter.exe {hostile} NODE_IP");
     node.service_mut("windows_exporter").description = "it's \"quoted\" & 100% $(x)".into();
     let arg = "line one\nline two $(Get-Process) \"q\" & 'x' %TEMP%";
@@ -533,6 +587,12 @@ fn hostile_values_reach_the_scm_and_the_scripts_as_literal_text() {
     assert_eq!(r.status, ApplyStatus::Failed);
     assert!(r.errors[0].starts_with(r"C:\k\wmrender\services.json: service `windows_exporter`"), "{r:#?}");
     assert!(node.sys.events().iter().all(|e| !matches!(e, Event::Updated(n) if n == "windows_exporter")));
+    // Likewise a command with `%`.
+    node.service_mut("windows_exporter").command = r"C:\k\windows_exporter.exe --x=%PATH%".into();
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Failed);
+    assert!(r.errors[0].starts_with(r"C:\k\wmrender\services.json: service `windows_exporter`"), "{r:#?}");
+    assert!(r.errors[0].contains('%'), "{r:#?}");
 }
 
 #[test]

@@ -10,7 +10,8 @@ use windows_sys::Win32::System::SystemInformation::{
     ComputerNamePhysicalDnsFullyQualified, ComputerNamePhysicalDnsHostname, GetComputerNameExW, GetTickCount64,
 };
 use windows_sys::Win32::System::Threading::{
-    GetProcessTimes, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_TERMINATE, TerminateProcess,
+    GetExitCodeProcess, GetProcessTimes, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_TERMINATE,
+    TerminateProcess,
 };
 
 pub fn dns_host_name(fully_qualified: bool) -> SysResult<String> {
@@ -36,6 +37,26 @@ pub fn kill_process(pid: u32) -> SysResult<()> {
         let e = std::io::Error::last_os_error();
         CloseHandle(h);
         if ok == 0 { Err(SysError(format!("cannot end process {pid}: {e}"))) } else { Ok(()) }
+    }
+}
+
+/// `GetExitCodeProcess`'s answer for a process that has not ended.
+const STILL_ACTIVE: u32 = 259;
+const ERROR_ACCESS_DENIED: i32 = 5;
+
+/// Whether process `pid` runs. A process that cannot be opened for lack of rights exists; any other failure to
+/// open it means there is no such process.
+pub fn process_alive(pid: u32) -> bool {
+    // SAFETY: plain Win32 calls on a handle this function opens and closes.
+    unsafe {
+        let h = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
+        if h.is_null() {
+            return std::io::Error::last_os_error().raw_os_error() == Some(ERROR_ACCESS_DENIED);
+        }
+        let mut code = 0u32;
+        let ok = GetExitCodeProcess(h, &mut code);
+        CloseHandle(h);
+        ok == 0 || code == STILL_ACTIVE
     }
 }
 

@@ -59,6 +59,10 @@ impl System for WindowsSystem {
         host::kill_process(pid)
     }
 
+    fn process_alive(&self, pid: u32) -> bool {
+        host::process_alive(pid)
+    }
+
     fn machine_env(&self, name: &str) -> SysResult<Option<String>> {
         registry::machine_env(name)
     }

@@ -3,7 +3,7 @@
 //! program path; the rendered command is already a complete Windows command line), their description and
 //! recovery actions (restart after 5 s, 10 s, 30 s; the count resets after 5 minutes without a failure).
 
-use super::registry;
+use super::{host, registry};
 use crate::system::{RunState, ServiceConfig, ServiceStatus, SysError, SysResult};
 use std::ffi::{OsStr, OsString};
 use std::os::windows::ffi::OsStrExt;
@@ -51,13 +51,22 @@ pub fn query(name: &str) -> SysResult<Option<ServiceStatus>> {
     let config = svc.query_config().map_err(|e| err(format!("cannot read the configuration of `{name}`"), e))?;
     let status = svc.query_status().map_err(|e| err(format!("cannot read the state of `{name}`"), e))?;
     let (description, dependencies) = registry::service_description_and_dependencies(name)?;
-    let state = match status.current_state {
+    let mut state = match status.current_state {
         ServiceState::Stopped => RunState::Stopped,
         ServiceState::StartPending => RunState::StartPending,
         ServiceState::StopPending => RunState::StopPending,
         ServiceState::Running => RunState::Running,
         _ => RunState::Other,
     };
+    let mut pid = status.process_id.filter(|p| *p != 0);
+    // Wine's SCM goes on reporting a service whose process was killed as running, with the dead pid (Windows
+    // reports it stopped, and Wine starts it again on request): a service without a live process is stopped.
+    if let Some(p) = pid
+        && state != RunState::Stopped
+        && !host::process_alive(p)
+    {
+        (state, pid) = (RunState::Stopped, None);
+    }
     Ok(Some(ServiceStatus {
         config: ServiceConfig {
             name: name.into(),
@@ -67,7 +76,7 @@ pub fn query(name: &str) -> SysResult<Option<ServiceStatus>> {
             automatic: config.start_type == ServiceStartType::AutoStart,
         },
         state,
-        pid: status.process_id.filter(|p| *p != 0),
+        pid,
     }))
 }
 
@@ -105,7 +114,8 @@ pub fn update(config: &ServiceConfig) -> SysResult<()> {
 
 fn finish_config(svc: &Service, config: &ServiceConfig) -> SysResult<()> {
     let name = &config.name;
-    set_command_line(svc, &config.command).map_err(|e| SysError(format!("cannot set the command of `{name}`: {e}")))?;
+    set_command_line(svc, &config.command, &config.dependencies)
+        .map_err(|e| SysError(format!("cannot set the command of `{name}`: {e}")))?;
     svc.set_description(&config.description).map_err(|e| err(format!("cannot set the description of `{name}`"), e))?;
     let restart = |secs| ServiceAction { action_type: ServiceActionType::Restart, delay: Duration::from_secs(secs) };
     let actions = ServiceFailureActions {
@@ -126,10 +136,22 @@ fn finish_config(svc: &Service, config: &ServiceConfig) -> SysResult<()> {
     }
 }
 
-fn set_command_line(svc: &Service, command: &str) -> std::io::Result<()> {
+/// Sets the command line verbatim, and the dependencies again in the same call: Wine's SCM reads a null
+/// dependency list as "none" and would drop what `CreateService` stored (Windows keeps them; passing the list is
+/// right for both). The list is double-NUL-terminated: each name ends with a NUL, and an empty name ends the list.
+fn set_command_line(svc: &Service, command: &str, dependencies: &[String]) -> std::io::Result<()> {
     let wide: Vec<u16> = OsStr::new(command).encode_wide().chain(std::iter::once(0)).collect();
-    // SAFETY: a valid service handle with SERVICE_CHANGE_CONFIG and a NUL-terminated UTF-16 string that outlives
-    // the call; null pointers leave the other settings as they are.
+    let mut deps: Vec<u16> = Vec::new();
+    for d in dependencies {
+        deps.extend(OsStr::new(d).encode_wide());
+        deps.push(0);
+    }
+    deps.push(0);
+    if dependencies.is_empty() {
+        deps.push(0);
+    }
+    // SAFETY: a valid service handle with SERVICE_CHANGE_CONFIG, and NUL-terminated UTF-16 strings (the
+    // dependencies double-NUL-terminated) that outlive the call; null pointers leave the other settings as they are.
     let ok = unsafe {
         ChangeServiceConfigW(
             svc.raw_handle(),
@@ -139,7 +161,7 @@ fn set_command_line(svc: &Service, command: &str) -> std::io::Result<()> {
             wide.as_ptr(),
             std::ptr::null(),
             std::ptr::null_mut(),
-            std::ptr::null(),
+            deps.as_ptr(),
             std::ptr::null(),
             std::ptr::null(),
             std::ptr::null(),
