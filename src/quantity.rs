@@ -11,7 +11,7 @@ pub fn canonical(s: &str) -> Option<String> {
     }
     let mut n: u128 = digits.parse().ok()?;
     let mut power = power;
-    while n >= 1024 && n % 1024 == 0 && (power as usize) < UNITS.len() {
+    while n >= 1024 && n.is_multiple_of(1024) && (power as usize) < UNITS.len() {
         n /= 1024;
         power += 1;
     }
