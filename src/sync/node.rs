@@ -159,7 +159,8 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
             report.status = Status::Synced;
         }
         ApplyStatus::Pending => report.status = Status::Pending,
-        ApplyStatus::Failed => unreachable!("apply() returns failures as errors"),
+        // apply() turns a failed result into an error; kept as one here too rather than trusted.
+        ApplyStatus::Failed => return Err(SyncError::Apply("the apply step failed".into())),
     }
     conn.close().await;
     Ok(())
