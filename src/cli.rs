@@ -31,10 +31,12 @@ wmrender render -f wmrender.yaml -o bundle --only node  # just the node bundle, 
     #[command(after_help = "Examples:\n  \
 wmrender sync --rendered out --identity ~/.ssh/windows-nodes --dry-run\n  \
 wmrender sync --rendered out --inventory nodes.yaml --identity key.pem --payload payload \\\n      \
---pull-secret pull-secret.json --bootstrap-kubeconfig bootstrap-kubeconfig \\\n      \
---kubelet-ca kubelet-ca.crt --bootstrap-ca bootstrap-ca.crt --parallel 8 --max-unavailable 2\n\n\
+--agent wmrender-node.exe --pull-secret pull-secret.json --bootstrap-kubeconfig bootstrap-kubeconfig \\\n      \
+--kubelet-ca kubelet-ca.crt --bootstrap-ca bootstrap-ca.crt --parallel 8 --max-unavailable 2\n  \
+wmrender sync --rendered out --inventory nodes.yaml --identity key.pem --dry-run --prune-payload   # config only; \
+show what pruning the payload removes\n\n\
 Nodes: the BYOH hosts of the rendered windows-instances ConfigMap (unless the render installs WMCO, which then \
-owns them) plus --inventory. Exit codes: 0 all synced or unchanged; 1 --dry-run found changes; \
+owns them) plus --inventory. Exit codes: 0 all synced, unchanged or pending; 1 --dry-run found changes; \
 2 invalid input or usage; 3 a node failed.")]
     Sync(Box<SyncArgs>),
     /// Review what a render would change (against a rendered directory or a git revision): deletions first.
