@@ -3,7 +3,6 @@
 //! BYOH hosts; reviewers can see at a glance what a render produced. The type is the node contract's.
 
 use crate::render::Artifact;
-use sha2::{Digest, Sha256};
 use wmrender_contract::{BundleEntry, BundleManifest, Mode};
 
 /// The manifest for `files` (which must be sorted by path, as [`crate::render::render`] returns them).
@@ -16,7 +15,7 @@ pub fn render(files: &[Artifact], inputs_digest: &str, mode: Mode) -> Artifact {
             .iter()
             .map(|f| BundleEntry {
                 path: f.path.clone(),
-                sha256: crate::hex(&Sha256::digest(&f.bytes)),
+                sha256: wmrender_contract::sha256_hex(&f.bytes),
                 size: f.bytes.len() as u64,
             })
             .collect(),

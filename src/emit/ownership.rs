@@ -4,7 +4,6 @@
 //! manifest lists, unchanged. A file named `manifest.json` alone proves nothing: any project may have one.
 
 use crate::error::Error;
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
@@ -123,7 +122,7 @@ fn unchanged(path: &Path, entry: &Entry) -> Result<bool, Error> {
         return Ok(false);
     }
     let bytes = fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-    Ok(crate::hex(&Sha256::digest(&bytes)) == entry.sha256)
+    Ok(wmrender_contract::sha256_hex(&bytes) == entry.sha256)
 }
 
 fn list(items: &[String]) -> String {

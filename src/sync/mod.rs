@@ -89,7 +89,7 @@ pub fn read_rendered(dir: &Path) -> Result<Rendered, Error> {
                 dir.display()
             ))
         })?;
-        let actual = crate::hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+        let actual = wmrender_contract::sha256_hex(&bytes);
         if actual != entry.sha256 {
             return Err(Error::Usage(format!(
                 "{}/{path} differs from the rendered manifest.json; render again instead of editing the output",

@@ -11,7 +11,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use wmrender_contract::paths::{AGENT_EXE, NODE_MANIFEST};
-use wmrender_contract::{FileKind, Journal, NodeFile, NodeManifest, NodePath};
+use wmrender_contract::{FileKind, Journal, NodeFile, NodeManifest, NodePath, sha256_hex};
 
 #[derive(Clone, Debug)]
 pub enum Source {
@@ -48,10 +48,6 @@ pub struct Given {
     pub prune_payload: bool,
     /// `--prune-credentials`: credentials not given are removed, and hosts.toml lose their credentials.
     pub prune_credentials: bool,
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    crate::hex(&Sha256::digest(bytes))
 }
 
 fn from_bytes(path: NodePath, kind: FileKind, bytes: Vec<u8>) -> Desired {

@@ -113,7 +113,7 @@ impl ServicesFile {
                     return Err(ServicesError::DependencyOrder(s.name.clone(), d.clone()));
                 }
             }
-            for p in s.files.iter().chain(&s.binaries).chain(&s.secrets) {
+            for p in s.files.iter().chain(&s.binaries).chain(&s.secrets).chain(&s.requires) {
                 NodePath::parse_delivered(p.as_str()).map_err(|e| ServicesError::Path(s.name.clone(), e))?;
             }
             if !seen.insert(s.name.as_str()) {

@@ -99,6 +99,11 @@ impl NodeSettings {
                 return Err("node.json: an environment value holds a NUL character".into());
             }
         }
+        // The agent runs these scripts: only files sync delivers, below C:\k.
+        for step in &s.steps {
+            crate::NodePath::parse_delivered(step.script.as_str())
+                .map_err(|e| format!("node.json: step `{}`: {e}", step.name))?;
+        }
         if let NodeNameSource::Step { step } = &s.node_name
             && s.step(step).is_none()
         {
@@ -119,6 +124,14 @@ impl NodeSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn step_scripts_must_be_delivered_files() {
+        let text = r#"{"platform":"none","nodeName":{"from":"dns-host-name"},"directories":[],"environment":{},
+            "steps":[{"name":"x","script":"C:\\Windows\\evil.ps1","args":[],"when":"once"}]}"#;
+        let e = NodeSettings::parse(text.as_bytes()).unwrap_err();
+        assert!(e.contains("step `x`") && e.contains("outside"), "{e}");
+    }
 
     #[test]
     fn step_output_is_the_last_json_line() {
