@@ -32,6 +32,10 @@ pub const KUBELET_CA: &str = r"C:\k\kubelet-ca.crt";
 pub const BOOTSTRAP_CA: &str = r"C:\k\bootstrap-ca.crt";
 pub const EXPORTER_TLS_CERT: &str = r"C:\k\tls\certs\tls.crt";
 pub const EXPORTER_TLS_KEY: &str = r"C:\k\tls\certs\tls.key";
+/// The cluster's additional trusted CAs (PEM bundle); the agent imports them into LocalMachine Root.
+pub const TRUSTED_CA_BUNDLE: &str = r"C:\k\ca-bundle.crt";
+/// Kubeconfig with a short-lived ServiceAccount token for the Azure cloud-node-manager (mode without the operator).
+pub const CLOUD_NODE_MANAGER_KUBECONFIG: &str = r"C:\k\cloud-node-manager.kubeconfig";
 /// Written by kubelet's TLS bootstrap; hybrid-overlay, kube-proxy and Azure's cloud-node-manager use it.
 pub const KUBECONFIG: &str = r"C:\k\kubeconfig";
 
