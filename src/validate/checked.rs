@@ -5,7 +5,7 @@
 use super::machinesets::derived_machine_set_name;
 use crate::diagnostics::Diagnostics;
 use crate::inputs::Loaded;
-use crate::inputs::schema::{self, Platform, Replicas};
+use crate::inputs::schema::{self, Platform, PlatformKind, Replicas};
 use crate::inputs::yaml::Located;
 use crate::quantity::Quantity;
 use crate::registries::RegistryHost;
@@ -126,15 +126,19 @@ pub enum PlatformPlan {
 }
 
 impl PlatformPlan {
-    pub fn name(&self) -> &'static str {
+    pub fn kind(&self) -> PlatformKind {
         match self {
-            PlatformPlan::Aws(_) => "aws",
-            PlatformPlan::Azure(_) => "azure",
-            PlatformPlan::Gcp(_) => "gcp",
-            PlatformPlan::Nutanix(_) => "nutanix",
-            PlatformPlan::Vsphere(_) => "vsphere",
-            PlatformPlan::None => "none",
+            PlatformPlan::Aws(_) => PlatformKind::Aws,
+            PlatformPlan::Azure(_) => PlatformKind::Azure,
+            PlatformPlan::Gcp(_) => PlatformKind::Gcp,
+            PlatformPlan::Nutanix(_) => PlatformKind::Nutanix,
+            PlatformPlan::Vsphere(_) => PlatformKind::Vsphere,
+            PlatformPlan::None => PlatformKind::None,
         }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.kind().key()
     }
 }
 

@@ -119,6 +119,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_failed_field_covers_what_is_below_it_and_nothing_else() {
+        let file: Arc<str> = Arc::from("w.yaml");
+        let mut errors = Diagnostics::default();
+        let loc = crate::diagnostics::Loc::file_only(&file);
+        errors.push(Diagnostic::error(&loc, "spec.network", "expected a mapping"));
+        errors.push(Diagnostic::warning(&loc, "spec.proxy", "only a warning"));
+        let decoded = Decoded::from_errors(&errors);
+        assert!(decoded.failed("w.yaml", "spec.network"));
+        assert!(decoded.failed("w.yaml", "spec.network.serviceNetwork[0]"));
+        assert!(!decoded.failed("w.yaml", "spec.networkX"));
+        assert!(!decoded.failed("w.yaml", "spec.proxy"));
+        assert!(!decoded.failed("other.yaml", "spec.network"));
+        let placeholder = Located { value: 1, loc: loc.clone(), field: "spec.network.at".to_string() };
+        assert_eq!(decoded.get(&placeholder), None);
+    }
+
+    #[test]
     fn dns_names() {
         assert!(is_dns1123_label("winworker"));
         assert!(!is_dns1123_label("WinWorker"));
