@@ -42,6 +42,10 @@ fn best_effort_list<T: Decode>(node: &Node, field: &str, diags: &mut Diagnostics
     }
 }
 
+fn decode_or_placeholder<T: Decode + Placeholder>(node: &Node, field: &str, diags: &mut Diagnostics) -> T {
+    T::decode(node, field, diags).unwrap_or_else(|| T::placeholder(&node.loc, field))
+}
+
 /// How one field is read from its mapping; see [`schema!`].
 macro_rules! read_field {
     // Must be written; a placeholder when it cannot be read.
@@ -414,11 +418,13 @@ impl Platform {
 
     fn decode_kind(kind: PlatformKind, node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Platform> {
         match kind {
-            PlatformKind::Aws => Aws::decode(node, field, diags).map(Platform::Aws),
-            PlatformKind::Azure => Azure::decode(node, field, diags).map(Platform::Azure),
-            PlatformKind::Gcp => Gcp::decode(node, field, diags).map(Platform::Gcp),
-            PlatformKind::Nutanix => Nutanix::decode(node, field, diags).map(Platform::Nutanix),
-            PlatformKind::Vsphere => Vsphere::decode(node, field, diags).map(Platform::Vsphere),
+            // A platform block of the wrong type (`aws: 5`) is still that platform, with placeholder settings
+            // below its failed path: the rules know the platform and skip its settings.
+            PlatformKind::Aws => Some(Platform::Aws(decode_or_placeholder(node, field, diags))),
+            PlatformKind::Azure => Some(Platform::Azure(decode_or_placeholder(node, field, diags))),
+            PlatformKind::Gcp => Some(Platform::Gcp(decode_or_placeholder(node, field, diags))),
+            PlatformKind::Nutanix => Some(Platform::Nutanix(decode_or_placeholder(node, field, diags))),
+            PlatformKind::Vsphere => Some(Platform::Vsphere(decode_or_placeholder(node, field, diags))),
             // `none: {}` takes no settings; reading it as a mapping reports any keys under it.
             PlatformKind::None => Fields::new(node, field, diags).map(|f| {
                 f.finish(diags);

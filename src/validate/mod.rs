@@ -48,6 +48,15 @@ impl Decoded {
         })
     }
 
+    /// Whether `field` or anything below it failed to decode (a list with one unreadable item reads as absent).
+    pub fn failed_within(&self, file: &str, field: &str) -> bool {
+        self.failed(file, field)
+            || self.failed.iter().any(|(f, failed)| {
+                &**f == file
+                    && failed.strip_prefix(field).is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+            })
+    }
+
     /// The value, unless it is a placeholder for a field that failed to decode.
     pub fn get<'a, T>(&self, v: &'a Located<T>) -> Option<&'a T> {
         (!self.failed(&v.loc.file, &v.field)).then_some(&v.value)

@@ -20,7 +20,7 @@ const DEFAULT_VXLAN_PORT: u32 = 4789;
 pub(super) fn check(inputs: &ClusterInputs, decoded: &Decoded, d: &mut Diagnostics) -> Option<Networks> {
     let net = &inputs.spec.network;
     let file = &net.at.loc.file;
-    let failed = |key: &str| decoded.failed(file, &format!("{}.{key}", net.at.field));
+    let failed = |key: &str| decoded.failed_within(file, &format!("{}.{key}", net.at.field));
 
     // Networks left out take the documented defaults, so a hybrid network overlapping them is still caught.
     let default = |cidr: &str, key: &str| {
