@@ -5,6 +5,7 @@
 //! Windows MachineSets copy. The result is a starting point to review, not a finished file.
 
 use crate::error::Error;
+use crate::inputs::schema::PlatformKind;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -217,7 +218,7 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
             for z in zones(&["placement", "availabilityZone"]) {
                 machine_sets.push(serde_json::json!({"zone": z, "replicas": 1}));
             }
-            "aws"
+            PlatformKind::Aws.key()
         }
         "Azure" => {
             let w = worker.ok_or_else(need_worker)?;
@@ -243,7 +244,7 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
                 // At most 9 characters on Azure.
                 machine_sets.push(serde_json::json!({"name": format!("winwork{z}").chars().take(9).collect::<String>(), "zone": z, "replicas": 1}));
             }
-            "azure"
+            PlatformKind::Azure.key()
         }
         "GCP" => {
             let gcp = &infra["status"]["platformStatus"]["gcp"];
@@ -260,7 +261,7 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
             for z in zones(&["zone"]) {
                 machine_sets.push(serde_json::json!({"zone": z, "replicas": 1}));
             }
-            "gcp"
+            PlatformKind::Gcp.key()
         }
         "VSphere" => {
             let w = worker.ok_or_else(need_worker)?;
@@ -282,7 +283,7 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
                 put(&mut p, key, w[key].as_u64());
             }
             machine_sets.push(serde_json::json!({"name": "winworker", "replicas": 1}));
-            "vsphere"
+            PlatformKind::Vsphere.key()
         }
         "Nutanix" => {
             let w = worker.ok_or_else(need_worker)?;
@@ -296,7 +297,7 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
             put(&mut p, "subnets", w["subnets"].as_array().map(|a| a.iter().filter_map(id).collect::<Vec<_>>()));
             put(&mut p, "image", Some(opts.image.clone().ok_or_else(|| need_image("image name in Prism"))?));
             machine_sets.push(serde_json::json!({"replicas": 1}));
-            "nutanix"
+            PlatformKind::Nutanix.key()
         }
         other => {
             return Err(Error::Usage(format!(

@@ -72,25 +72,35 @@ impl Compiled {
 }
 
 /// Loads and validates the inputs: stages 1 and 2. With `strict`, warnings count as errors.
-pub fn check_inputs(path: &Path, strict: bool) -> Result<(inputs::Loaded, Diagnostics), Error> {
-    let loaded = inputs::load(path).map_err(Error::Invalid)?;
-    let mut diags = loaded.diagnostics.clone();
-    diags.extend(validate::validate(&loaded));
-    if strict {
-        diags.promote_warnings();
+pub fn check_inputs(path: &Path, strict: bool) -> Result<validate::Checked, Error> {
+    check_loaded(inputs::load(path), strict).map_err(Error::Invalid)
+}
+
+/// Validates inputs already read (from a file, or a KRM functionConfig): the one path from reading to the checked
+/// value. `Err` holds every diagnostic, warnings included.
+pub fn check_loaded(
+    loaded: Result<inputs::Loaded, Diagnostics>,
+    strict: bool,
+) -> Result<validate::Checked, Diagnostics> {
+    let mut checked = validate::check(loaded?)?;
+    if strict && checked.warnings.warning_count() > 0 {
+        checked.warnings.promote_warnings();
+        return Err(checked.warnings);
     }
-    if diags.has_errors() {
-        return Err(Error::Invalid(diags));
-    }
-    Ok((loaded, diags))
+    Ok(checked)
 }
 
 /// Runs the whole pipeline up to (not including) emit.
 pub fn compile(path: &Path, strict: bool) -> Result<Compiled, Error> {
-    let (loaded, warnings) = check_inputs(path, strict)?;
-    let plan = plan::plan(&loaded);
+    let checked = check_inputs(path, strict)?;
+    let plan = plan::plan(&checked);
     let artifacts = render::render(&plan);
-    Ok(Compiled { artifacts, inputs_digest: loaded.digest(), mode: plan.operator.mode(), warnings })
+    Ok(Compiled {
+        artifacts,
+        inputs_digest: checked.loaded.digest(),
+        mode: plan.operator.mode(),
+        warnings: checked.warnings,
+    })
 }
 
 /// Lower-case hex, for digests.

@@ -102,7 +102,7 @@ fn render(args: RenderArgs) -> Result<u8, Error> {
 fn validate(args: ValidateArgs) -> Result<u8, Error> {
     let result = wmrender::check_inputs(&args.inputs.file, args.inputs.strict);
     let (diags, code) = match result {
-        Ok((_, warnings)) => (warnings, OK),
+        Ok(checked) => (checked.warnings, OK),
         Err(Error::Invalid(diags)) => (diags, INVALID),
         Err(e) => return Err(e),
     };
@@ -264,7 +264,7 @@ fn import(args: ImportArgs) -> Result<u8, Error> {
     }
     // The imported file must at least be valid; say what to fix if not.
     match wmrender::check_inputs(&args.output, false) {
-        Ok((_, warnings)) => eprint!("{}", warnings.render_human()),
+        Ok(checked) => eprint!("{}", checked.warnings.render_human()),
         Err(Error::Invalid(d)) => {
             eprint!("{}", d.render_human());
             eprintln!("{} needs the edits above before it renders", args.output.display());

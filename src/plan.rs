@@ -1,42 +1,17 @@
-//! Stage 3: resolve every default and derived value once. Renderers read only the [`Plan`]; no I/O here.
+//! Stage 3: the [`Plan`] the renderers read, as an infallible function of the [`Checked`] inputs. Every default
+//! and derived value was resolved by validation; this stage only arranges them for the renderers. No I/O here.
 
-use crate::inputs::Loaded;
-use crate::inputs::schema::{self, Platform};
-use crate::net::Cidr;
-use crate::registries::{self, RegistryHost};
+use crate::validate::Checked;
 use crate::windows::WindowsVersion;
 use std::collections::BTreeSet;
 
+pub use crate::registries::RegistryHost;
+pub use crate::validate::checked::{
+    AwsPlan, AzurePlan, ByohPlan, GcpPlan, KubernetesVersion, MachineSetPlan, NutanixIdPlan, NutanixPlan, OperatorPlan,
+    PlatformPlan, VspherePlan,
+};
+
 pub const MACHINE_API_NAMESPACE: &str = "openshift-machine-api";
-pub const DEFAULT_WMCO_NAMESPACE: &str = "openshift-windows-machine-config-operator";
-pub const DEFAULT_WINDOWS_VERSION: WindowsVersion = WindowsVersion::V2022;
-pub const DEFAULT_SERVICE_NETWORK: &str = "172.30.0.0/16";
-pub const DEFAULT_CLUSTER_NETWORK: &str = "10.128.0.0/14";
-pub const DEFAULT_PAUSE_IMAGE: &str = "mcr.microsoft.com/oss/kubernetes/pause:3.9";
-
-/// The Kubernetes minor version of the cluster, which decides version-dependent kubelet and kube-proxy fields.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct KubernetesVersion {
-    pub minor: u32,
-}
-
-impl KubernetesVersion {
-    /// OpenShift 4.22 (WMCO 10.22) runs Kubernetes 1.35.
-    pub const DEFAULT: KubernetesVersion = KubernetesVersion { minor: 35 };
-    pub const SUPPORTED: &'static str = "\"1.30\" to \"1.36\" (a patch version is ignored)";
-
-    /// `1.35`, `v1.35` or `1.35.2`.
-    pub fn parse(s: &str) -> Option<KubernetesVersion> {
-        let s = s.strip_prefix('v').unwrap_or(s);
-        let mut parts = s.split('.');
-        let (major, minor) = (parts.next()?, parts.next()?);
-        if major != "1" || parts.clone().count() > 1 || parts.any(|p| p.parse::<u32>().is_err()) {
-            return None;
-        }
-        let minor: u32 = minor.parse().ok()?;
-        (30..=36).contains(&minor).then_some(KubernetesVersion { minor })
-    }
-}
 
 /// What the node bundle needs besides the platform: cluster endpoints, networks, proxy, versions.
 #[derive(Clone, Debug)]
@@ -48,7 +23,7 @@ pub struct NodePlan {
     pub service_network: String,
     /// 10th address of the first service network.
     pub cluster_dns: String,
-    /// Only set where the platform needs a custom one (vSphere).
+    /// The cluster's custom hybrid-overlay VXLAN port, when it has one (vSphere always does).
     pub vxlan_port: Option<u32>,
     pub proxy: ProxyPlan,
 }
@@ -79,354 +54,35 @@ pub struct Plan {
     pub node: NodePlan,
 }
 
-#[derive(Clone, Debug)]
-pub struct MachineSetPlan {
-    pub name: String,
-    pub zone: Option<String>,
-    /// `None`: `replicas: auto`, left out of the MachineSet for an autoscaler.
-    pub replicas: Option<u32>,
-    pub windows_version: WindowsVersion,
-    /// AMI ID, Azure image, GCP image, Nutanix image name or vSphere template, as the platform reads it.
-    pub image: String,
-}
-
-#[derive(Clone, Debug)]
-pub struct ByohPlan {
-    pub address: String,
-    pub username: String,
-}
-
-#[derive(Clone, Debug)]
-pub struct OperatorPlan {
-    pub install: bool,
-    pub namespace: String,
-    pub package: String,
-    pub channel: String,
-    pub source: String,
-    pub source_namespace: String,
-    pub install_plan_approval: String,
-}
-
-impl OperatorPlan {
-    /// Who configures the nodes: the one setting sync follows (DESIGN: "Two ways to run").
-    pub fn mode(&self) -> wmrender_contract::Mode {
-        if self.install { wmrender_contract::Mode::WithOperator } else { wmrender_contract::Mode::WithoutOperator }
-    }
-}
-
-#[derive(Clone, Debug)]
-pub enum PlatformPlan {
-    Aws(AwsPlan),
-    Azure(AzurePlan),
-    Gcp(GcpPlan),
-    Nutanix(NutanixPlan),
-    Vsphere(VspherePlan),
-    None,
-}
-
-impl PlatformPlan {
-    pub fn name(&self) -> &'static str {
-        match self {
-            PlatformPlan::Aws(_) => "aws",
-            PlatformPlan::Azure(_) => "azure",
-            PlatformPlan::Gcp(_) => "gcp",
-            PlatformPlan::Nutanix(_) => "nutanix",
-            PlatformPlan::Vsphere(_) => "vsphere",
-            PlatformPlan::None => "none",
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-pub struct AwsPlan {
-    pub region: String,
-    pub instance_type: String,
-    pub volume_size: u32,
-    pub volume_type: String,
-    pub iam_instance_profile: String,
-    pub security_groups: Vec<String>,
-    /// Subnet `tag:Name` value; `{zone}` is replaced by each MachineSet's zone.
-    pub subnet: String,
-    pub tags: Vec<(String, String)>,
-}
-
-#[derive(Clone, Debug)]
-pub struct AzurePlan {
-    pub location: String,
-    pub resource_group: String,
-    pub network_resource_group: String,
-    pub vnet: String,
-    pub subnet: String,
-    pub vm_size: String,
-    pub os_disk_size_gb: u32,
-    pub os_disk_storage_account_type: String,
-    pub public_load_balancer: Option<String>,
-    pub managed_identity: Option<String>,
-}
-
-#[derive(Clone, Debug)]
-pub struct GcpPlan {
-    pub project_id: String,
-    pub region: String,
-    pub machine_type: String,
-    pub disk_size_gb: u32,
-    pub disk_type: String,
-    pub network: String,
-    pub subnetwork: String,
-    pub service_account_email: String,
-    pub tags: Vec<String>,
-}
-
-#[derive(Clone, Debug)]
-pub struct NutanixPlan {
-    pub cluster: NutanixIdPlan,
-    pub subnet: NutanixIdPlan,
-    pub project: Option<NutanixIdPlan>,
-    pub vcpu_sockets: u32,
-    pub vcpus_per_socket: u32,
-    pub memory_size: String,
-    pub system_disk_size: String,
-    pub boot_type: String,
-    pub categories: Vec<(String, String)>,
-}
-
-/// `type` is `uuid` or `name`; `value` is the one that type names.
-#[derive(Clone, Debug)]
-pub struct NutanixIdPlan {
-    pub kind: &'static str,
-    pub value: String,
-}
-
-#[derive(Clone, Debug)]
-pub struct VspherePlan {
-    pub server: String,
-    pub datacenter: String,
-    pub datastore: String,
-    pub folder: Option<String>,
-    pub resource_pool: Option<String>,
-    pub network: String,
-    pub num_cpus: u32,
-    pub num_cores_per_socket: u32,
-    pub memory_mib: u32,
-    pub disk_gib: u32,
-}
-
-/// The MachineSet name used when the inputs give none: the installer's convention for Linux workers,
-/// `<infrastructureID>-windows-worker-<zone>` (GCP: the zone's letter). Azure and vSphere have no derived name:
-/// their 9-character limit leaves no room for the infrastructure ID, so validation asks for an explicit one.
-pub fn derived_machine_set_name(infrastructure_id: &str, platform: &Platform, zone: Option<&str>) -> Option<String> {
-    let base = format!("{infrastructure_id}-windows-worker");
-    match (platform, zone) {
-        (Platform::Azure(_) | Platform::Vsphere(_) | Platform::None, _) => None,
-        (Platform::Gcp(_), Some(z)) => Some(format!("{base}-{}", z.rsplit('-').next().unwrap_or(z))),
-        (_, Some(z)) => Some(format!("{base}-{z}")),
-        (_, None) => Some(base),
-    }
-}
-
-fn text(v: &Option<crate::inputs::yaml::Located<String>>, default: impl Into<String>) -> String {
-    v.as_ref().map(|l| l.value.clone()).unwrap_or_else(|| default.into())
-}
-
-fn num(v: &Option<crate::inputs::yaml::Located<u32>>, default: u32) -> u32 {
-    v.as_ref().map(|l| l.value).unwrap_or(default)
-}
-
-fn nutanix_id(id: &schema::NutanixId) -> NutanixIdPlan {
-    match (&id.uuid, &id.name) {
-        (Some(u), _) => NutanixIdPlan { kind: "uuid", value: u.value.clone() },
-        (None, n) => NutanixIdPlan { kind: "name", value: text(n, "") },
-    }
-}
-
-/// Builds the plan. Call only on inputs that passed validation: values validation rejects are not re-checked.
-pub fn plan(loaded: &Loaded) -> Plan {
-    let spec = &loaded.inputs.spec;
-    let infra = spec.infrastructure_id.value.clone();
-    let default_version = spec.windows_version.as_ref().map(|v| v.value).unwrap_or(DEFAULT_WINDOWS_VERSION);
-
-    let platform = match &spec.platform.value {
-        Platform::Aws(a) => PlatformPlan::Aws(AwsPlan {
-            region: a.region.value.clone(),
-            instance_type: text(&a.instance_type, "m5a.large"),
-            volume_size: num(&a.volume_size, 120),
-            volume_type: text(&a.volume_type, "gp2"),
-            iam_instance_profile: text(&a.iam_instance_profile, format!("{infra}-worker-profile")),
-            security_groups: a
-                .security_groups
-                .as_ref()
-                .map(|v| v.iter().map(|s| s.value.clone()).collect())
-                .unwrap_or_else(|| vec![format!("{infra}-node"), format!("{infra}-lb")]),
-            subnet: text(&a.subnet, format!("{infra}-subnet-private-{{zone}}")),
-            tags: a.tags.iter().map(|t| (t.name.value.clone(), t.value.value.clone())).collect(),
-        }),
-        Platform::Azure(a) => {
-            let rg = text(&a.resource_group, format!("{infra}-rg"));
-            PlatformPlan::Azure(AzurePlan {
-                location: a.location.value.clone(),
-                network_resource_group: text(&a.network_resource_group, rg.clone()),
-                resource_group: rg,
-                vnet: text(&a.vnet, format!("{infra}-vnet")),
-                subnet: text(&a.subnet, format!("{infra}-worker-subnet")),
-                vm_size: text(&a.vm_size, "Standard_D2s_v3"),
-                os_disk_size_gb: num(&a.os_disk_size_gb, 128),
-                os_disk_storage_account_type: text(&a.os_disk_storage_account_type, "Premium_LRS"),
-                public_load_balancer: a.public_load_balancer.as_ref().map(|v| v.value.clone()),
-                managed_identity: a.managed_identity.as_ref().map(|v| v.value.clone()),
-            })
-        }
-        Platform::Gcp(g) => PlatformPlan::Gcp(GcpPlan {
-            project_id: g.project_id.value.clone(),
-            region: g.region.value.clone(),
-            machine_type: text(&g.machine_type, "n1-standard-4"),
-            disk_size_gb: num(&g.disk_size_gb, 128),
-            disk_type: text(&g.disk_type, "pd-ssd"),
-            network: text(&g.network, format!("{infra}-network")),
-            subnetwork: text(&g.subnetwork, format!("{infra}-worker-subnet")),
-            service_account_email: text(
-                &g.service_account_email,
-                format!("{infra}-w@{}.iam.gserviceaccount.com", g.project_id.value),
-            ),
-            tags: g
-                .tags
-                .as_ref()
-                .map(|v| v.iter().map(|s| s.value.clone()).collect())
-                .unwrap_or_else(|| vec![format!("{infra}-worker")]),
-        }),
-        Platform::Nutanix(n) => PlatformPlan::Nutanix(NutanixPlan {
-            cluster: nutanix_id(&n.cluster),
-            subnet: n
-                .subnets
-                .value
-                .first()
-                .map(nutanix_id)
-                .unwrap_or(NutanixIdPlan { kind: "uuid", value: String::new() }),
-            project: n.project.as_ref().map(nutanix_id),
-            vcpu_sockets: num(&n.vcpu_sockets, 4),
-            vcpus_per_socket: num(&n.vcpus_per_socket, 1),
-            memory_size: crate::quantity::canonical(&text(&n.memory_size, "16Gi")).unwrap_or_default(),
-            system_disk_size: crate::quantity::canonical(&text(&n.system_disk_size, "120Gi")).unwrap_or_default(),
-            boot_type: text(&n.boot_type, ""),
-            categories: n.categories.iter().map(|c| (c.key.value.clone(), c.value.value.clone())).collect(),
-        }),
-        Platform::Vsphere(v) => PlatformPlan::Vsphere(VspherePlan {
-            server: v.server.value.clone(),
-            datacenter: v.datacenter.value.clone(),
-            datastore: v.datastore.value.clone(),
-            folder: v.folder.as_ref().map(|f| f.value.clone()),
-            resource_pool: v.resource_pool.as_ref().map(|f| f.value.clone()),
-            network: v.network.value.clone(),
-            num_cpus: num(&v.num_cpus, 4),
-            num_cores_per_socket: num(&v.num_cores_per_socket, 1),
-            memory_mib: num(&v.memory_mib, 16384),
-            disk_gib: num(&v.disk_gib, 128),
-        }),
-        Platform::None => PlatformPlan::None,
-    };
-
-    let machine_sets: Vec<MachineSetPlan> = spec
+/// Builds the plan.
+pub fn plan(checked: &Checked) -> Plan {
+    let versions: BTreeSet<WindowsVersion> = checked
         .machine_sets
         .iter()
-        .map(|m| {
-            let zone = m.zone.as_ref().map(|z| z.value.clone());
-            let windows_version = m.windows_version.as_ref().map(|v| v.value).unwrap_or(default_version);
-            MachineSetPlan {
-                name: m
-                    .name
-                    .as_ref()
-                    .map(|n| n.value.clone())
-                    .or_else(|| derived_machine_set_name(&infra, &spec.platform.value, zone.as_deref()))
-                    .unwrap_or_default(),
-                replicas: match m.replicas.as_ref().map(|r| r.value) {
-                    None => Some(1),
-                    Some(schema::Replicas::Count(n)) => Some(n),
-                    Some(schema::Replicas::Auto) => None,
-                },
-                image: m
-                    .image
-                    .as_ref()
-                    .map(|i| i.value.clone())
-                    .unwrap_or_else(|| default_image(&spec.platform.value, windows_version)),
-                zone,
-                windows_version,
-            }
-        })
+        .map(|m| m.windows_version)
+        .chain(checked.byoh.iter().flatten().map(|h| h.windows_version))
         .collect();
-
-    let byoh = spec.byoh.as_ref().map(|hosts| {
-        hosts
-            .iter()
-            .map(|h| ByohPlan { address: h.address.value.clone(), username: h.username.value.clone() })
-            .collect()
+    let proxy = checked.proxy.as_ref().map(|p| ProxyPlan {
+        http: p.http.clone(),
+        https: p.https.clone(),
+        no_proxy: (!p.no_proxy.is_empty()).then(|| p.no_proxy.join(",")),
     });
-
-    let mut versions: BTreeSet<WindowsVersion> = machine_sets.iter().map(|m| m.windows_version).collect();
-    for h in spec.byoh.iter().flatten() {
-        versions.insert(h.windows_version.as_ref().map(|v| v.value).unwrap_or(default_version));
-    }
-
-    let op = &spec.operator;
-    let operator = OperatorPlan {
-        install: op.install,
-        namespace: text(&op.namespace, DEFAULT_WMCO_NAMESPACE),
-        package: text(&op.package, "windows-machine-config-operator"),
-        channel: text(&op.channel, "stable"),
-        source: text(&op.source, "redhat-operators"),
-        source_namespace: text(&op.source_namespace, "openshift-marketplace"),
-        install_plan_approval: text(&op.install_plan_approval, "Automatic"),
-    };
-
     Plan {
-        infrastructure_id: infra,
-        platform,
-        machine_sets,
+        infrastructure_id: checked.infrastructure_id.clone(),
+        platform: checked.platform.clone(),
+        machine_sets: checked.machine_sets.clone(),
         windows_versions: versions.into_iter().collect(),
-        byoh,
-        operator,
-        pause_image: text(&spec.pause_image, DEFAULT_PAUSE_IMAGE),
-        registries: registries::merge(&loaded.mirror_sets).0,
-        node: node_plan(spec),
-    }
-}
-
-fn node_plan(spec: &schema::Spec) -> NodePlan {
-    let service_network = spec
-        .network
-        .service_network
-        .as_ref()
-        .and_then(|v| v.first())
-        .map(|c| c.value.clone())
-        .unwrap_or_else(|| DEFAULT_SERVICE_NETWORK.to_string());
-    let cluster_dns =
-        Cidr::parse(&service_network).ok().and_then(|c| c.nth(10)).map(|ip| ip.to_string()).unwrap_or_default();
-    let proxy = spec.proxy.as_ref().map(|p| ProxyPlan {
-        http: p.http_proxy.as_ref().map(|v| v.value.clone()),
-        https: p.https_proxy.as_ref().map(|v| v.value.clone()),
-        no_proxy: (!p.no_proxy.is_empty())
-            .then(|| p.no_proxy.iter().map(|v| v.value.as_str()).collect::<Vec<_>>().join(",")),
-    });
-    NodePlan {
-        kubernetes: spec
-            .kubernetes_version
-            .as_ref()
-            .and_then(|v| KubernetesVersion::parse(v))
-            .unwrap_or(KubernetesVersion::DEFAULT),
-        api_server_url: spec.api_server_internal_url.value.clone(),
-        service_network,
-        cluster_dns,
-        vxlan_port: spec.network.hybrid_overlay_vxlan_port.as_ref().map(|p| p.value),
-        proxy: proxy.unwrap_or_default(),
-    }
-}
-
-/// The image a MachineSet uses when it names none: the platform-wide setting, else a public image for the version.
-fn default_image(platform: &Platform, version: WindowsVersion) -> String {
-    match platform {
-        Platform::Aws(a) => text(&a.ami, ""),
-        Platform::Azure(a) => text(&a.image, version.azure_marketplace_image()),
-        Platform::Gcp(g) => text(&g.image, version.gcp_image_family()),
-        Platform::Nutanix(n) => text(&n.image, ""),
-        Platform::Vsphere(v) => text(&v.template, ""),
-        Platform::None => String::new(),
+        byoh: checked.byoh.clone(),
+        operator: checked.operator.clone(),
+        pause_image: checked.pause_image.clone(),
+        registries: checked.registries.clone(),
+        node: NodePlan {
+            kubernetes: checked.kubernetes,
+            api_server_url: checked.api_server_url.clone(),
+            service_network: checked.service_network.to_string(),
+            cluster_dns: checked.cluster_dns.to_string(),
+            vxlan_port: checked.vxlan_port,
+            proxy: proxy.unwrap_or_default(),
+        },
     }
 }

@@ -103,6 +103,38 @@ fn every_bad_input_is_rejected_with_its_field_and_line_and_leaves_the_output_unt
     }
 }
 
+/// One file with independent errors of every kind (a wrong apiVersion, a missing field, an unknown key, a wrong
+/// type, an unknown version, a version the platform does not run, a zone outside its region, a /33): all of them
+/// in one run, each at its field and line.
+#[test]
+fn independent_errors_are_all_reported_in_one_run() {
+    let file = support::root().join("fixtures/invalid/many-independent-errors.yaml");
+    let o = wmrender(&["validate", "-f", file.to_str().unwrap(), "--output", "json"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let errors: Vec<(String, u64)> = report["diagnostics"]
+        .as_array()
+        .expect("diagnostics")
+        .iter()
+        .filter(|d| d["severity"] == "error")
+        .map(|d| (d["field"].as_str().unwrap_or_default().to_string(), d["line"].as_u64().unwrap_or_default()))
+        .collect();
+    let expected = [
+        ("apiVersion", 3),
+        ("spec.apiServerInternalURL", 7),
+        ("spec.windowsVersion", 13),
+        ("spec.machineSets[0].zone", 15),
+        ("spec.machineSets[0].windowsVersion", 16),
+        ("spec.machineSets[0].replica", 17),
+        ("spec.machineSets[1].replicas", 19),
+        ("spec.network.serviceNetwork[0]", 21),
+    ];
+    for (field, line) in expected {
+        assert!(errors.contains(&(field.to_string(), line)), "no error for {field} @ {line} in {errors:?}");
+    }
+    assert_eq!(errors.len(), expected.len(), "{errors:?}");
+}
+
 /// `validate --output json` reports the same field and line, machine-readably, on stdout.
 fn check_json(case: &Case, file: &str, shown: &str, problems: &mut Vec<String>) {
     let o = wmrender(&["validate", "-f", file, "--output", "json"]);

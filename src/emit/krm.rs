@@ -198,14 +198,9 @@ pub(super) fn compile(
     base: &Path,
     diags: Diagnostics,
 ) -> Result<(Vec<ClusterObject>, Diagnostics), Diagnostics> {
-    let loaded = crate::inputs::from_node(config, base, diags)?;
-    let mut d = loaded.diagnostics.clone();
-    d.extend(crate::validate::validate(&loaded));
-    if d.has_errors() {
-        return Err(d);
-    }
-    let plan = crate::plan::plan(&loaded);
-    Ok((crate::render::render(&plan).objects, d))
+    let checked = crate::check_loaded(crate::inputs::from_node(config, base, diags), false)?;
+    let plan = crate::plan::plan(&checked);
+    Ok((crate::render::render(&plan).objects, checked.warnings))
 }
 
 /// An answer that returns nothing of the input: only when the input could not be read as a ResourceList at all.

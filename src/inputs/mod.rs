@@ -16,7 +16,7 @@ pub struct Loaded {
     pub inputs: ClusterInputs,
     /// The inline mirror entries and those of the referenced IDMS/ITMS files, in merge order.
     pub mirror_sets: Vec<mirrors::MirrorSet>,
-    /// Warnings found while loading, and the source text for snippets.
+    /// What reading found (errors included: see [`from_node`]), and the source text for snippets.
     pub diagnostics: Diagnostics,
 }
 
@@ -75,9 +75,12 @@ fn load_text(path: &Path, file: &Arc<str>, text: &str, mut diags: Diagnostics) -
 
 /// Decodes a ClusterInputs document already parsed (the inputs file, or a KRM functionConfig) and loads the files
 /// it references, relative to `base`.
+///
+/// Decoding goes as far as it can: the `Loaded` may carry errors in its diagnostics (a missing field, a wrong
+/// type), so that validation still runs every rule on what was read and every error is reported in one run.
+/// `Err` only when there is nothing to validate: the document is not a mapping.
 pub fn from_node(node: &yaml::Node, base: &Path, mut diags: Diagnostics) -> Result<Loaded, Diagnostics> {
-    let inputs = schema::decode_document(node, &mut diags);
-    let (Some(inputs), false) = (inputs, diags.has_errors()) else {
+    let Some(inputs) = schema::decode_document(node, &mut diags) else {
         return Err(diags);
     };
     let base = base.to_path_buf();
@@ -98,9 +101,6 @@ pub fn from_node(node: &yaml::Node, base: &Path, mut diags: Diagnostics) -> Resu
         }
     }
     let mirror_sets = mirrors::load(&inputs, &mirror_files, &mut diags);
-    if diags.has_errors() {
-        return Err(diags);
-    }
     Ok(Loaded { inputs, mirror_sets, diagnostics: diags })
 }
 

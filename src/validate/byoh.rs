@@ -1,16 +1,17 @@
 //! BYOH hosts: what WMCO's `windows-instances` parser accepts (IPv4 or a DNS name, `username=<user>`), and the
 //! support matrix for the hosts' Windows versions.
 
-use super::is_dns1123_subdomain;
 use super::matrix::support;
 use super::names;
+use super::{Decoded, is_dns1123_subdomain};
 use crate::diagnostics::Diagnostics;
 use crate::inputs::schema::ClusterInputs;
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
-    let row = support(inputs.spec.platform.name());
+pub fn check(inputs: &ClusterInputs, decoded: &Decoded, d: &mut Diagnostics) {
+    // Without a platform there is no row of the support matrix to check versions against.
+    let row = decoded.get(&inputs.spec.platform).map(|p| support(p.kind()));
     let mut seen: BTreeMap<String, u32> = BTreeMap::new();
     for host in inputs.spec.byoh.iter().flatten() {
         let addr = &host.address;
@@ -59,7 +60,7 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
                     .hint("WMCO takes everything after `username=` verbatim, so a stray space or newline becomes part of the name"),
             );
         }
-        if let Some(v) = &host.windows_version
+        if let (Some(v), Some(row)) = (&host.windows_version, row)
             && !row.versions.contains(&v.value)
         {
             let allowed: Vec<String> = row.versions.iter().map(|v| format!("\"{v}\"")).collect();

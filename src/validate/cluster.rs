@@ -1,12 +1,14 @@
 //! Cluster-wide settings: infrastructure ID, API URL, proxy, pause image, operator install settings.
 
+use super::Decoded;
+use super::checked::KubernetesVersion;
 use super::names;
 use super::{has_control_chars, is_dns1123_label};
 use crate::diagnostics::Diagnostics;
 use crate::inputs::schema::ClusterInputs;
 use crate::inputs::yaml::Located;
 
-pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
+pub fn check(inputs: &ClusterInputs, _decoded: &Decoded, d: &mut Diagnostics) {
     let spec = &inputs.spec;
     let id = &spec.infrastructure_id;
     if id.is_empty() || id.len() > 27 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
@@ -33,11 +35,11 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
         );
     }
     if let Some(v) = &spec.kubernetes_version
-        && crate::plan::KubernetesVersion::parse(v).is_none()
+        && KubernetesVersion::parse(v).is_none()
     {
         d.push(
             v.error(format!("unsupported Kubernetes version `{}`", v.value.escape_debug()))
-                .expected(crate::plan::KubernetesVersion::SUPPORTED)
+                .expected(KubernetesVersion::SUPPORTED)
                 .hint("the cluster's minor version: `oc version` shows it as Kubernetes Version: v1.35.x"),
         );
     }

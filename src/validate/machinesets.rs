@@ -1,19 +1,42 @@
-//! MachineSets: the support matrix, names, zones, images and each platform's webhook rules.
+//! MachineSets: the support matrix, names, zones, images and each platform's identifiers. The Machine API
+//! webhook's rules on platform values are in `webhook.rs`.
 
+use super::Decoded;
+use super::checked::DEFAULT_WINDOWS_VERSION;
 use super::matrix::support;
 use super::names;
 use super::{has_control_chars, is_dns1123_subdomain};
 use crate::diagnostics::{Diagnostic, Diagnostics};
 use crate::inputs::schema::{ClusterInputs, MachineSetInput, NutanixId, Platform};
 use crate::inputs::yaml::Located;
-use crate::plan::{DEFAULT_WINDOWS_VERSION, derived_machine_set_name};
-use crate::quantity;
 use std::collections::BTreeMap;
 
-pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
+/// The MachineSet name used when the inputs give none: the installer's convention for Linux workers,
+/// `<infrastructureID>-windows-worker-<zone>` (GCP: the zone's letter). Azure and vSphere have no derived name:
+/// their 9-character limit leaves no room for the infrastructure ID, so validation asks for an explicit one.
+pub(super) fn derived_machine_set_name(
+    infrastructure_id: &str,
+    platform: &Platform,
+    zone: Option<&str>,
+) -> Option<String> {
+    let base = format!("{infrastructure_id}-windows-worker");
+    match (platform, zone) {
+        (Platform::Azure(_) | Platform::Vsphere(_) | Platform::None, _) => None,
+        (Platform::Gcp(_), Some(z)) => Some(format!("{base}-{}", z.rsplit('-').next().unwrap_or(z))),
+        (_, Some(z)) => Some(format!("{base}-{z}")),
+        (_, None) => Some(base),
+    }
+}
+
+pub(super) fn check(inputs: &ClusterInputs, decoded: &Decoded, d: &mut Diagnostics) {
     let spec = &inputs.spec;
-    let platform = &spec.platform.value;
-    let row = support(platform.name());
+    // Every rule here is about the platform; a platform that could not be read has its own error.
+    let Some(platform) = decoded.get(&spec.platform) else { return };
+    let row = support(platform.kind());
+    // The platform's own fields (the region a zone must be in, a shared image) only where they were read.
+    let platform_field_failed = |key: &str| {
+        decoded.failed(&spec.platform.loc.file, &format!("{}.{}.{key}", spec.platform.field, platform.name()))
+    };
 
     if let Some(v) = &spec.windows_version
         && !row.versions.contains(&v.value)
@@ -49,8 +72,10 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
         if m.windows_version.is_none() && spec.windows_version.is_none() && !row.versions.contains(&default_version) {
             d.push(unsupported_version(default_version, row, m.at.error(String::new())));
         }
-        check_zone(platform, m, d);
-        check_image(platform, m, d);
+        check_zone(platform, decoded, m, d);
+        if !platform_image_key(platform).is_some_and(platform_field_failed) {
+            check_image(platform, m, d);
+        }
         if let (Some(v), None, Some(shared)) = (&m.windows_version, &m.image, platform_image(platform))
             && v.value != default_version
         {
@@ -64,11 +89,15 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
             );
         }
 
-        let derived = derived_machine_set_name(&spec.infrastructure_id, platform, m.zone.as_ref().map(|z| z.as_str()));
+        let derived = decoded
+            .get(&spec.infrastructure_id)
+            .map(|infra| derived_machine_set_name(infra, platform, m.zone.as_ref().map(|z| z.as_str())));
         let (name, at) = match (&m.name, derived) {
             (Some(n), _) => (n.value.clone(), n.error(String::new())),
-            (None, Some(n)) => (n, m.at.error(String::new())),
-            (None, None) => {
+            // The infrastructure ID has its own error; a name derived from it would only repeat it.
+            (None, None) => continue,
+            (None, Some(Some(n))) => (n, m.at.error(String::new())),
+            (None, Some(None)) => {
                 d.push(
                     m.at.error(format!("a MachineSet on {} needs an explicit `name`", row.display))
                         .expected(format!("a name of at most {} characters", row.max_machine_set_name))
@@ -105,7 +134,8 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
             d.push(e.expected("a unique name per MachineSet").hint("give one of them an explicit `name`"));
         }
     }
-    check_platform(platform, d);
+    check_platform(platform, decoded, d);
+    super::webhook::check(inputs, platform, d);
 }
 
 fn unsupported_version(
@@ -119,18 +149,42 @@ fn unsupported_version(
     if row.note.is_empty() { at } else { at.hint(row.note) }
 }
 
-fn check_zone(platform: &Platform, m: &MachineSetInput, d: &mut Diagnostics) {
+fn check_zone(platform: &Platform, decoded: &Decoded, m: &MachineSetInput, d: &mut Diagnostics) {
     let zone = m.zone.as_ref();
     match (platform, zone) {
         (Platform::Aws(_), None) | (Platform::Gcp(_), None) => d.push(
             m.at.error(format!("missing required field `zone` for a MachineSet on {}", platform.name()))
                 .expected("the availability zone, e.g. us-east-1a (AWS) or us-central1-a (GCP)"),
         ),
-        (Platform::Gcp(g), Some(z)) if !z.starts_with(&format!("{}-", g.region.value)) => d.push(
-            z.error(format!("zone `{}` is not in region `{}`", z.value, g.region.value))
-                .expected(format!("a zone of {}, e.g. {}-a", g.region.value, g.region.value)),
-        ),
-        (Platform::Azure(_), Some(z)) if !z.is_empty() && !z.bytes().all(|b| b.is_ascii_digit()) => d.push(
+        // AWS zones are the region and a letter (us-east-1a); local and wavelength zones add more after a `-`.
+        (Platform::Aws(a), Some(z)) => {
+            if let Some(region) = decoded.get(&a.region)
+                && !z.strip_prefix(region.as_str()).is_some_and(|rest| {
+                    rest.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+                        || rest.starts_with('-') && rest.len() > 1
+                })
+            {
+                d.push(
+                    z.error(format!("zone `{}` is not in region `{region}`", z.value.escape_debug()))
+                        .expected(format!("a zone of {region}, e.g. {region}a")),
+                );
+            } else {
+                check_zone_name(z, d);
+            }
+        }
+        (Platform::Gcp(g), Some(z)) => {
+            if let Some(region) = decoded.get(&g.region)
+                && !z.strip_prefix(region.as_str()).is_some_and(|rest| rest.starts_with('-') && rest.len() > 1)
+            {
+                d.push(
+                    z.error(format!("zone `{}` is not in region `{region}`", z.value.escape_debug()))
+                        .expected(format!("a zone of {region}, e.g. {region}-a")),
+                );
+            } else {
+                check_zone_name(z, d);
+            }
+        }
+        (Platform::Azure(_), Some(z)) if !matches!(z.as_str(), "" | "1" | "2" | "3") => d.push(
             z.error(format!("`{}` is not an Azure availability zone", z.value.escape_debug()))
                 .expected("\"1\", \"2\" or \"3\", or no zone")
                 .hint("Azure zones are numbers; the region goes in `platform.azure.location`"),
@@ -139,10 +193,14 @@ fn check_zone(platform: &Platform, m: &MachineSetInput, d: &mut Diagnostics) {
             z.error("vSphere MachineSets have no zone")
                 .expected("no `zone`; placement comes from `platform.vsphere` (datacenter, datastore, folder)"),
         ),
-        (_, Some(z)) if z.is_empty() || !z.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') => d.push(
-            z.error(format!("`{}` is not a zone name", z.value.escape_debug())).expected("letters, digits and `-`"),
-        ),
+        (_, Some(z)) => check_zone_name(z, d),
         _ => {}
+    }
+}
+
+fn check_zone_name(z: &Located<String>, d: &mut Diagnostics) {
+    if z.is_empty() || !z.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        d.push(z.error(format!("`{}` is not a zone name", z.value.escape_debug())).expected("letters, digits and `-`"));
     }
 }
 
@@ -258,7 +316,7 @@ fn platform_identifiers(platform: &Platform) -> Vec<&Located<String>> {
     required.into_iter().chain(optional.into_iter().flatten()).collect()
 }
 
-fn check_platform(platform: &Platform, d: &mut Diagnostics) {
+fn check_platform(platform: &Platform, decoded: &Decoded, d: &mut Diagnostics) {
     for value in platform_identifiers(platform) {
         if let Err(why) = names::check_identifier(value) {
             d.push(
@@ -294,20 +352,12 @@ fn check_platform(platform: &Platform, d: &mut Diagnostics) {
                         .expected("\"Legacy\" (or empty, which means Legacy)"),
                 );
             }
-            for q in [&n.memory_size, &n.system_disk_size].into_iter().flatten() {
-                if quantity::canonical(q).is_none() {
-                    d.push(
-                        q.error(format!("`{}` is not a size", q.value.escape_debug()))
-                            .expected("a binary size such as 16Gi or 4096Mi"),
-                    );
-                }
-            }
         }
         Platform::Vsphere(v) => {
             if v.server.trim().is_empty() {
                 d.push(v.server.error("the vCenter server is empty").expected("the vCenter host name or address"));
             }
-            if let Some(folder) = &v.folder {
+            if let (Some(folder), Some(_)) = (&v.folder, decoded.get(&v.datacenter)) {
                 let prefix = format!("/{}/vm/", v.datacenter.value);
                 if !folder.starts_with(&prefix) || folder.len() == prefix.len() {
                     d.push(
@@ -336,8 +386,18 @@ fn check_nutanix_id(id: &NutanixId, d: &mut Diagnostics) {
     }
 }
 
+/// The key of the image written once for every MachineSet of the platform.
+fn platform_image_key(platform: &Platform) -> Option<&'static str> {
+    match platform {
+        Platform::Aws(_) => Some("ami"),
+        Platform::Azure(_) | Platform::Gcp(_) | Platform::Nutanix(_) => Some("image"),
+        Platform::Vsphere(_) => Some("template"),
+        Platform::None => None,
+    }
+}
+
 /// The image written once for every MachineSet of the platform, if any.
-fn platform_image(platform: &Platform) -> Option<&crate::inputs::yaml::Located<String>> {
+fn platform_image(platform: &Platform) -> Option<&Located<String>> {
     match platform {
         Platform::Aws(a) => a.ami.as_ref(),
         Platform::Azure(a) => a.image.as_ref(),

@@ -1,9 +1,9 @@
 //! Mirror entries: the openshift/api patterns for sources and mirrors, the policy enum, names that could become
 //! unsafe paths, and the registries spec's warnings (including a pause image no mirror can serve).
 
+use super::checked::DEFAULT_PAUSE_IMAGE;
 use crate::diagnostics::Diagnostics;
 use crate::inputs::Loaded;
-use crate::plan::DEFAULT_PAUSE_IMAGE;
 use crate::registries::{self, ALLOW_CONTACTING_SOURCE, NEVER_CONTACT_SOURCE};
 use regex::Regex;
 use std::sync::LazyLock;
@@ -18,7 +18,8 @@ static MIRROR: LazyLock<Regex> = LazyLock::new(|| Regex::new(&format!("^(?:{HOST
 static SOURCE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(&format!("^{WILDCARD}$|^(?:{HOST}){PATH}$")).expect("a valid pattern"));
 
-pub fn check(loaded: &Loaded, d: &mut Diagnostics) {
+/// Returns the registry hosts, merged once here, unless an entry is invalid.
+pub fn check(loaded: &Loaded, d: &mut Diagnostics) -> Option<Vec<registries::RegistryHost>> {
     let mut valid = true;
     for set in &loaded.mirror_sets {
         for e in &set.entries {
@@ -76,11 +77,12 @@ pub fn check(loaded: &Loaded, d: &mut Diagnostics) {
         }
     }
     if !valid {
-        return; // the merge warnings would only repeat the errors
+        return None; // the merge warnings would only repeat the errors
     }
     let (hosts, warnings) = registries::merge(&loaded.mirror_sets);
     d.extend(warnings);
     check_pause_image(loaded, &hosts, d);
+    Some(hosts)
 }
 
 /// Why a registry host (`host[:port]`, or `*.domain` for a source) cannot be used, if it cannot: the host

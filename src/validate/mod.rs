@@ -1,28 +1,109 @@
-//! Stage 2: every rule of the support matrix and of the Machine API webhooks, checked on the decoded inputs.
-//! Rules never stop at the first problem: each adds its diagnostics and the caller stops if any is an error.
+//! Stage 2: every rule of the support matrix and of the Machine API webhooks, run on the decoded inputs, producing
+//! the [`Checked`] value the plan reads. Rules never stop at the first problem: each adds its diagnostics, and
+//! every rule whose fields were read runs, whatever failed elsewhere (see [`Decoded`]).
 
 mod byoh;
+pub mod checked;
 mod cluster;
 mod machinesets;
 pub mod matrix;
 mod mirrors;
 pub mod names;
 mod network;
+mod webhook;
 
-use crate::diagnostics::Diagnostics;
+pub use checked::Checked;
+
+use crate::diagnostics::{Diagnostic, Diagnostics, Severity};
 use crate::inputs::Loaded;
+use crate::inputs::yaml::Located;
+use std::sync::Arc;
 
-pub fn validate(loaded: &Loaded) -> Diagnostics {
-    let inputs = &loaded.inputs;
-    let mut d = Diagnostics::default();
-    cluster::check(inputs, &mut d);
-    machinesets::check(inputs, &mut d);
-    network::check(inputs, &mut d);
-    byoh::check(inputs, &mut d);
-    mirrors::check(loaded, &mut d);
-    d
+/// Which fields could not be read, so that the rules run on everything else: decoding leaves a placeholder where
+/// a field failed (see `inputs::schema::Placeholder`) and reports why; these are the places of those reports.
+/// A rule's diagnostic at such a field (or below it) is dropped, since the field's own error says what to fix, and
+/// a rule that compares a field with another reads the other through [`Decoded::get`].
+pub struct Decoded {
+    failed: Vec<(Arc<str>, String)>,
 }
 
+impl Decoded {
+    pub fn from_errors(diags: &Diagnostics) -> Decoded {
+        let failed = diags
+            .sorted()
+            .into_iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(|d| (d.loc.file.clone(), d.field.clone()))
+            .collect();
+        Decoded { failed }
+    }
+
+    /// Whether `field` in `file`, or a mapping or list holding it, failed to decode.
+    pub fn failed(&self, file: &str, field: &str) -> bool {
+        self.failed.iter().any(|(f, failed)| {
+            &**f == file
+                && field
+                    .strip_prefix(failed.as_str())
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('.') || rest.starts_with('['))
+        })
+    }
+
+    /// Whether `field` or anything below it failed to decode (a list with one unreadable item reads as absent).
+    pub fn failed_within(&self, file: &str, field: &str) -> bool {
+        self.failed(file, field)
+            || self.failed.iter().any(|(f, failed)| {
+                &**f == file
+                    && failed.strip_prefix(field).is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+            })
+    }
+
+    /// The value, unless it is a placeholder for a field that failed to decode.
+    pub fn get<'a, T>(&self, v: &'a Located<T>) -> Option<&'a T> {
+        (!self.failed(&v.loc.file, &v.field)).then_some(&v.value)
+    }
+
+    /// The rules' diagnostics less those about fields that failed to decode.
+    fn keep(&self, rules: Diagnostics) -> Diagnostics {
+        let mut kept = Diagnostics::default();
+        for d in rules.sorted() {
+            if !self.failed(&d.loc.file, &d.field) {
+                kept.push(Diagnostic::clone(d));
+            }
+        }
+        kept
+    }
+}
+
+/// Runs every rule on the loaded inputs. `Ok` holds the checked value with its warnings; `Err` every diagnostic,
+/// reading's and the rules', errors and warnings.
+pub fn check(loaded: Loaded) -> Result<Checked, Diagnostics> {
+    let decoded = Decoded::from_errors(&loaded.diagnostics);
+    let inputs = &loaded.inputs;
+    let mut d = Diagnostics::default();
+    cluster::check(inputs, &decoded, &mut d);
+    machinesets::check(inputs, &decoded, &mut d);
+    let networks = network::check(inputs, &decoded, &mut d);
+    byoh::check(inputs, &decoded, &mut d);
+    let registries = mirrors::check(&loaded, &mut d);
+    let mut all = loaded.diagnostics.clone();
+    all.extend(decoded.keep(d));
+    match (networks, registries) {
+        (Some(networks), Some(registries)) if !all.has_errors() => {
+            Ok(checked::resolve(loaded, registries, networks, all))
+        }
+        _ => {
+            if !all.has_errors() {
+                // Every rule that withholds a value says why; this is the net under that promise, so that exit
+                // code 2 never comes without a diagnostic.
+                all.push(
+                    Diagnostic::error(&inputs.spec.network.at.loc, "(document)", "the inputs could not be checked")
+                        .expected("a ClusterInputs document as in docs/inputs.md"),
+                );
+            }
+            Err(all)
+        }
+    }
+}
 /// RFC 1123 label: lower-case letters, digits and `-`, starting and ending with a letter or digit, ≤ 63.
 pub fn is_dns1123_label(s: &str) -> bool {
     !s.is_empty()
@@ -45,6 +126,23 @@ pub fn has_control_chars(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_field_covers_what_is_below_it_and_nothing_else() {
+        let file: Arc<str> = Arc::from("w.yaml");
+        let mut errors = Diagnostics::default();
+        let loc = crate::diagnostics::Loc::file_only(&file);
+        errors.push(Diagnostic::error(&loc, "spec.network", "expected a mapping"));
+        errors.push(Diagnostic::warning(&loc, "spec.proxy", "only a warning"));
+        let decoded = Decoded::from_errors(&errors);
+        assert!(decoded.failed("w.yaml", "spec.network"));
+        assert!(decoded.failed("w.yaml", "spec.network.serviceNetwork[0]"));
+        assert!(!decoded.failed("w.yaml", "spec.networkX"));
+        assert!(!decoded.failed("w.yaml", "spec.proxy"));
+        assert!(!decoded.failed("other.yaml", "spec.network"));
+        let placeholder = Located { value: 1, loc: loc.clone(), field: "spec.network.at".to_string() };
+        assert_eq!(decoded.get(&placeholder), None);
+    }
 
     #[test]
     fn dns_names() {

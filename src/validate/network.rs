@@ -1,16 +1,26 @@
 //! Networks: OVN-Kubernetes hybrid networking must be configured, CIDRs must parse and not collide, no class E,
-//! and the hybrid-overlay VXLAN port is set exactly when the platform needs a custom one (vSphere).
+//! the first service network holds the cluster DNS address, and the hybrid-overlay VXLAN port is a usable port
+//! (vSphere requires a custom one; every other platform may have one, which WMCO passes to the nodes as it is).
 
+use super::Decoded;
+use super::checked::{DEFAULT_CLUSTER_NETWORK, DEFAULT_SERVICE_NETWORK, Networks};
 use super::matrix::support;
 use crate::diagnostics::Diagnostics;
 use crate::inputs::schema::ClusterInputs;
 use crate::inputs::yaml::Located;
-use crate::net::Cidr;
-use crate::plan::{DEFAULT_CLUSTER_NETWORK, DEFAULT_SERVICE_NETWORK};
+use crate::net::{is_class_e, nth, overlaps, parse_cidr};
+use ipnet::IpNet;
 
-pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
+/// The port OVN-Kubernetes' Geneve tunnels use on every node.
+const GENEVE_PORT: u32 = 6081;
+/// The default VXLAN port, which vSphere's own networking holds.
+const DEFAULT_VXLAN_PORT: u32 = 4789;
+
+/// Checks the networks; returns the parsed values the plan needs when they are sound.
+pub(super) fn check(inputs: &ClusterInputs, decoded: &Decoded, d: &mut Diagnostics) -> Option<Networks> {
     let net = &inputs.spec.network;
-    let row = support(inputs.spec.platform.name());
+    let file = &net.at.loc.file;
+    let failed = |key: &str| decoded.failed_within(file, &format!("{}.{key}", net.at.field));
 
     // Networks left out take the documented defaults, so a hybrid network overlapping them is still caught.
     let default = |cidr: &str, key: &str| {
@@ -35,16 +45,22 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
         );
     }
     for (c, at) in cluster.iter().chain(&hybrid) {
-        if c.is_class_e() {
+        if is_class_e(c) {
             d.push(
                 at.error(format!("`{}` is in class E (240.0.0.0/4), which Windows nodes cannot use", at.value))
                     .expected("a cluster network outside 240.0.0.0/4"),
             );
         }
     }
+    // A list that could not be read is not compared with the defaults that would stand in for it.
+    let others: Vec<&(IpNet, &Located<String>)> = [("clusterNetwork", &cluster), ("serviceNetwork", &service)]
+        .into_iter()
+        .filter(|(key, _)| !failed(key))
+        .flat_map(|(_, list)| list.iter())
+        .collect();
     for (h, hat) in &hybrid {
-        for (other, oat) in cluster.iter().chain(&service) {
-            if h.overlaps(other) {
+        for (other, oat) in &others {
+            if overlaps(h, other) {
                 d.push(
                     hat.error(format!(
                         "hybrid cluster network `{}` overlaps `{}` ({})",
@@ -56,29 +72,49 @@ pub fn check(inputs: &ClusterInputs, d: &mut Diagnostics) {
         }
     }
 
-    match (&net.hybrid_overlay_vxlan_port, row.custom_vxlan_port) {
-        (None, true) => d.push(
+    let row = decoded.get(&inputs.spec.platform).map(|p| support(p.kind()));
+    let port = net.hybrid_overlay_vxlan_port.as_ref();
+    match (port, row) {
+        (None, Some(row)) if row.requires_custom_vxlan_port => d.push(
             net.at
                 .error(format!("{} needs a custom hybrid-overlay VXLAN port", row.display))
                 .expected("hybridOverlayVXLANPort: the port set in hybridOverlayConfig at install time, e.g. 9898")
                 .hint("vSphere's own networking uses the default VXLAN port 4789"),
         ),
-        (Some(p), false) => d.push(
-            p.error(format!("hybridOverlayVXLANPort must not be set on {}", row.display))
-                .expected("no hybridOverlayVXLANPort: the custom port is for vSphere only"),
+        (Some(p), Some(row)) if row.requires_custom_vxlan_port && p.value == DEFAULT_VXLAN_PORT => d.push(
+            p.error(format!("{} cannot be the hybrid-overlay VXLAN port on {}", p.value, row.display))
+                .expected("a free port in 1..65535 other than 6081 (Geneve) and 4789 (vSphere's own VXLAN port)"),
         ),
-        (Some(p), true) if p.value == 0 || p.value > 65535 || p.value == 6081 || p.value == 4789 => d.push(
+        (Some(p), _) if p.value == 0 || p.value > 65535 || p.value == GENEVE_PORT => d.push(
             p.error(format!("{} cannot be the hybrid-overlay VXLAN port", p.value))
-                .expected("a free port in 1..65535 other than 6081 (Geneve) and 4789 (the default VXLAN port)"),
+                .expected("the cluster's hybridOverlayVXLANPort: a port in 1..65535 other than 6081 (Geneve)"),
         ),
         _ => {}
     }
+
+    // The cluster DNS service is the 10th address of the first service network.
+    let Some((first, at)) = service.first() else {
+        if net.service_network.as_ref().is_some_and(|l| l.is_empty()) {
+            d.push(net.at.error("`serviceNetwork` is an empty list").expected(
+                "the cluster's serviceNetwork, e.g. [172.30.0.0/16], or no `serviceNetwork` for the default",
+            ));
+        }
+        return None;
+    };
+    let Some(cluster_dns) = nth(first, 10) else {
+        d.push(
+            at.error(format!("service network `{}` is too small to hold the cluster DNS address (its 10th)", at.value))
+                .expected("the cluster's serviceNetwork, e.g. 172.30.0.0/16"),
+        );
+        return None;
+    };
+    Some(Networks { service: *first, cluster_dns })
 }
 
-fn parse_all<'a>(list: &'a [Located<String>], d: &mut Diagnostics) -> Vec<(Cidr, &'a Located<String>)> {
+fn parse_all<'a>(list: &'a [Located<String>], d: &mut Diagnostics) -> Vec<(IpNet, &'a Located<String>)> {
     let mut out = Vec::new();
     for at in list {
-        match Cidr::parse(at) {
+        match parse_cidr(at) {
             Ok(c) => out.push((c, at)),
             Err(why) => d.push(
                 at.error(format!("`{}` is not a CIDR: {why}", at.value.escape_debug()))
