@@ -19,6 +19,7 @@ pub mod steps;
 pub mod swap;
 pub mod system;
 pub mod timing;
+pub mod trusted_cas;
 
 #[cfg(test)]
 mod fake;

@@ -788,3 +788,95 @@ fn the_run_loop_backs_off_while_pending_and_finishes_after_the_reboot() {
     assert_eq!(log.lines().count(), 4);
     assert!(log.lines().last().unwrap().contains("\"status\":\"converged\""), "{log}");
 }
+
+/// A certificate's outer shape (what the fake store checks): SEQUENCE { SEQUENCE {INTEGER n}, SEQUENCE {}, BIT
+/// STRING }.
+fn cert(n: u8) -> Vec<u8> {
+    vec![0x30, 0x0b, 0x30, 0x03, 0x02, 0x01, n, 0x30, 0x00, 0x03, 0x02, 0x00, 0x00]
+}
+
+fn pem_bundle(certs: &[Vec<u8>]) -> String {
+    use base64::Engine;
+    certs
+        .iter()
+        .map(|c| {
+            let b64 = base64::engine::general_purpose::STANDARD.encode(c);
+            format!("-----BEGIN CERTIFICATE-----\n{b64}\n-----END CERTIFICATE-----\n")
+        })
+        .collect()
+}
+
+#[test]
+fn the_bundles_cas_are_imported_rotated_and_only_the_agents_own_removed() {
+    let mut node = Node::new();
+    let (ca1, ca2, ca3, nodes_own) = (cert(1), cert(2), cert(3), cert(4));
+    node.sys.preinstall_root(&nodes_own);
+    node.write(
+        paths::TRUSTED_CA_BUNDLE,
+        &format!("# cluster CAs\n{}", pem_bundle(&[ca1.clone(), ca2.clone(), nodes_own.clone()])),
+    );
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!(r.trusted_cas_added, [sha256_hex(&ca1), sha256_hex(&ca2)]);
+    assert_eq!(node.sys.root_store(), [nodes_own.clone(), ca1.clone(), ca2.clone()]);
+    // The certificate the node had is not recorded as the agent's.
+    assert_eq!(node.state().trusted_cas, [sha256_hex(&ca1), sha256_hex(&ca2)].into_iter().collect());
+
+    // Nothing changes on the next pass.
+    let r = node.apply();
+    assert!(r.trusted_cas_added.is_empty() && r.trusted_cas_removed.is_empty(), "{r:#?}");
+
+    // Rotation: ca1 and the node's own leave the bundle, ca3 joins. The node's own stays in the store.
+    node.write(paths::TRUSTED_CA_BUNDLE, &pem_bundle(&[ca2.clone(), ca3.clone()]));
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!((r.trusted_cas_added, r.trusted_cas_removed), (vec![sha256_hex(&ca3)], vec![sha256_hex(&ca1)]));
+    assert_eq!(node.sys.root_store(), [nodes_own.clone(), ca2.clone(), ca3.clone()]);
+
+    // A certificate the agent added but someone removed by hand is added again; one gone from the bundle and
+    // from the store is just forgotten.
+    assert!(node.sys.remove_root_certificate(&sha256_hex(&ca3)).unwrap());
+    let r = node.apply();
+    assert_eq!(r.trusted_cas_added, [sha256_hex(&ca3)]);
+
+    // The bundle gone: everything the agent added goes, the node's own stays.
+    node.remove(paths::TRUSTED_CA_BUNDLE);
+    let r = node.apply();
+    assert_eq!(r.trusted_cas_removed, [sha256_hex(&ca2), sha256_hex(&ca3)]);
+    assert_eq!(node.sys.root_store(), [nodes_own]);
+    assert!(node.state().trusted_cas.is_empty());
+}
+
+#[test]
+fn a_bad_bundle_fails_the_pass_and_imports_nothing() {
+    let mut node = Node::new();
+    let key = "-----BEGIN RSA PRIVATE KEY-----\nc2VjcmV0LWtleS1tYXRlcmlhbA==\n-----END RSA PRIVATE KEY-----\n";
+    node.write(paths::TRUSTED_CA_BUNDLE, &format!("{}{key}", pem_bundle(&[cert(1)])));
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Failed, "{r:#?}");
+    assert!(node.sys.root_store().is_empty(), "the good certificate before the bad block was not imported");
+    let line = r.to_line();
+    assert!(line.contains(r"C:\\k\\ca-bundle.crt") && line.contains("RSA PRIVATE KEY"), "{line}");
+    assert!(!line.contains("c2VjcmV0"), "the block's content is never echoed: {line}");
+    assert!(node.sys.service_names().iter().all(|s| s == paths::AGENT_SERVICE), "no service before the CAs");
+
+    // A fixed bundle converges.
+    node.write(paths::TRUSTED_CA_BUNDLE, &pem_bundle(&[cert(1)]));
+    let r = node.apply();
+    assert_eq!((r.status, r.trusted_cas_added.len()), (ApplyStatus::Converged, 1), "{r:#?}");
+}
+
+#[test]
+fn imported_cas_survive_the_containers_reboot_and_are_not_imported_twice() {
+    let mut node = Node::new();
+    node.write(paths::TRUSTED_CA_BUNDLE, &pem_bundle(&[cert(1)]));
+    node.sys.clear_script(CONTAINERS);
+    node.sys.script(CONTAINERS, 0, "{\"ok\":true,\"rebootRequired\":true}");
+    let r = node.apply();
+    assert_eq!((r.status, r.trusted_cas_added.len()), (ApplyStatus::Pending, 1), "{r:#?}");
+    node.sys.reboot();
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert!(r.trusted_cas_added.is_empty(), "{r:#?}");
+    assert_eq!(node.sys.root_store(), [cert(1)]);
+}
