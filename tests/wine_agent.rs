@@ -32,6 +32,7 @@ fn answers() -> BTreeMap<String, Vec<(String, i32)>> {
         "firewall.ps1",
         "aws-routes.ps1",
         "network-conf.ps1",
+        "remove-hns-networks.ps1",
     ] {
         t.insert(script.to_string(), vec![(format!("noise before the result\n{OK}\n"), 0)]);
     }
@@ -563,7 +564,7 @@ fn after_a_simulated_reboot_the_agent_service_comes_back_and_finishes() {
     write_whole(&wine.c(r"C:\k\ca-bundle.crt"), ca_pem.as_bytes());
     let (run, result) = wine.apply();
     assert_eq!((run.code, result.status, result.reboot_required), (3, ApplyStatus::Pending, true), "{}", run.text());
-    assert_eq!(result.trusted_cas_added, [ca_sha.clone()], "{}", run.text());
+    assert_eq!(result.trusted_cas_added, std::slice::from_ref(&ca_sha), "{}", run.text());
     assert!(
         result.created.iter().all(|s| s == paths::AGENT_SERVICE),
         "containerd cannot run before the reboot: {result:?}"
@@ -774,4 +775,40 @@ fn trusted_cas_are_imported_into_local_machine_root_rotated_and_only_the_agents_
         "ca1 gone, ca2 and the administrator's kept"
     );
     assert_eq!(store.len(), before.len() + 1, "exactly ca2 added to what the store held before");
+}
+
+#[test]
+fn deconfigure_removes_the_services_dependents_first_the_networks_cas_and_files_and_again_changes_nothing() {
+    let wine = rig();
+    let dir = tempfile::tempdir().unwrap();
+    let (ca_pem, _, ca_sha) = openssl_ca(dir.path(), "cluster-ca");
+    write_whole(&wine.c(r"C:\k\ca-bundle.crt"), ca_pem.as_bytes());
+    let (d, result) = converged(&wine);
+    assert_eq!(result.trusted_cas_added, std::slice::from_ref(&ca_sha));
+    let table = d.bundle.services();
+    let calls = wine.powershell_calls().len();
+
+    let (run, result) = wine.agent(&["deconfigure"], Duration::from_secs(300));
+    assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
+    assert!(wine.listed_services().is_empty(), "services left: {:?}", wine.listed_services());
+    // Dependents first: each service is deleted before every service it depends on.
+    for s in &table.services {
+        let at = |n: &str| result.deleted.iter().position(|d| d == n);
+        for dep in &s.dependencies {
+            assert!(at(&s.name) < at(dep), "{} deleted after its dependency {dep}: {:?}", s.name, result.deleted);
+        }
+    }
+    assert_eq!(result.deleted.last().map(String::as_str), Some(paths::AGENT_SERVICE), "its own service last");
+    let ran: Vec<String> = wine.powershell_calls()[calls..].iter().map(|(k, _)| k.clone()).collect();
+    assert_eq!(ran, ["remove-hns-networks.ps1"], "{}", run.text());
+    assert!(!root_store(&wine).contains(&ca_sha), "the imported CA is removed");
+    for gone in
+        [r"C:\k\kubelet.conf", r"C:\k\kubeconfig", r"C:\k\ca-bundle.crt", paths::SERVICES_JSON, paths::SETTINGS_JSON]
+    {
+        assert!(!wine.node(&NodePath::known(gone)).exists(), "{gone} is still there");
+    }
+
+    let (run, again) = wine.agent(&["deconfigure"], Duration::from_secs(120));
+    assert_eq!((run.code, again.status), (0, ApplyStatus::Converged), "{}", run.text());
+    assert!(again.deleted.is_empty() && again.steps.is_empty() && again.trusted_cas_removed.is_empty(), "{again:?}");
 }

@@ -4,6 +4,7 @@
 
 pub mod agent_service;
 pub mod apply;
+pub mod deconfigure;
 pub mod desired;
 pub mod digest;
 pub mod env;

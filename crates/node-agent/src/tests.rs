@@ -880,3 +880,108 @@ fn imported_cas_survive_the_containers_reboot_and_are_not_imported_twice() {
     assert!(r.trusted_cas_added.is_empty(), "{r:#?}");
     assert_eq!(node.sys.root_store(), [cert(1)]);
 }
+
+const REMOVE_HNS: &str = r"C:\k\wmrender\remove-hns-networks.ps1";
+
+#[test]
+fn deconfigure_removes_what_the_agent_set_up_dependents_first_its_own_service_last_and_again_is_a_no_op() {
+    let mut node = Node::new();
+    node.settings.steps.push(Step {
+        name: wmrender_contract::settings::REMOVE_HNS_NETWORKS_STEP.into(),
+        script: np(REMOVE_HNS),
+        args: vec![],
+        when: When::OnDemand,
+    });
+    node.settings.environment.insert("HTTP_PROXY".into(), "http://proxy:3128".into());
+    node.write(REMOVE_HNS, "remove script");
+    node.sys.script(REMOVE_HNS, 0, OK);
+    node.write(paths::TRUSTED_CA_BUNDLE, &pem_bundle(&[cert(1)]));
+    node.sys.preinstall_root(&cert(9));
+    node.manifest.files.push(NodeFile {
+        path: np(r"C:\k\bootstrap-kubeconfig"),
+        sha256: String::new(),
+        size: 0,
+        kind: FileKind::Credential,
+        staged: false,
+    });
+    // The proxy variable asks for a reboot first.
+    let mut node = node;
+    assert!(node.apply().reboot_required);
+    node.sys.reboot();
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    // A service the agent never created.
+    let mut other = node.sys.clone();
+    let foreign = ServiceConfig {
+        name: "someone-else".into(),
+        command: r"C:\tools\x.exe".into(),
+        description: "not wmrender's".into(),
+        dependencies: vec![],
+        automatic: true,
+    };
+    other.create_service(&foreign).unwrap();
+    node.sys.clear_events();
+    assert!(node.sys.events().is_empty());
+
+    let r = crate::deconfigure::deconfigure(&mut node.sys, &node.timing);
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    let deleted: Vec<&str> = r.deleted.iter().map(String::as_str).collect();
+    let at = |n: &str| deleted.iter().position(|d| *d == n).unwrap_or_else(|| panic!("{n} not deleted: {deleted:?}"));
+    assert!(at("kube-proxy") < at("hybrid-overlay-node") && at("hybrid-overlay-node") < at("kubelet"));
+    assert!(at("kubelet") < at("containerd"));
+    assert_eq!(deleted.last(), Some(&paths::AGENT_SERVICE), "its own service last");
+    assert_eq!(deleted.len(), ALL.len() + 1);
+    assert_eq!(node.sys.service_names(), ["someone-else"], "a service it never created stays");
+    // The HNS networks go after every service stopped (hybrid-overlay would create them again).
+    let events = node.sys.events();
+    let script_at = position(&events, &Event::Script { script: np(REMOVE_HNS), args: vec![] });
+    assert!(position(&events, &Event::Deleted("hybrid-overlay-node".into())) < script_at);
+    assert_eq!(node.sys.root_store(), [cert(9)], "its CA removed, the node's own kept");
+    assert_eq!(r.trusted_cas_removed, [sha256_hex(&cert(1))]);
+    assert_eq!(node.sys.env("HTTP_PROXY"), None);
+    for gone in [
+        r"C:\k\bootstrap-kubeconfig",
+        r"C:\k\kubelet.conf",
+        r"C:\k\kubeconfig",
+        r"C:\k\kube-proxy.exe",
+        paths::TRUSTED_CA_BUNDLE,
+        paths::SERVICES_JSON,
+        paths::SETTINGS_JSON,
+        paths::NODE_MANIFEST,
+        REMOVE_HNS,
+    ] {
+        assert!(!node.sys.local(&np(gone)).exists(), "{gone} is still there");
+    }
+    assert!(node.sys.local(&np(paths::AGENT_EXE)).exists(), "the running agent's executable stays");
+
+    node.sys.clear_events();
+    let again = crate::deconfigure::deconfigure(&mut node.sys, &node.timing);
+    assert_eq!(again.status, ApplyStatus::Converged, "{again:#?}");
+    assert!(again.deleted.is_empty() && again.steps.is_empty() && again.trusted_cas_removed.is_empty(), "{again:#?}");
+    assert!(node.sys.events().is_empty(), "a second run changes nothing: {:?}", node.sys.events());
+}
+
+#[test]
+fn deconfigure_reports_a_failed_hns_step_keeps_the_bundle_and_a_second_run_finishes() {
+    let mut node = Node::new();
+    node.settings.steps.push(Step {
+        name: wmrender_contract::settings::REMOVE_HNS_NETWORKS_STEP.into(),
+        script: np(REMOVE_HNS),
+        args: vec![],
+        when: When::OnDemand,
+    });
+    node.write(REMOVE_HNS, "remove script");
+    node.sys.script(REMOVE_HNS, 1, "{\"ok\":false,\"error\":\"HNS is busy\"}");
+    let mut node = node.converged();
+    let r = crate::deconfigure::deconfigure(&mut node.sys, &node.timing);
+    assert_eq!((r.status, r.status.exit_code()), (ApplyStatus::Failed, 1), "{r:#?}");
+    assert!(r.errors.iter().any(|e| e.contains("HNS is busy")), "{r:#?}");
+    assert!(node.sys.local(&np(paths::SETTINGS_JSON)).exists(), "the bundle stays until the networks are gone");
+    assert_eq!(node.sys.service_names(), [paths::AGENT_SERVICE], "its own service stays while something failed");
+    node.sys.clear_script(REMOVE_HNS);
+    node.sys.script(REMOVE_HNS, 0, OK);
+    let r = crate::deconfigure::deconfigure(&mut node.sys, &node.timing);
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!(r.deleted, [paths::AGENT_SERVICE]);
+    assert!(node.sys.service_names().is_empty());
+}

@@ -22,6 +22,8 @@ pub const DEFENDER_PS1: &str = r"C:\k\wmrender\windows-defender-exclusion.ps1";
 pub const GCP_HOSTNAME_PS1: &str = r"C:\k\wmrender\gcp-get-hostname.ps1";
 pub const AWS_HOSTNAME_PS1: &str = r"C:\k\wmrender\aws-get-hostname.ps1";
 pub const AWS_ROUTES_PS1: &str = r"C:\k\wmrender\aws-routes.ps1";
+/// Run only by `wmrender-node deconfigure`.
+pub const REMOVE_HNS_NETWORKS_PS1: &str = r"C:\k\wmrender\remove-hns-networks.ps1";
 pub const EXPORTER_WEBCONFIG: &str = r"C:\k\tls\windows-exporter-webconfig.yaml";
 pub const CREDENTIAL_PROVIDER_CONF: &str = r"C:\k\credential-provider-config.yaml";
 pub const HNS_MODULE: &str = r"C:\k\hns.psm1";
