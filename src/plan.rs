@@ -58,7 +58,7 @@ pub struct NodePlan {
 pub struct ProxyPlan {
     pub http: Option<String>,
     pub https: Option<String>,
-    /// The noProxy list joined with commas, exactly as Windows tools expect it.
+    /// The cluster's NO_PROXY (the network operator's rule, render::node::no_proxy), joined with commas.
     pub no_proxy: Option<String>,
 }
 
@@ -402,8 +402,7 @@ fn node_plan(spec: &schema::Spec) -> NodePlan {
     let proxy = spec.proxy.as_ref().map(|p| ProxyPlan {
         http: p.http_proxy.as_ref().map(|v| v.value.clone()),
         https: p.https_proxy.as_ref().map(|v| v.value.clone()),
-        no_proxy: (!p.no_proxy.is_empty())
-            .then(|| p.no_proxy.iter().map(|v| v.value.as_str()).collect::<Vec<_>>().join(",")),
+        no_proxy: crate::render::node::no_proxy::from_inputs(spec, p),
     });
     NodePlan {
         kubernetes: spec
