@@ -33,7 +33,7 @@ pub struct NodePlan {
 pub struct ProxyPlan {
     pub http: Option<String>,
     pub https: Option<String>,
-    /// The noProxy list joined with commas, exactly as Windows tools expect it.
+    /// The cluster's NO_PROXY (the network operator's rule, render::node::no_proxy), joined with commas.
     pub no_proxy: Option<String>,
 }
 
@@ -65,7 +65,7 @@ pub fn plan(checked: &Checked) -> Plan {
     let proxy = checked.proxy.as_ref().map(|p| ProxyPlan {
         http: p.http.clone(),
         https: p.https.clone(),
-        no_proxy: (!p.no_proxy.is_empty()).then(|| p.no_proxy.join(",")),
+        no_proxy: crate::render::node::no_proxy::from_checked(checked, p),
     });
     Plan {
         infrastructure_id: checked.infrastructure_id.clone(),

@@ -327,7 +327,10 @@ fn platform_differences() {
 #[test]
 fn proxy_values_arrive_unchanged_and_no_proxy_removes_them() {
     let with = settings(&bundle(&example("none")));
-    assert_eq!(with["environment"]["NO_PROXY"], ".cluster.local,.svc,10.0.0.0/16", "commas stay commas");
+    let no_proxy = with["environment"]["NO_PROXY"].as_str().unwrap();
+    for entry in [".cluster.local", ".svc", "10.0.0.0/16", "localhost", "127.0.0.1"] {
+        assert!(no_proxy.split(',').any(|e| e == entry), "{entry} in {no_proxy}: commas stay commas");
+    }
     assert_eq!(with["environment"]["HTTP_PROXY"], "http://proxy.metal-lab.example.com:3128");
     let without = settings(&bundle(&example("aws")));
     assert_eq!(
@@ -335,6 +338,25 @@ fn proxy_values_arrive_unchanged_and_no_proxy_removes_them() {
         serde_json::json!({"HTTPS_PROXY": "", "HTTP_PROXY": "", "NO_PROXY": ""}),
         "every variable is listed; an empty value removes it"
     );
+}
+
+/// NO_PROXY as the cluster network operator computes it, for every platform example (a proxy added where the
+/// example has none): the rule is unit-tested in src/render/node/no_proxy.rs; this shows what each platform gets.
+#[test]
+fn no_proxy_is_the_clusters_for_every_platform_example() {
+    let mut shown = String::new();
+    for name in ["aws", "azure", "gcp", "nutanix", "vsphere", "none"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut text = std::fs::read_to_string(example(name)).unwrap();
+        if !text.contains("\n  proxy:\n") {
+            text = text.replace("spec:\n", "spec:\n  proxy:\n    httpsProxy: http://proxy.example.com:3128\n");
+        }
+        let inputs = tmp.path().join("wmrender.yaml");
+        std::fs::write(&inputs, text).unwrap();
+        let env = &settings(&bundle(&inputs))["environment"];
+        shown.push_str(&format!("{name}: {}\n", env["NO_PROXY"].as_str().unwrap()));
+    }
+    insta::assert_snapshot!(shown);
 }
 
 #[test]

@@ -30,12 +30,21 @@ fn stdout_stream_is_the_cluster_objects_in_apply_order_and_nothing_else() {
         let files = support::read_tree(&out);
         let objects = files.iter().filter(|(p, _)| p.starts_with("cluster/") && !p.ends_with("kustomization.yaml"));
         assert_eq!(docs.len(), objects.count(), "{}: the stream holds every object file", path.display());
-        // Apply order: operator objects, RuntimeClasses, MachineSets, ConfigMap.
+        // Apply order: namespaces, node services' RBAC (without the operator), operator objects, RuntimeClasses,
+        // MachineSets, ConfigMap.
         let rank = |kind: &str| {
-            ["Namespace", "OperatorGroup", "Subscription", "RuntimeClass", "MachineSet", "ConfigMap"]
-                .iter()
-                .position(|k| *k == kind)
-                .expect("a known kind")
+            [
+                &["Namespace"][..],
+                &["ServiceAccount", "ClusterRole", "ClusterRoleBinding"],
+                &["OperatorGroup"],
+                &["Subscription"],
+                &["RuntimeClass"],
+                &["MachineSet"],
+                &["ConfigMap"],
+            ]
+            .iter()
+            .position(|ks| ks.contains(&kind))
+            .expect("a known kind")
         };
         let ranks: Vec<usize> = docs.iter().map(|d| rank(d["kind"].as_str().expect("kind"))).collect();
         assert!(ranks.windows(2).all(|w| w[0] <= w[1]), "{}: out of order {ranks:?}", path.display());

@@ -32,6 +32,7 @@ fn answers() -> BTreeMap<String, Vec<(String, i32)>> {
         "firewall.ps1",
         "aws-routes.ps1",
         "network-conf.ps1",
+        "remove-hns-networks.ps1",
     ] {
         t.insert(script.to_string(), vec![(format!("noise before the result\n{OK}\n"), 0)]);
     }
@@ -557,8 +558,13 @@ fn after_a_simulated_reboot_the_agent_service_comes_back_and_finishes() {
     let mut table = answers();
     table.insert("containers-feature.ps1".into(), vec![("{\"ok\":true,\"rebootRequired\":true}\n".into(), 0)]);
     wine.set_powershell(&table);
+    // The cluster's CA is imported before the reboot and must survive it (the store is in the registry).
+    let dir = tempfile::tempdir().unwrap();
+    let (ca_pem, _, ca_sha) = openssl_ca(dir.path(), "proxy-ca");
+    write_whole(&wine.c(r"C:\k\ca-bundle.crt"), ca_pem.as_bytes());
     let (run, result) = wine.apply();
     assert_eq!((run.code, result.status, result.reboot_required), (3, ApplyStatus::Pending, true), "{}", run.text());
+    assert_eq!(result.trusted_cas_added, std::slice::from_ref(&ca_sha), "{}", run.text());
     assert!(
         result.created.iter().all(|s| s == paths::AGENT_SERVICE),
         "containerd cannot run before the reboot: {result:?}"
@@ -581,6 +587,12 @@ fn after_a_simulated_reboot_the_agent_service_comes_back_and_finishes() {
     }
     let services = d.bundle.services();
     assert_eq!(running(&wine, &services).len(), services.services.len());
+    assert!(root_store(&wine).contains(&ca_sha), "the imported CA survived the reboot");
+    let after_reboot = wine.agent_passes();
+    assert!(
+        after_reboot[passes.min(after_reboot.len())..].iter().all(|p| p.trusted_cas_added.is_empty()),
+        "not imported again after the reboot: {after_reboot:?}"
+    );
     let routes_after = wine.powershell_calls().iter().filter(|(k, _)| k == "aws-routes.ps1").count();
     assert!(routes_after > routes_before, "the every-boot step ran again after the reboot");
 }
@@ -687,4 +699,116 @@ fn hostile_values_end_up_as_literal_text_in_service_command_lines() {
     let kubelet = &wine.services(&["kubelet"])["kubelet"];
     assert!(!kubelet["registry"]["imagePath"].as_str().unwrap_or_default().contains("pwned"), "{kubelet}");
     assert!(!wine.c(r"C:\pwned-name.txt").exists());
+}
+
+/// A self-signed CA made by openssl: (PEM, DER, sha256 of the DER).
+fn openssl_ca(dir: &std::path::Path, name: &str) -> (String, Vec<u8>, String) {
+    let pem = dir.join(format!("{name}.pem"));
+    let run = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2"])
+        .args(["-subj", &format!("/CN=wmrender test {name}"), "-keyout"])
+        .arg(dir.join(format!("{name}.key")))
+        .arg("-out")
+        .arg(&pem)
+        .output()
+        .expect("openssl runs");
+    assert!(run.status.success(), "openssl: {}", String::from_utf8_lossy(&run.stderr));
+    let der = std::process::Command::new("openssl")
+        .args(["x509", "-outform", "DER", "-in"])
+        .arg(&pem)
+        .output()
+        .expect("openssl runs")
+        .stdout;
+    let sha = wmrender_contract::sha256_hex(&der);
+    (std::fs::read_to_string(&pem).unwrap(), der, sha)
+}
+
+fn root_store(wine: &Wine) -> BTreeSet<String> {
+    serde_json::from_value(wine.probe(&["roots"])).expect("a list of thumbprints")
+}
+
+#[test]
+fn trusted_cas_are_imported_into_local_machine_root_rotated_and_only_the_agents_removed() {
+    let wine = rig();
+    let (_d, _) = converged(&wine);
+    let dir = tempfile::tempdir().unwrap();
+    let (pem1, _, sha1) = openssl_ca(dir.path(), "ca1");
+    let (pem2, _, sha2) = openssl_ca(dir.path(), "ca2");
+    let (pem_admin, der_admin, sha_admin) = openssl_ca(dir.path(), "admin");
+    // A certificate an administrator put into the store (crypt32, as certutil would), not the agent.
+    write_whole(&wine.c(r"C:\wine-fakes\admin.der"), &der_admin);
+    wine.probe(&["add-root", r"C:\wine-fakes\admin.der"]);
+    let before = root_store(&wine);
+    assert!(before.contains(&sha_admin) && !before.contains(&sha1), "{before:?}");
+
+    // A bad bundle (a private key in it) fails the pass and imports nothing, not even the good certificate.
+    let key = std::fs::read_to_string(dir.path().join("ca1.key")).unwrap();
+    write_whole(&wine.c(r"C:\k\ca-bundle.crt"), format!("{pem1}{key}").as_bytes());
+    let (run, result) = wine.apply();
+    assert_eq!((run.code, result.status), (1, ApplyStatus::Failed), "{}", run.text());
+    assert!(run.stdout.contains("PRIVATE KEY") && !run.stdout.contains(key.lines().nth(1).unwrap()), "{}", run.text());
+    assert_eq!(root_store(&wine), before, "nothing imported from a bad bundle");
+
+    write_whole(&wine.c(r"C:\k\ca-bundle.crt"), format!("# cluster CAs\n{pem1}{pem2}{pem_admin}").as_bytes());
+    let (run, result) = wine.apply();
+    assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
+    assert_eq!(
+        set([sha1.as_str(), sha2.as_str()]),
+        result.trusted_cas_added.iter().cloned().collect(),
+        "{}",
+        run.text()
+    );
+    let store = root_store(&wine);
+    assert!(store.is_superset(&set([sha1.as_str(), sha2.as_str(), sha_admin.as_str()])), "{store:?}");
+    let (_, again) = wine.apply();
+    assert!(again.trusted_cas_added.is_empty() && again.trusted_cas_removed.is_empty(), "{again:?}");
+
+    // Rotation: ca1 and the administrator's leave the bundle. ca1 goes; the administrator's stays.
+    write_whole(&wine.c(r"C:\k\ca-bundle.crt"), pem2.as_bytes());
+    let (run, result) = wine.apply();
+    assert_eq!((run.code, result.trusted_cas_removed.clone()), (0, vec![sha1.clone()]), "{}", run.text());
+    let store = root_store(&wine);
+    let held = |sha: &String| store.contains(sha);
+    assert_eq!(
+        (held(&sha1), held(&sha2), held(&sha_admin)),
+        (false, true, true),
+        "ca1 gone, ca2 and the administrator's kept"
+    );
+    assert_eq!(store.len(), before.len() + 1, "exactly ca2 added to what the store held before");
+}
+
+#[test]
+fn deconfigure_removes_the_services_dependents_first_the_networks_cas_and_files_and_again_changes_nothing() {
+    let wine = rig();
+    let dir = tempfile::tempdir().unwrap();
+    let (ca_pem, _, ca_sha) = openssl_ca(dir.path(), "cluster-ca");
+    write_whole(&wine.c(r"C:\k\ca-bundle.crt"), ca_pem.as_bytes());
+    let (d, result) = converged(&wine);
+    assert_eq!(result.trusted_cas_added, std::slice::from_ref(&ca_sha));
+    let table = d.bundle.services();
+    let calls = wine.powershell_calls().len();
+
+    let (run, result) = wine.agent(&["deconfigure"], Duration::from_secs(300));
+    assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
+    assert!(wine.listed_services().is_empty(), "services left: {:?}", wine.listed_services());
+    // Dependents first: each service is deleted before every service it depends on.
+    for s in &table.services {
+        let at = |n: &str| result.deleted.iter().position(|d| d == n);
+        for dep in &s.dependencies {
+            assert!(at(&s.name) < at(dep), "{} deleted after its dependency {dep}: {:?}", s.name, result.deleted);
+        }
+    }
+    assert_eq!(result.deleted.last().map(String::as_str), Some(paths::AGENT_SERVICE), "its own service last");
+    let ran: Vec<String> = wine.powershell_calls()[calls..].iter().map(|(k, _)| k.clone()).collect();
+    assert_eq!(ran, ["remove-hns-networks.ps1"], "{}", run.text());
+    assert!(!root_store(&wine).contains(&ca_sha), "the imported CA is removed");
+    for gone in
+        [r"C:\k\kubelet.conf", r"C:\k\kubeconfig", r"C:\k\ca-bundle.crt", paths::SERVICES_JSON, paths::SETTINGS_JSON]
+    {
+        assert!(!wine.node(&NodePath::known(gone)).exists(), "{gone} is still there");
+    }
+
+    let (run, again) = wine.agent(&["deconfigure"], Duration::from_secs(120));
+    assert_eq!((run.code, again.status), (0, ApplyStatus::Converged), "{}", run.text());
+    assert!(again.deleted.is_empty() && again.steps.is_empty() && again.trusted_cas_removed.is_empty(), "{again:?}");
 }

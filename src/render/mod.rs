@@ -2,6 +2,7 @@
 //! same plan gives the same bytes on every machine.
 
 mod byoh;
+pub mod cloud_node_manager;
 mod containerd;
 mod kustomization;
 pub mod machineset;
@@ -39,6 +40,7 @@ pub fn render(plan: &Plan) -> ArtifactSet {
     objects.extend(runtimeclass::render(plan));
     objects.extend(machineset::render(plan));
     objects.extend(byoh::render(plan));
+    objects.extend(cloud_node_manager::render(plan));
     objects.sort_by(|a, b| (a.order, &a.name).cmp(&(b.order, &b.name)));
 
     let mut files: Vec<Artifact> = objects

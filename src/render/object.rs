@@ -20,18 +20,20 @@ pub fn has_substitution_syntax<T: Serialize>(value: &T) -> bool {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Order {
     Namespace = 1,
-    OperatorGroup = 2,
-    Subscription = 3,
-    RuntimeClass = 4,
-    MachineSet = 5,
-    ConfigMap = 6,
+    /// ServiceAccounts, ClusterRoles and their bindings for node services (mode without the operator).
+    Rbac = 2,
+    OperatorGroup = 3,
+    Subscription = 4,
+    RuntimeClass = 5,
+    MachineSet = 6,
+    ConfigMap = 7,
 }
 
 impl Order {
     /// Argo CD sync wave: operator (1) → RuntimeClasses (2) → MachineSets and the BYOH ConfigMap (3).
     pub fn wave(self) -> &'static str {
         match self {
-            Order::Namespace | Order::OperatorGroup | Order::Subscription => "1",
+            Order::Namespace | Order::Rbac | Order::OperatorGroup | Order::Subscription => "1",
             Order::RuntimeClass => "2",
             Order::MachineSet | Order::ConfigMap => "3",
         }
@@ -54,9 +56,9 @@ impl ClusterObject {
         ClusterObject { kind, name: name.to_string(), order, yaml }
     }
 
-    /// `<kind>-<name>.yaml`, lower case.
+    /// `<kind>-<name>.yaml`, lower case; `:` (RBAC names) becomes `-`, which Windows file names cannot hold.
     pub fn file_name(&self) -> String {
-        format!("{}-{}.yaml", self.kind.to_ascii_lowercase(), self.name.to_ascii_lowercase())
+        format!("{}-{}.yaml", self.kind.to_ascii_lowercase(), self.name.to_ascii_lowercase().replace(':', "-"))
     }
 }
 

@@ -66,6 +66,8 @@ pub struct Checked {
     pub service_network: IpNet,
     /// Its 10th address: the cluster DNS service.
     pub cluster_dns: IpAddr,
+    /// The pod networks (`clusterNetwork`), for NO_PROXY.
+    pub cluster_networks: Vec<IpNet>,
     /// The cluster's custom hybrid-overlay VXLAN port, if it has one.
     pub vxlan_port: Option<u32>,
     pub proxy: Option<ProxySettings>,
@@ -244,6 +246,7 @@ fn nutanix_id(id: &schema::NutanixId) -> NutanixIdPlan {
 pub(super) struct Networks {
     pub service: IpNet,
     pub cluster_dns: IpAddr,
+    pub cluster: Vec<IpNet>,
 }
 
 /// Resolves every default. Called by [`super::check`] only on inputs without errors.
@@ -401,6 +404,7 @@ pub(super) fn resolve(
         api_server_url: spec.api_server_internal_url.value.clone(),
         service_network: networks.service,
         cluster_dns: networks.cluster_dns,
+        cluster_networks: networks.cluster,
         vxlan_port: spec.network.hybrid_overlay_vxlan_port.as_ref().map(|p| p.value),
         proxy: spec.proxy.as_ref().map(|p| ProxySettings {
             http: p.http_proxy.as_ref().map(|v| v.value.clone()),

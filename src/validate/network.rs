@@ -108,7 +108,7 @@ pub(super) fn check(inputs: &ClusterInputs, decoded: &Decoded, d: &mut Diagnosti
         );
         return None;
     };
-    Some(Networks { service: *first, cluster_dns })
+    Some(Networks { service: *first, cluster_dns, cluster: cluster.iter().map(|(c, _)| *c).collect() })
 }
 
 fn parse_all<'a>(list: &'a [Located<String>], d: &mut Diagnostics) -> Vec<(IpNet, &'a Located<String>)> {

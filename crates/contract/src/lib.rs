@@ -2,12 +2,14 @@
 //! to. One definition of each file and path, used by all three; everything read back from a node goes through the
 //! parsers here, which check it as untrusted input.
 
+pub mod ca_bundle;
 pub mod manifest;
 pub mod path;
 pub mod result;
 pub mod services;
 pub mod settings;
 
+pub use ca_bundle::{BundleError, parse_ca_bundle};
 pub use manifest::{BundleEntry, BundleManifest, FileKind, Journal, Mode, NodeFile, NodeManifest};
 pub use path::NodePath;
 pub use result::{ApplyResult, ApplyStatus};
@@ -32,6 +34,9 @@ pub mod paths {
     pub const AGENT_LOCK: &str = r"C:\k\wmrender\agent.lock";
     /// The agent's own service.
     pub const AGENT_SERVICE: &str = "wmrender-node";
+    /// The cluster's additional trusted CAs (PEM bundle, pushed by sync); the agent imports each certificate into
+    /// the LocalMachine Root store and removes the ones it imported that left the bundle.
+    pub const TRUSTED_CA_BUNDLE: &str = r"C:\k\ca-bundle.crt";
 }
 
 /// Suffix of a file sync is still writing; a cut leaves it behind and the next sync removes it.
@@ -66,6 +71,7 @@ mod tests {
             paths::AGENT_EXE,
             paths::APPLIED_STATE,
             paths::AGENT_LOCK,
+            paths::TRUSTED_CA_BUNDLE,
         ] {
             NodePath::parse_delivered(p).unwrap();
         }

@@ -54,6 +54,13 @@ pub struct ApplyResult {
     pub steps: Vec<String>,
     #[serde(default)]
     pub environment: Vec<String>,
+    /// Certificates of `C:\k\ca-bundle.crt` the agent added to the LocalMachine Root store (sha256 of each
+    /// certificate's DER, lower-case hex).
+    #[serde(default)]
+    pub trusted_cas_added: Vec<String>,
+    /// Certificates the agent had added that left the bundle, now removed from the store.
+    #[serde(default)]
+    pub trusted_cas_removed: Vec<String>,
     #[serde(default)]
     pub reboot_required: bool,
     /// Why the node is not converged yet, when it is pending.

@@ -40,6 +40,9 @@ impl NodeNameSource {
     }
 }
 
+/// The on-demand step `wmrender-node deconfigure` runs to remove the HNS networks (after the services stopped).
+pub const REMOVE_HNS_NETWORKS_STEP: &str = "remove-hns-networks";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum When {

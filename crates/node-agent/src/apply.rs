@@ -1,6 +1,6 @@
 //! One convergence pass (`wmrender-node apply`), in the order of the design: lock, read, reboot wait,
-//! directories, machine environment, steps, node values, missing files, staged binaries, services, deletions, the
-//! agent's own service, record. Each part stops the pass where going on would be wrong (nothing is stopped before
+//! directories, machine environment, trusted CAs, steps, node values, missing files, staged binaries, services,
+//! deletions, the agent's own service, record. Each part stops the pass where going on would be wrong (nothing is stopped before
 //! the files are known to be there; containerd never starts before the Containers-feature reboot).
 
 use crate::desired::Desired;
@@ -11,6 +11,7 @@ use crate::state::{AppliedState, RebootWait};
 use crate::steps::{StepOutcome, run_step};
 use crate::system::System;
 use crate::timing::Timing;
+use crate::trusted_cas;
 use crate::{digest::sha256_file, env};
 use wmrender_contract::{ApplyResult, NodePath, When, paths};
 
@@ -69,7 +70,12 @@ impl Pass<'_> {
             Ok(b) => b,
             Err(e) => return self.result.errors.push(format!("cannot tell which boot this is: {e}")),
         };
-        if !self.reboot_wait() || !self.directories(&desired) || !self.environment(&desired) || !self.steps(&desired) {
+        if !self.reboot_wait()
+            || !self.directories(&desired)
+            || !self.environment(&desired)
+            || !self.trusted_cas()
+            || !self.steps(&desired)
+        {
             return;
         }
         let vars = match node_vars::compute(self.sys, &desired.settings, &mut self.result.steps) {
@@ -123,6 +129,22 @@ impl Pass<'_> {
             Ok(changed) => {
                 self.result.environment = changed;
                 self.ask_reboot("reboot to give services the new proxy variables".into(), false);
+                true
+            }
+            Err(e) => {
+                self.result.errors.push(e);
+                false
+            }
+        }
+    }
+
+    /// The bundle's CAs in the LocalMachine Root store before any service starts (kubelet may reach the API
+    /// server through a TLS-inspecting proxy). A bad bundle fails the pass.
+    fn trusted_cas(&mut self) -> bool {
+        match trusted_cas::converge(self.sys, &mut self.state.trusted_cas) {
+            Ok(changes) => {
+                self.result.trusted_cas_added = changes.added;
+                self.result.trusted_cas_removed = changes.removed;
                 true
             }
             Err(e) => {

@@ -12,6 +12,8 @@
 //!   tests assert the engine's start order;
 //! - with `wine_stop_quirks`, Wine's SCM: no pid while a service is stop-pending, a killed stop-pending service
 //!   stays stop-pending, and a service whose process is gone may be started again;
+//! - the LocalMachine Root store refuses a certificate already there (CRYPT_E_EXISTS) and bytes that are not a
+//!   DER certificate;
 //! - PowerShell returns what the test scripted; unscripted, it behaves like Wine's stub (exit 0, no output).
 
 use crate::system::{RunState, ScriptRun, ServiceConfig, ServiceStatus, SysError, SysResult, System};
@@ -55,6 +57,9 @@ pub enum Event {
         name: String,
         value: Option<String>,
     },
+    /// A certificate added to / removed from the LocalMachine Root store (sha256 of its DER).
+    RootAdded(String),
+    RootRemoved(String),
 }
 
 #[derive(Clone, Debug)]
@@ -77,6 +82,8 @@ struct Inner {
     env: BTreeMap<String, String>,
     scripts: BTreeMap<NodePath, VecDeque<ScriptRun>>,
     boot: u64,
+    /// The LocalMachine Root store: DER certificates, each once (the store refuses a duplicate add).
+    root_store: Vec<Vec<u8>>,
     dns: String,
     fqdn: String,
     ip: Option<Ipv4Addr>,
@@ -125,6 +132,7 @@ impl FakeSystem {
                 env: BTreeMap::new(),
                 scripts: BTreeMap::new(),
                 boot: 1,
+                root_store: Vec::new(),
                 dns: "WIN-Node-1".into(),
                 fqdn: "WIN-Node-1.Example.Internal".into(),
                 ip: Some(Ipv4Addr::new(10, 0, 0, 5)),
@@ -193,6 +201,15 @@ impl FakeSystem {
 
     pub fn set_ip(&self, ip: Option<Ipv4Addr>) {
         self.inner.borrow_mut().ip = ip;
+    }
+
+    /// Puts a certificate into the Root store as if the node had it already (not the agent's).
+    pub fn preinstall_root(&self, der: &[u8]) {
+        self.inner.borrow_mut().root_store.push(der.to_vec());
+    }
+
+    pub fn root_store(&self) -> Vec<Vec<u8>> {
+        self.inner.borrow().root_store.clone()
     }
 
     pub fn env(&self, name: &str) -> Option<String> {
@@ -445,6 +462,34 @@ impl System for FakeSystem {
 
     fn boot_id(&self) -> SysResult<String> {
         Ok(format!("boot-{}", self.inner.borrow().boot))
+    }
+
+    fn root_certificates(&self) -> SysResult<Vec<Vec<u8>>> {
+        Ok(self.inner.borrow().root_store.clone())
+    }
+
+    fn add_root_certificate(&mut self, der: &[u8]) -> SysResult<()> {
+        let mut inner = self.inner.borrow_mut();
+        if !wmrender_contract::ca_bundle::is_der_certificate(der) {
+            return Err(SysError("ASN1 bad tag value met (CRYPT_E_ASN1_BADTAG 0x8009310b)".into()));
+        }
+        if inner.root_store.iter().any(|c| c == der) {
+            return Err(SysError("the object or property already exists (CRYPT_E_EXISTS 0x80092005)".into()));
+        }
+        inner.root_store.push(der.to_vec());
+        inner.events.push(Event::RootAdded(wmrender_contract::sha256_hex(der)));
+        Ok(())
+    }
+
+    fn remove_root_certificate(&mut self, sha256: &str) -> SysResult<bool> {
+        let mut inner = self.inner.borrow_mut();
+        let before = inner.root_store.len();
+        inner.root_store.retain(|c| wmrender_contract::sha256_hex(c) != sha256);
+        let removed = inner.root_store.len() != before;
+        if removed {
+            inner.events.push(Event::RootRemoved(sha256.into()));
+        }
+        Ok(removed)
     }
 
     fn replace_file(&mut self, from: &NodePath, to: &NodePath) -> SysResult<()> {

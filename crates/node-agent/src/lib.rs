@@ -4,6 +4,7 @@
 
 pub mod agent_service;
 pub mod apply;
+pub mod deconfigure;
 pub mod desired;
 pub mod digest;
 pub mod env;
@@ -19,6 +20,7 @@ pub mod steps;
 pub mod swap;
 pub mod system;
 pub mod timing;
+pub mod trusted_cas;
 
 #[cfg(test)]
 mod fake;

@@ -1,5 +1,5 @@
 //! `wmrender-node`: `apply` (one convergence pass, one JSON line on stdout, exit 0 converged / 1 failed /
-//! 3 pending), `run` (the Windows service that repeats it), `--help`, `--version`. Exit 2 for usage errors.
+//! 3 pending), `deconfigure` (undo it; exit 0 done / 1 failed), `run` (the Windows service that repeats it), `--help`, `--version`. Exit 2 for usage errors.
 
 use wmrender_node::timing::{self, Timing};
 
@@ -9,6 +9,9 @@ usage: wmrender-node <command>
 commands:
   apply               one convergence pass to the bundle sync staged in C:\\k\\wmrender; prints one JSON line;
                       exit 0 converged, 1 failed, 3 pending (waiting on a reboot or the cluster), 2 usage
+  deconfigure         undo what the agent set up (its services, dependents first; the HNS networks; the trusted
+                      CAs and machine variables it set; the bundle, payload and credentials; its own service
+                      last); prints one JSON line; exit 0 done, 1 failed (run it again)
   run                 the agent's Windows service (started by the SCM): a pass, then again every 2 minutes,
                       or with back-off (5 s doubling to 2 minutes) while pending or failed
   run --foreground    the same loop in this console, for trying it out
@@ -40,10 +43,13 @@ fn cli(args: &[String]) -> i32 {
             0
         }
         ["apply"] => with_timing(platform::apply),
+        ["deconfigure"] => with_timing(platform::deconfigure),
         ["run"] => with_timing(|t| platform::run(t, false)),
         ["run", "--foreground"] => with_timing(|t| platform::run(t, true)),
         [] => usage_error("a command is needed"),
-        [cmd, ..] if ["apply", "run"].contains(cmd) => usage_error(&format!("unexpected arguments after `{cmd}`")),
+        [cmd, ..] if ["apply", "deconfigure", "run"].contains(cmd) => {
+            usage_error(&format!("unexpected arguments after `{cmd}`"))
+        }
         [other, ..] => usage_error(&format!("unknown command `{other}`")),
     }
 }
@@ -67,6 +73,15 @@ mod platform {
         let result = apply::apply(&mut sys, timing);
         let line = result.to_line();
         log::append(&sys.local(&NodePath::known(log::LOG_FILE)), &format!("apply {line}"));
+        println!("{line}");
+        result.status.exit_code()
+    }
+
+    pub fn deconfigure(timing: &Timing) -> i32 {
+        let mut sys = WindowsSystem::new(timing.clone());
+        let result = wmrender_node::deconfigure::deconfigure(&mut sys, timing);
+        let line = result.to_line();
+        log::append(&sys.local(&NodePath::known(log::LOG_FILE)), &format!("deconfigure {line}"));
         println!("{line}");
         result.status.exit_code()
     }
@@ -97,13 +112,17 @@ mod platform {
 
     fn windows_only() -> i32 {
         eprintln!(
-            "wmrender-node: `apply` and `run` converge a Windows node and work on Windows only (this build is for {})",
+            "wmrender-node: `apply`, `deconfigure` and `run` manage a Windows node and work on Windows only (this build is for {})",
             std::env::consts::OS
         );
         2
     }
 
     pub fn apply(_: &Timing) -> i32 {
+        windows_only()
+    }
+
+    pub fn deconfigure(_: &Timing) -> i32 {
         windows_only()
     }
 

@@ -27,6 +27,10 @@ pub struct AppliedState {
     /// proxy URL may carry a password).
     #[serde(default)]
     pub environment: BTreeSet<String>,
+    /// Certificates the agent added to the LocalMachine Root store (sha256 of the DER, hex): only these are ever
+    /// removed from it.
+    #[serde(default)]
+    pub trusted_cas: BTreeSet<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reboot: Option<RebootWait>,
     #[serde(default)]

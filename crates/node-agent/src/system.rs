@@ -1,5 +1,5 @@
 //! Everything the agent asks of Windows, behind one trait: the Service Control Manager, machine-level environment
-//! variables, processes, PowerShell steps and the node's identity. Files go through the real file system under a
+//! variables, the LocalMachine Root certificate store, processes, PowerShell steps and the node's identity. Files go through the real file system under a
 //! root (`C:\` on Windows; a folder standing for it in tests), so only what Linux cannot do is faked.
 //!
 //! Implementations: `windows::WindowsSystem` (the real one, built for x86_64-pc-windows-gnu) and `fake::FakeSystem`
@@ -102,6 +102,15 @@ pub trait System {
     fn default_route_ipv4(&self) -> SysResult<Option<Ipv4Addr>>;
     /// Something that changes at every boot and only then (the boot time, to the second).
     fn boot_id(&self) -> SysResult<String>;
+
+    /// The DER bytes of every certificate in the LocalMachine Root store.
+    fn root_certificates(&self) -> SysResult<Vec<Vec<u8>>>;
+    /// Adds a DER certificate to the LocalMachine Root store. Fails when it is already there (the store adds
+    /// new certificates only) or is not a certificate.
+    fn add_root_certificate(&mut self, der: &[u8]) -> SysResult<()>;
+    /// Removes from the LocalMachine Root store the certificate whose DER has this sha256 (lower-case hex); false
+    /// when no such certificate is there.
+    fn remove_root_certificate(&mut self, sha256: &str) -> SysResult<bool>;
 
     /// Moves `from` over `to`, replacing it. Windows refuses to replace (or delete) the executable of a running
     /// process, but lets it be renamed: the swap of staged binaries relies on both rules.

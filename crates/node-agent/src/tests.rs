@@ -788,3 +788,200 @@ fn the_run_loop_backs_off_while_pending_and_finishes_after_the_reboot() {
     assert_eq!(log.lines().count(), 4);
     assert!(log.lines().last().unwrap().contains("\"status\":\"converged\""), "{log}");
 }
+
+/// A certificate's outer shape (what the fake store checks): SEQUENCE { SEQUENCE {INTEGER n}, SEQUENCE {}, BIT
+/// STRING }.
+fn cert(n: u8) -> Vec<u8> {
+    vec![0x30, 0x0b, 0x30, 0x03, 0x02, 0x01, n, 0x30, 0x00, 0x03, 0x02, 0x00, 0x00]
+}
+
+fn pem_bundle(certs: &[Vec<u8>]) -> String {
+    use base64::Engine;
+    certs
+        .iter()
+        .map(|c| {
+            let b64 = base64::engine::general_purpose::STANDARD.encode(c);
+            format!("-----BEGIN CERTIFICATE-----\n{b64}\n-----END CERTIFICATE-----\n")
+        })
+        .collect()
+}
+
+#[test]
+fn the_bundles_cas_are_imported_rotated_and_only_the_agents_own_removed() {
+    let mut node = Node::new();
+    let (ca1, ca2, ca3, nodes_own) = (cert(1), cert(2), cert(3), cert(4));
+    node.sys.preinstall_root(&nodes_own);
+    node.write(
+        paths::TRUSTED_CA_BUNDLE,
+        &format!("# cluster CAs\n{}", pem_bundle(&[ca1.clone(), ca2.clone(), nodes_own.clone()])),
+    );
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!(r.trusted_cas_added, [sha256_hex(&ca1), sha256_hex(&ca2)]);
+    assert_eq!(node.sys.root_store(), [nodes_own.clone(), ca1.clone(), ca2.clone()]);
+    // The certificate the node had is not recorded as the agent's.
+    assert_eq!(node.state().trusted_cas, [sha256_hex(&ca1), sha256_hex(&ca2)].into_iter().collect());
+
+    // Nothing changes on the next pass.
+    let r = node.apply();
+    assert!(r.trusted_cas_added.is_empty() && r.trusted_cas_removed.is_empty(), "{r:#?}");
+
+    // Rotation: ca1 and the node's own leave the bundle, ca3 joins. The node's own stays in the store.
+    node.write(paths::TRUSTED_CA_BUNDLE, &pem_bundle(&[ca2.clone(), ca3.clone()]));
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!((r.trusted_cas_added, r.trusted_cas_removed), (vec![sha256_hex(&ca3)], vec![sha256_hex(&ca1)]));
+    assert_eq!(node.sys.root_store(), [nodes_own.clone(), ca2.clone(), ca3.clone()]);
+
+    // A certificate the agent added but someone removed by hand is added again; one gone from the bundle and
+    // from the store is just forgotten.
+    assert!(node.sys.remove_root_certificate(&sha256_hex(&ca3)).unwrap());
+    let r = node.apply();
+    assert_eq!(r.trusted_cas_added, [sha256_hex(&ca3)]);
+
+    // The bundle gone: everything the agent added goes, the node's own stays.
+    node.remove(paths::TRUSTED_CA_BUNDLE);
+    let r = node.apply();
+    assert_eq!(r.trusted_cas_removed, [sha256_hex(&ca2), sha256_hex(&ca3)]);
+    assert_eq!(node.sys.root_store(), [nodes_own]);
+    assert!(node.state().trusted_cas.is_empty());
+}
+
+#[test]
+fn a_bad_bundle_fails_the_pass_and_imports_nothing() {
+    let mut node = Node::new();
+    let key = "-----BEGIN RSA PRIVATE KEY-----\nc2VjcmV0LWtleS1tYXRlcmlhbA==\n-----END RSA PRIVATE KEY-----\n";
+    node.write(paths::TRUSTED_CA_BUNDLE, &format!("{}{key}", pem_bundle(&[cert(1)])));
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Failed, "{r:#?}");
+    assert!(node.sys.root_store().is_empty(), "the good certificate before the bad block was not imported");
+    let line = r.to_line();
+    assert!(line.contains(r"C:\\k\\ca-bundle.crt") && line.contains("RSA PRIVATE KEY"), "{line}");
+    assert!(!line.contains("c2VjcmV0"), "the block's content is never echoed: {line}");
+    assert!(node.sys.service_names().iter().all(|s| s == paths::AGENT_SERVICE), "no service before the CAs");
+
+    // A fixed bundle converges.
+    node.write(paths::TRUSTED_CA_BUNDLE, &pem_bundle(&[cert(1)]));
+    let r = node.apply();
+    assert_eq!((r.status, r.trusted_cas_added.len()), (ApplyStatus::Converged, 1), "{r:#?}");
+}
+
+#[test]
+fn imported_cas_survive_the_containers_reboot_and_are_not_imported_twice() {
+    let mut node = Node::new();
+    node.write(paths::TRUSTED_CA_BUNDLE, &pem_bundle(&[cert(1)]));
+    node.sys.clear_script(CONTAINERS);
+    node.sys.script(CONTAINERS, 0, "{\"ok\":true,\"rebootRequired\":true}");
+    let r = node.apply();
+    assert_eq!((r.status, r.trusted_cas_added.len()), (ApplyStatus::Pending, 1), "{r:#?}");
+    node.sys.reboot();
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert!(r.trusted_cas_added.is_empty(), "{r:#?}");
+    assert_eq!(node.sys.root_store(), [cert(1)]);
+}
+
+const REMOVE_HNS: &str = r"C:\k\wmrender\remove-hns-networks.ps1";
+
+#[test]
+fn deconfigure_removes_what_the_agent_set_up_dependents_first_its_own_service_last_and_again_is_a_no_op() {
+    let mut node = Node::new();
+    node.settings.steps.push(Step {
+        name: wmrender_contract::settings::REMOVE_HNS_NETWORKS_STEP.into(),
+        script: np(REMOVE_HNS),
+        args: vec![],
+        when: When::OnDemand,
+    });
+    node.settings.environment.insert("HTTP_PROXY".into(), "http://proxy:3128".into());
+    node.write(REMOVE_HNS, "remove script");
+    node.sys.script(REMOVE_HNS, 0, OK);
+    node.write(paths::TRUSTED_CA_BUNDLE, &pem_bundle(&[cert(1)]));
+    node.sys.preinstall_root(&cert(9));
+    node.manifest.files.push(NodeFile {
+        path: np(r"C:\k\bootstrap-kubeconfig"),
+        sha256: String::new(),
+        size: 0,
+        kind: FileKind::Credential,
+        staged: false,
+    });
+    // The proxy variable asks for a reboot first.
+    let mut node = node;
+    assert!(node.apply().reboot_required);
+    node.sys.reboot();
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    // A service the agent never created.
+    let mut other = node.sys.clone();
+    let foreign = ServiceConfig {
+        name: "someone-else".into(),
+        command: r"C:\tools\x.exe".into(),
+        description: "not wmrender's".into(),
+        dependencies: vec![],
+        automatic: true,
+    };
+    other.create_service(&foreign).unwrap();
+    node.sys.clear_events();
+    assert!(node.sys.events().is_empty());
+
+    let r = crate::deconfigure::deconfigure(&mut node.sys, &node.timing);
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    let deleted: Vec<&str> = r.deleted.iter().map(String::as_str).collect();
+    let at = |n: &str| deleted.iter().position(|d| *d == n).unwrap_or_else(|| panic!("{n} not deleted: {deleted:?}"));
+    assert!(at("kube-proxy") < at("hybrid-overlay-node") && at("hybrid-overlay-node") < at("kubelet"));
+    assert!(at("kubelet") < at("containerd"));
+    assert_eq!(deleted.last(), Some(&paths::AGENT_SERVICE), "its own service last");
+    assert_eq!(deleted.len(), ALL.len() + 1);
+    assert_eq!(node.sys.service_names(), ["someone-else"], "a service it never created stays");
+    // The HNS networks go after every service stopped (hybrid-overlay would create them again).
+    let events = node.sys.events();
+    let script_at = position(&events, &Event::Script { script: np(REMOVE_HNS), args: vec![] });
+    assert!(position(&events, &Event::Deleted("hybrid-overlay-node".into())) < script_at);
+    assert_eq!(node.sys.root_store(), [cert(9)], "its CA removed, the node's own kept");
+    assert_eq!(r.trusted_cas_removed, [sha256_hex(&cert(1))]);
+    assert_eq!(node.sys.env("HTTP_PROXY"), None);
+    for gone in [
+        r"C:\k\bootstrap-kubeconfig",
+        r"C:\k\kubelet.conf",
+        r"C:\k\kubeconfig",
+        r"C:\k\kube-proxy.exe",
+        paths::TRUSTED_CA_BUNDLE,
+        paths::SERVICES_JSON,
+        paths::SETTINGS_JSON,
+        paths::NODE_MANIFEST,
+        REMOVE_HNS,
+    ] {
+        assert!(!node.sys.local(&np(gone)).exists(), "{gone} is still there");
+    }
+    assert!(node.sys.local(&np(paths::AGENT_EXE)).exists(), "the running agent's executable stays");
+
+    node.sys.clear_events();
+    let again = crate::deconfigure::deconfigure(&mut node.sys, &node.timing);
+    assert_eq!(again.status, ApplyStatus::Converged, "{again:#?}");
+    assert!(again.deleted.is_empty() && again.steps.is_empty() && again.trusted_cas_removed.is_empty(), "{again:#?}");
+    assert!(node.sys.events().is_empty(), "a second run changes nothing: {:?}", node.sys.events());
+}
+
+#[test]
+fn deconfigure_reports_a_failed_hns_step_keeps_the_bundle_and_a_second_run_finishes() {
+    let mut node = Node::new();
+    node.settings.steps.push(Step {
+        name: wmrender_contract::settings::REMOVE_HNS_NETWORKS_STEP.into(),
+        script: np(REMOVE_HNS),
+        args: vec![],
+        when: When::OnDemand,
+    });
+    node.write(REMOVE_HNS, "remove script");
+    node.sys.script(REMOVE_HNS, 1, "{\"ok\":false,\"error\":\"HNS is busy\"}");
+    let mut node = node.converged();
+    let r = crate::deconfigure::deconfigure(&mut node.sys, &node.timing);
+    assert_eq!((r.status, r.status.exit_code()), (ApplyStatus::Failed, 1), "{r:#?}");
+    assert!(r.errors.iter().any(|e| e.contains("HNS is busy")), "{r:#?}");
+    assert!(node.sys.local(&np(paths::SETTINGS_JSON)).exists(), "the bundle stays until the networks are gone");
+    assert_eq!(node.sys.service_names(), [paths::AGENT_SERVICE], "its own service stays while something failed");
+    node.sys.clear_script(REMOVE_HNS);
+    node.sys.script(REMOVE_HNS, 0, OK);
+    let r = crate::deconfigure::deconfigure(&mut node.sys, &node.timing);
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!(r.deleted, [paths::AGENT_SERVICE]);
+    assert!(node.sys.service_names().is_empty());
+}

@@ -14,6 +14,8 @@ pub const SOURCE_VIP: &str = "__SOURCE_VIP__";
 pub const PROVIDER_ADDRESS: &str = "__PROVIDER_ADDRESS__";
 /// Created by hybrid-overlay-node from the node's `k8s.ovn.org/hybrid-overlay-node-subnet`.
 pub const HNS_NETWORK: &str = "OVNKubernetesHybridOverlayNetwork";
+/// The base network hybrid-overlay-node creates before the overlay network (WMCO removes both on deconfigure).
+pub const HNS_BASE_NETWORK: &str = "BaseOVNKubernetesHybridOverlayNetwork";
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -2,7 +2,7 @@
 //! the contract's own files are in [`wmrender_contract`]; this file names the rest.
 
 use wmrender_contract::NodePath;
-pub use wmrender_contract::paths::{AGENT_EXE, NODE_MANIFEST, SERVICES_JSON, SETTINGS_JSON};
+pub use wmrender_contract::paths::{AGENT_EXE, NODE_MANIFEST, SERVICES_JSON, SETTINGS_JSON, TRUSTED_CA_BUNDLE};
 
 /// The bundle path (under the output directory) of one of the node path constants below.
 pub fn bundle(node_path: &str) -> String {
@@ -22,6 +22,8 @@ pub const DEFENDER_PS1: &str = r"C:\k\wmrender\windows-defender-exclusion.ps1";
 pub const GCP_HOSTNAME_PS1: &str = r"C:\k\wmrender\gcp-get-hostname.ps1";
 pub const AWS_HOSTNAME_PS1: &str = r"C:\k\wmrender\aws-get-hostname.ps1";
 pub const AWS_ROUTES_PS1: &str = r"C:\k\wmrender\aws-routes.ps1";
+/// Run only by `wmrender-node deconfigure`.
+pub const REMOVE_HNS_NETWORKS_PS1: &str = r"C:\k\wmrender\remove-hns-networks.ps1";
 pub const EXPORTER_WEBCONFIG: &str = r"C:\k\tls\windows-exporter-webconfig.yaml";
 pub const CREDENTIAL_PROVIDER_CONF: &str = r"C:\k\credential-provider-config.yaml";
 pub const HNS_MODULE: &str = r"C:\k\hns.psm1";
@@ -32,8 +34,6 @@ pub const KUBELET_CA: &str = r"C:\k\kubelet-ca.crt";
 pub const BOOTSTRAP_CA: &str = r"C:\k\bootstrap-ca.crt";
 pub const EXPORTER_TLS_CERT: &str = r"C:\k\tls\certs\tls.crt";
 pub const EXPORTER_TLS_KEY: &str = r"C:\k\tls\certs\tls.key";
-/// The cluster's additional trusted CAs (PEM bundle); the agent imports them into LocalMachine Root.
-pub const TRUSTED_CA_BUNDLE: &str = r"C:\k\ca-bundle.crt";
 /// Kubeconfig with a short-lived ServiceAccount token for the Azure cloud-node-manager (mode without the operator).
 pub const CLOUD_NODE_MANAGER_KUBECONFIG: &str = r"C:\k\cloud-node-manager.kubeconfig";
 /// Written by kubelet's TLS bootstrap; hybrid-overlay, kube-proxy and Azure's cloud-node-manager use it.

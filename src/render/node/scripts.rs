@@ -61,6 +61,16 @@ pub fn static_files(plan: &Plan) -> Vec<Artifact> {
             templates::render("firewall.ps1.j2", minijinja::context! { rules => firewall_rules() }),
         ),
         artifact(paths::EXPORTER_WEBCONFIG, EXPORTER_WEBCONFIG.into()),
+        artifact(
+            paths::REMOVE_HNS_NETWORKS_PS1,
+            templates::render(
+                "remove-hns-networks.ps1.j2",
+                minijinja::context! {
+                    hns_module => paths::HNS_MODULE,
+                    networks => vec![network::HNS_NETWORK, network::HNS_BASE_NETWORK],
+                },
+            ),
+        ),
     ];
     match plan.platform {
         PlatformPlan::Gcp(_) => files.push(fixed(paths::GCP_HOSTNAME_PS1, "gcp-get-hostname.ps1.j2")),

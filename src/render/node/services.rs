@@ -145,17 +145,26 @@ pub fn services(plan: &Plan) -> Vec<Service> {
     all.push(proxy);
 
     if matches!(platform, PlatformPlan::Azure(_)) {
+        // Without the operator the service has its own identity (render/cloud_node_manager.rs), whose kubeconfig
+        // sync pushes; kubelet's identity may not change the node's taints. With WMCO, WMCO's own choice stays.
+        let kubeconfig = if crate::render::cloud_node_manager::applies(plan) {
+            paths::CLOUD_NODE_MANAGER_KUBECONFIG
+        } else {
+            paths::KUBECONFIG
+        };
         let mut cnm = service(
             "cloud-node-manager",
             format!(
                 r"C:\k\azure-cloud-node-manager.exe --windows-service --node-name={} --wait-routes=false --kubeconfig={}",
                 NodeVariable::NodeName.placeholder(),
-                paths::KUBECONFIG
+                kubeconfig
             ),
         );
         cnm.node_variables = vec![NodeVariable::NodeName];
         cnm.binaries = nodes(&[r"C:\k\azure-cloud-node-manager.exe"]);
-        cnm.requires = nodes(&[paths::KUBECONFIG]);
+        // It waits for kubelet's kubeconfig too: the node must be registered before it can be initialised.
+        cnm.requires = nodes(&[paths::KUBECONFIG, kubeconfig]);
+        cnm.requires.dedup();
         all.push(cnm);
     }
     all

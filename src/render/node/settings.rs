@@ -12,6 +12,8 @@ use wmrender_contract::{NodeNameSource, NodeSettings, NodeVariable, Step, When};
 pub const NETWORK_STEP: &str = "network";
 const AWS_HOSTNAME_STEP: &str = "aws-hostname";
 const GCP_HOSTNAME_STEP: &str = "gcp-hostname";
+/// Run by `wmrender-node deconfigure` only (the name is the contract's).
+pub use wmrender_contract::settings::REMOVE_HNS_NETWORKS_STEP;
 
 fn step(name: &str, script: &str, args: &[&str], when: When) -> Step {
     Step { name: name.into(), script: node(script), args: args.iter().map(|a| a.to_string()).collect(), when }
@@ -42,6 +44,7 @@ pub fn settings(plan: &Plan) -> NodeSettings {
         &["-NodeName", NodeVariable::NodeName.placeholder()],
         When::OnDemand,
     ));
+    steps.push(step(REMOVE_HNS_NETWORKS_STEP, paths::REMOVE_HNS_NETWORKS_PS1, &[], When::OnDemand));
     let proxy = &plan.node.proxy;
     // Every variable is listed: an empty value removes one that an earlier bundle set.
     let environment = BTreeMap::from([

@@ -1,7 +1,8 @@
 //! The real Windows system: the SCM through the `windows-service` crate (and `ChangeServiceConfigW` for the raw
-//! command line), machine environment variables in the registry (`winreg`), processes, node identity and routes
+//! command line), machine environment variables in the registry (`winreg`), the LocalMachine Root store (crypt32), processes, node identity and routes
 //! through Win32 (`windows-sys`), and PowerShell steps through `powershell.exe -File`.
 
+mod certstore;
 mod host;
 mod net;
 mod registry;
@@ -85,6 +86,18 @@ impl System for WindowsSystem {
 
     fn boot_id(&self) -> SysResult<String> {
         host::boot_id()
+    }
+
+    fn root_certificates(&self) -> SysResult<Vec<Vec<u8>>> {
+        certstore::certificates()
+    }
+
+    fn add_root_certificate(&mut self, der: &[u8]) -> SysResult<()> {
+        certstore::add(der)
+    }
+
+    fn remove_root_certificate(&mut self, sha256: &str) -> SysResult<bool> {
+        certstore::remove(sha256)
     }
 
     fn sleep(&self, d: Duration) {

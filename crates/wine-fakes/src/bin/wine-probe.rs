@@ -10,6 +10,8 @@
 //!   loop would recreate the others), then every service `list` shows; sets or removes machine variables.
 //! - `kill PID`: ends a process at once, as a crash would (only a live process of a program below `C:\k`).
 //! - `env NAME…`, `setenv NAME VALUE`, `unsetenv NAME`: machine-level environment variables (HKLM).
+//! - `roots`: the sha256 (of the DER) of every certificate in the LocalMachine Root store, through crypt32 as the
+//!   agent reads it; `add-root FILE`: adds a DER certificate there, as an administrator would (not the agent).
 
 #[cfg(windows)]
 mod probe {
@@ -263,7 +265,79 @@ mod probe {
                 let _ = env_key(true)?.delete_value(&rest[0]); // absent already: fine
                 Ok(json!({ "unset": rest[0] }))
             }
-            _ => Err("usage: wine-probe services NAME… | list | remove NAME… | reset [NAME=VALUE]… | kill PID | env NAME… | setenv NAME VALUE | unsetenv NAME".into()),
+            Some("roots") => Ok(json!(roots::list()?)),
+            Some("add-root") if rest.len() == 1 => {
+                let der = std::fs::read(&rest[0]).map_err(|e| format!("{}: {e}", rest[0]))?;
+                roots::add(&der)?;
+                Ok(json!({ "added": rest[0] }))
+            }
+            _ => Err("usage: wine-probe services NAME… | list | remove NAME… | reset [NAME=VALUE]… | kill PID | env NAME… | setenv NAME VALUE | unsetenv NAME | roots | add-root FILE".into()),
+        }
+    }
+
+    /// The LocalMachine Root store through crypt32 (the same calls as the agent's, written again here so the
+    /// probe checks the store independently of the agent's code).
+    mod roots {
+        use sha2::{Digest, Sha256};
+        use std::ffi::c_void;
+        use windows_sys::Win32::Security::Cryptography::{
+            CERT_CONTEXT, CERT_STORE_ADD_NEW, CERT_STORE_PROV_SYSTEM_W, CERT_SYSTEM_STORE_LOCAL_MACHINE,
+            CertAddEncodedCertificateToStore, CertCloseStore, CertEnumCertificatesInStore, CertOpenStore, HCERTSTORE,
+            X509_ASN_ENCODING,
+        };
+
+        fn open() -> Result<HCERTSTORE, String> {
+            let name: Vec<u16> = "ROOT\0".encode_utf16().collect();
+            // SAFETY: a constant provider and a NUL-terminated name that outlives the call.
+            let h = unsafe {
+                CertOpenStore(
+                    CERT_STORE_PROV_SYSTEM_W,
+                    0,
+                    0,
+                    CERT_SYSTEM_STORE_LOCAL_MACHINE,
+                    name.as_ptr() as *const c_void,
+                )
+            };
+            if h.is_null() { Err(format!("CertOpenStore: {}", std::io::Error::last_os_error())) } else { Ok(h) }
+        }
+
+        pub fn list() -> Result<Vec<String>, String> {
+            let store = open()?;
+            let mut all = Vec::new();
+            let mut prev: *const CERT_CONTEXT = std::ptr::null();
+            loop {
+                // SAFETY: `prev` is null or the last context returned, which this call frees.
+                let cur = unsafe { CertEnumCertificatesInStore(store, prev) };
+                if cur.is_null() {
+                    break;
+                }
+                // SAFETY: a context from the enumeration points at its encoded bytes.
+                let der = unsafe { std::slice::from_raw_parts((*cur).pbCertEncoded, (*cur).cbCertEncoded as usize) };
+                all.push(Sha256::digest(der).iter().map(|b| format!("{b:02x}")).collect());
+                prev = cur;
+            }
+            // SAFETY: opened above, closed once.
+            unsafe { CertCloseStore(store, 0) };
+            Ok(all)
+        }
+
+        pub fn add(der: &[u8]) -> Result<(), String> {
+            let store = open()?;
+            // SAFETY: the bytes outlive the call; no context is asked back.
+            let ok = unsafe {
+                CertAddEncodedCertificateToStore(
+                    store,
+                    X509_ASN_ENCODING,
+                    der.as_ptr(),
+                    der.len() as u32,
+                    CERT_STORE_ADD_NEW,
+                    std::ptr::null_mut(),
+                )
+            };
+            let err = std::io::Error::last_os_error();
+            // SAFETY: opened above, closed once.
+            unsafe { CertCloseStore(store, 0) };
+            if ok == 0 { Err(format!("CertAddEncodedCertificateToStore: {err}")) } else { Ok(()) }
         }
     }
 

@@ -1,0 +1,187 @@
+//! `wmrender-node deconfigure`: undo what the agent set up, as WMCO does when a node leaves (its BYOH entry goes):
+//! stop and delete the services the agent created (dependents first), remove the HNS networks (the rendered
+//! `remove-hns-networks` step, once nothing uses them), the trusted CAs and machine variables it set, the bundle
+//! files, payload and credentials, and its own service last. Only what the agent recorded as its own is touched.
+//! Idempotent: each part is taken off the record when done, so a second run (or one after a failure) does what is
+//! left and reports nothing for what is gone.
+
+use crate::desired::Desired;
+use crate::lock::AgentLock;
+use crate::result::status_of;
+use crate::state::AppliedState;
+use crate::steps::{StepOutcome, run_step};
+use crate::system::System;
+use crate::timing::Timing;
+use crate::{agent_service, scm, trusted_cas};
+use std::collections::BTreeSet;
+use wmrender_contract::settings::REMOVE_HNS_NETWORKS_STEP;
+use wmrender_contract::{ApplyResult, ApplyStatus, NodePath, STAGED_SUFFIX, TEMP_SUFFIX, paths};
+
+/// Deconfigures the node under the agent lock. `Converged` means done (exit 0); `Failed` says what is left.
+pub fn deconfigure(sys: &mut dyn System, timing: &Timing) -> ApplyResult {
+    let lock_path = sys.local(&NodePath::known(paths::AGENT_LOCK));
+    let lock = match AgentLock::acquire(&lock_path, timing.lock_timeout) {
+        Ok(l) => l,
+        Err(e) => return crate::result::failed(e.to_string()),
+    };
+    let state_path = sys.local(&NodePath::known(paths::APPLIED_STATE));
+    let mut result = ApplyResult::default();
+    let mut state = match AppliedState::load(&state_path) {
+        Ok(s) => s,
+        // Without the record the agent cannot tell its own services and certificates from others': stop.
+        Err(e) => return crate::result::failed(format!("{e}; nothing was deconfigured")),
+    };
+    // What the bundle names, while it is still there (a second run finds none, and needs none).
+    let desired = Desired::read(sys).ok();
+
+    let services_stopped = delete_services(sys, timing, &mut state, &mut result);
+    if services_stopped {
+        remove_hns_networks(sys, desired.as_ref(), &mut result);
+    }
+    match trusted_cas::remove_all(sys, &mut state.trusted_cas) {
+        Ok(changes) => result.trusted_cas_removed = changes.removed,
+        Err(e) => result.errors.push(e),
+    }
+    for name in state.environment.clone() {
+        match sys.set_machine_env(&name, None) {
+            Ok(()) => {
+                state.environment.remove(&name);
+                result.environment.push(name);
+            }
+            Err(e) => result.errors.push(format!("cannot remove machine variable {name}: {e}")),
+        }
+    }
+    if result.errors.is_empty() {
+        remove_files(sys, desired.as_ref(), &mut result);
+    }
+    if result.errors.is_empty() {
+        delete_agent_service(sys, timing, &mut result);
+    }
+    state.services.clear();
+    state.steps_done.clear();
+    state.boot_steps.clear();
+    state.reboot = None;
+    state.digests = Default::default();
+    if let Err(e) = state.save(&state_path) {
+        result.errors.push(e.to_string());
+    }
+    drop(lock);
+    result.status = match status_of(&result) {
+        ApplyStatus::Failed => ApplyStatus::Failed,
+        _ => ApplyStatus::Converged,
+    };
+    result
+}
+
+/// The agent's services (not its own), each once no other remaining one depends on it. Returns whether all went.
+fn delete_services(sys: &mut dyn System, timing: &Timing, state: &mut AppliedState, result: &mut ApplyResult) -> bool {
+    let mut left: BTreeSet<String> = state.owned.iter().filter(|n| *n != paths::AGENT_SERVICE).cloned().collect();
+    while !left.is_empty() {
+        // Dependencies as recorded and as the SCM holds them (Wine's SCM reads back none: the record covers it).
+        let depends_on = |sys: &dyn System, state: &AppliedState, name: &str| -> BTreeSet<String> {
+            let mut deps: BTreeSet<String> =
+                state.services.get(name).map(|s| s.dependencies.iter().cloned().collect()).unwrap_or_default();
+            if let Ok(Some(s)) = sys.service(name) {
+                deps.extend(s.config.dependencies);
+            }
+            deps
+        };
+        let next = left
+            .iter()
+            .find(|n| !left.iter().any(|other| other != *n && depends_on(sys, state, other).contains(*n)))
+            .or_else(|| left.iter().next())
+            .cloned();
+        let Some(name) = next else { break };
+        left.remove(&name);
+        let step = (|| -> Result<bool, String> {
+            if sys.service(&name).map_err(|e| format!("cannot query service `{name}`: {e}"))?.is_none() {
+                return Ok(false);
+            }
+            scm::stop_and_wait(sys, timing, &name, &mut result.killed)?;
+            sys.delete_service(&name).map_err(|e| format!("cannot delete service `{name}`: {e}"))?;
+            Ok(true)
+        })();
+        match step {
+            Ok(deleted) => {
+                if deleted {
+                    result.deleted.push(name.clone());
+                }
+                state.owned.remove(&name);
+                state.services.remove(&name);
+            }
+            Err(e) => result.errors.push(e),
+        }
+    }
+    result.errors.is_empty()
+}
+
+fn remove_hns_networks(sys: &mut dyn System, desired: Option<&Desired>, result: &mut ApplyResult) {
+    let Some(step) = desired.and_then(|d| d.settings.steps.iter().find(|s| s.name == REMOVE_HNS_NETWORKS_STEP)) else {
+        return;
+    };
+    result.steps.push(step.name.clone());
+    match run_step(sys, step, &[]) {
+        StepOutcome::Done { .. } => {}
+        StepOutcome::Pending(p) => result.errors.push(format!("step `{}`: {p}", step.name)),
+        StepOutcome::Failed(e) => result.errors.push(format!("step `{}`: {e}", step.name)),
+    }
+}
+
+/// Every file sync delivered (the manifest's), every file, binary, credential and required file the services
+/// name (kubelet's kubeconfig, the network step's output), the steps' scripts, the CA bundle and the bundle's own
+/// files. The agent's executable stays (Windows does not let a running program delete itself; the next sync
+/// replaces it), with `applied.json`, its lock and its log.
+fn remove_files(sys: &mut dyn System, desired: Option<&Desired>, result: &mut ApplyResult) {
+    let Some(desired) = desired else { return };
+    let mut files: BTreeSet<NodePath> = desired.manifest.files.iter().map(|f| f.path.clone()).collect();
+    for s in &desired.services.services {
+        files.extend(s.files.iter().chain(&s.binaries).chain(&s.secrets).chain(&s.requires).cloned());
+    }
+    files.extend(desired.settings.steps.iter().map(|s| s.script.clone()));
+    for p in [paths::TRUSTED_CA_BUNDLE, paths::SERVICES_JSON, paths::SETTINGS_JSON, paths::NODE_MANIFEST] {
+        files.insert(NodePath::known(p));
+    }
+    files.remove(&NodePath::known(paths::AGENT_EXE));
+    files.remove(&NodePath::known(paths::APPLIED_STATE));
+    // The bundle's own files last: until they go, a failed run can be repeated with the same list.
+    let (last, first): (Vec<NodePath>, Vec<NodePath>) = files.into_iter().partition(|p| {
+        [paths::SERVICES_JSON, paths::SETTINGS_JSON, paths::NODE_MANIFEST].iter().any(|b| p.as_str() == *b)
+    });
+    for path in first.iter().chain(&last) {
+        let local = sys.local(path);
+        for candidate in [
+            local.clone(),
+            local.with_file_name(format!("{}{STAGED_SUFFIX}", file_name(&local))),
+            local.with_file_name(format!("{}{TEMP_SUFFIX}", file_name(&local))),
+        ] {
+            match std::fs::remove_file(&candidate) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => result.errors.push(format!("cannot remove {path}: {e}")),
+            }
+        }
+    }
+}
+
+fn file_name(p: &std::path::Path) -> String {
+    p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// The agent's own service, last: stopped (a pass of it waits on the lock this run holds, so a stop may end in
+/// its process being killed after the bounded wait) and deleted.
+fn delete_agent_service(sys: &mut dyn System, timing: &Timing, result: &mut ApplyResult) {
+    let name = agent_service::config().name;
+    let step = (|| -> Result<bool, String> {
+        if sys.service(&name).map_err(|e| format!("cannot query the agent service: {e}"))?.is_none() {
+            return Ok(false);
+        }
+        scm::stop_and_wait(sys, timing, &name, &mut result.killed)?;
+        sys.delete_service(&name).map_err(|e| format!("cannot delete the agent service: {e}"))?;
+        Ok(true)
+    })();
+    match step {
+        Ok(true) => result.deleted.push(name),
+        Ok(false) => {}
+        Err(e) => result.errors.push(e),
+    }
+}
