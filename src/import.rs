@@ -240,7 +240,11 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
             let mut p: Aws = make.unset("spec.platform.aws");
             p.region.value = s(&infra["status"]["platformStatus"]["aws"]["region"])
                 .or_else(|| s(&w["placement"]["region"]))
-                .ok_or_else(|| missing("region (Infrastructure status.platformStatus.aws.region)"))?;
+                .ok_or_else(|| {
+                    missing(
+                        "region (Infrastructure status.platformStatus.aws.region, or the workers' placement.region)",
+                    )
+                })?;
             let ami =
                 opts.image.clone().ok_or_else(|| need_image("AMI ID (Windows_Server-2022-English-Core-Base-*)"))?;
             p.ami = Some(make.at(at("ami"), ami));
