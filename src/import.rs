@@ -137,24 +137,37 @@ fn small(v: &Value, what: &str) -> Result<Option<u32>, Error> {
     }
 }
 
+/// The proxy settings of one half (spec or status) of the cluster's Proxy object.
+struct ProxyFields {
+    http: Option<String>,
+    https: Option<String>,
+    no_proxy: Vec<String>,
+}
+
+impl ProxyFields {
+    fn read(v: &Value) -> ProxyFields {
+        let no_proxy = s(&v["noProxy"])
+            .map(|n| n.split(',').map(|e| e.trim().to_string()).filter(|e| !e.is_empty()).collect())
+            .unwrap_or_default();
+        ProxyFields { http: s(&v["httpProxy"]), https: s(&v["httpsProxy"]), no_proxy }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.http.is_none() && self.https.is_none() && self.no_proxy.is_empty()
+    }
+}
+
 /// The cluster's proxy: its status when the dump has one (the network operator's result, which WMCO gives its
 /// services: the spec plus the cluster's own addresses), else its spec. Also the header lines that say how the
 /// status differs from the spec; they never show a proxy URL, which may carry credentials.
 fn proxy(objs: &[Value], make: &Make) -> (Option<Proxy>, Vec<String>) {
     let Some(object) = find(objs, "config.openshift.io/", "Proxy") else { return (None, vec![]) };
-    let read = |v: &Value| {
-        let no_proxy: Vec<String> = s(&v["noProxy"])
-            .map(|n| n.split(',').map(|e| e.trim().to_string()).filter(|e| !e.is_empty()).collect())
-            .unwrap_or_default();
-        (s(&v["httpProxy"]), s(&v["httpsProxy"]), no_proxy)
-    };
-    let spec = read(&object["spec"]);
-    let status = read(&object["status"]);
-    let from_status = status.0.is_some() || status.1.is_some() || !status.2.is_empty();
-    let (http, https, no_proxy) = if from_status { status.clone() } else { spec.clone() };
+    let spec = ProxyFields::read(&object["spec"]);
+    let status = ProxyFields::read(&object["status"]);
+    // Differences in what the entries are, not in their order (the status is sorted).
     let mut notes = Vec::new();
-    if from_status {
-        for (key, differs) in [("httpProxy", status.0 != spec.0), ("httpsProxy", status.1 != spec.1)] {
+    if !status.is_empty() {
+        for (key, differs) in [("httpProxy", status.http != spec.http), ("httpsProxy", status.https != spec.https)] {
             if differs {
                 notes.push(format!("#   {key}: the status differs from the spec; the status is written"));
             }
@@ -163,12 +176,13 @@ fn proxy(objs: &[Value], make: &Make) -> (Option<Proxy>, Vec<String>) {
             let missing: BTreeSet<&String> = of.iter().filter(|e| !less.contains(e)).collect();
             missing.into_iter().map(String::as_str).collect::<Vec<_>>().join(", ")
         };
-        let (added, dropped) = (listed(&status.2, &spec.2), listed(&spec.2, &status.2));
-        if !added.is_empty() {
-            notes.push(format!("#   noProxy: the status adds {added}"));
-        }
-        if !dropped.is_empty() {
-            notes.push(format!("#   noProxy: the status leaves out {dropped}"));
+        for (what, entries) in [
+            ("adds", listed(&status.no_proxy, &spec.no_proxy)),
+            ("leaves out", listed(&spec.no_proxy, &status.no_proxy)),
+        ] {
+            if !entries.is_empty() {
+                notes.push(format!("#   noProxy: the status {what} {entries}"));
+            }
         }
         if !notes.is_empty() {
             notes.insert(
@@ -179,16 +193,15 @@ fn proxy(objs: &[Value], make: &Make) -> (Option<Proxy>, Vec<String>) {
             );
         }
     }
-    if http.is_none() && https.is_none() {
+    let used = if status.is_empty() { spec } else { status };
+    if used.http.is_none() && used.https.is_none() {
         return (None, notes);
     }
-    let no_proxy =
-        no_proxy.into_iter().enumerate().map(|(i, e)| make.at(format!("spec.proxy.noProxy[{i}]"), e)).collect();
-    let proxy = Proxy {
-        http_proxy: make.opt("spec.proxy.httpProxy", http),
-        https_proxy: make.opt("spec.proxy.httpsProxy", https),
-        no_proxy,
-    };
+    let mut proxy: Proxy = make.unset("spec.proxy");
+    proxy.http_proxy = make.opt("spec.proxy.httpProxy", used.http);
+    proxy.https_proxy = make.opt("spec.proxy.httpsProxy", used.https);
+    proxy.no_proxy =
+        used.no_proxy.into_iter().enumerate().map(|(i, e)| make.at(format!("spec.proxy.noProxy[{i}]"), e)).collect();
     (Some(proxy), notes)
 }
 
@@ -496,5 +509,11 @@ mod tests {
         // An empty status (the network operator has not filled it yet) is no status: the spec is imported.
         let (p, notes) = proxy_of(serde_json::json!({"spec": {"httpProxy": "http://p:3128"}, "status": {}}));
         assert!(p.is_some() && notes.is_empty());
+        // The status is sorted; the same entries in another order are no difference.
+        let (_, notes) = proxy_of(serde_json::json!({
+            "spec": {"httpProxy": "http://p:3128", "noProxy": "b,a"},
+            "status": {"httpProxy": "http://p:3128", "noProxy": "a,b"},
+        }));
+        assert!(notes.is_empty(), "{notes:?}");
     }
 }
