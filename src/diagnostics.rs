@@ -54,6 +54,9 @@ pub struct Diagnostic {
     /// What to do about it; `help` in both the text and the JSON.
     #[serde(rename = "help", skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// The source line is not shown (the value there is secret, e.g. a private key pasted as a public one).
+    #[serde(skip)]
+    pub hide_source: bool,
 }
 
 impl Diagnostic {
@@ -65,6 +68,7 @@ impl Diagnostic {
             message: message.into(),
             expected: None,
             hint: None,
+            hide_source: false,
         }
     }
 
@@ -79,6 +83,12 @@ impl Diagnostic {
 
     pub fn hint(mut self, hint: impl Into<String>) -> Diagnostic {
         self.hint = Some(hint.into());
+        self
+    }
+
+    /// Keeps the source line out of the text report: the place and field are still given.
+    pub fn without_source(mut self) -> Diagnostic {
+        self.hide_source = true;
         self
     }
 }
@@ -151,7 +161,7 @@ impl Diagnostics {
             };
             let _ = writeln!(out, "{label}: {}", d.message);
             // As rustc does: every line of one diagnostic is aligned on the width of its line number.
-            let source = self.source_line(&d.loc);
+            let source = if d.hide_source { None } else { self.source_line(&d.loc) };
             let num = d.loc.line.to_string();
             let pad = " ".repeat(if source.is_some() { num.len() } else { 1 });
             let _ = writeln!(out, "{pad}--> {}", d.loc);
