@@ -100,15 +100,28 @@ fn no_secret_with_the_operator_or_without_machines() {
 
 #[test]
 fn a_key_that_is_not_used_is_a_warning() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let text = std::fs::read_to_string(support::root().join("examples/aws/wmrender.yaml")).expect("example");
-    let with_key = text.replace("\n  operator:\n", &format!("\n  sshPublicKey: {KEY}\n  operator:\n"));
-    assert_ne!(with_key, text);
-    let file = tmp.path().join("wmrender.yaml");
-    std::fs::write(&file, with_key).expect("write");
-    let o = support::wmrender(&["validate", "-f", file.to_str().unwrap()]);
-    assert_eq!(support::code(&o), 0);
-    assert!(support::stderr(&o).contains("`sshPublicKey` is not used: with the operator"), "{}", support::stderr(&o));
+    let cases = [
+        ("examples/aws/wmrender.yaml", "\n  operator:\n", "`sshPublicKey` is not used: with the operator"),
+        ("fixtures/mirror-warnings/wmrender.yaml", "\n  network:\n", "`sshPublicKey` is not used: platform `none`"),
+    ];
+    for (inputs, before, warning) in cases {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let text = std::fs::read_to_string(support::root().join(inputs)).expect("inputs");
+        let with_key = text.replacen(before, &format!("\n  sshPublicKey: {KEY}{before}"), 1);
+        assert_ne!(with_key, text);
+        let file = tmp.path().join("wmrender.yaml");
+        std::fs::write(&file, with_key).expect("write");
+        let o = support::wmrender(&[
+            "render",
+            "-f",
+            file.to_str().unwrap(),
+            "-o",
+            tmp.path().join("out").to_str().unwrap(),
+        ]);
+        assert_eq!(support::code(&o), 0, "{inputs}");
+        assert!(support::stderr(&o).contains(warning), "{inputs}: {}", support::stderr(&o));
+        assert!(!tmp.path().join("out/cluster/secret-windows-user-data.yaml").exists(), "{inputs}");
+    }
 }
 
 #[test]

@@ -52,8 +52,8 @@ pub fn render(plan: &Plan) -> Vec<ClusterObject> {
     }
     let secret = Secret {
         metadata: object_meta(USER_DATA_SECRET, Some(MACHINE_API_NAMESPACE), labels([]), notes),
-        // Text, not base64, so a review of the Git change reads the script; the API server stores it as `data`,
-        // which Argo CD and Flux compare it with.
+        // Text, not base64, so a review of the Git change reads the script; the API server stores it as `data`
+        // (WMCO's own Secret has `data.userData`).
         string_data: Some(data),
         type_: Some("Opaque".into()),
         ..Default::default()
