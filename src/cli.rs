@@ -271,6 +271,11 @@ pub struct ImportArgs {
     /// image name (Nutanix), template (vSphere). Required on AWS, Nutanix and vSphere.
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
+    /// The OpenSSH public key file (e.g. ~/.ssh/id_ed25519.pub) the Windows Machines' user data authorises: the
+    /// public half of the key `sync --identity` connects with. Required on every platform import handles (they all
+    /// have Machines); no cluster object holds it.
+    #[arg(long, value_name = "FILE")]
+    pub ssh_public_key: Option<PathBuf>,
     /// Overwrite existing files.
     #[arg(long)]
     pub force: bool,

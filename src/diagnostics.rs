@@ -4,9 +4,11 @@
 //! sees every error of a run at once. Rendering to text (cargo style, with the source line) and to JSON lives here
 //! too, so every command reports problems the same way.
 
+use annotate_snippets::{AnnotationKind, Element, Level, Origin, Renderer, Snippet};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::IsTerminal as _;
 use std::sync::Arc;
 
 /// A place in an input file. Lines and columns are 1-based and count characters, as editors do.
@@ -54,6 +56,9 @@ pub struct Diagnostic {
     /// What to do about it; `help` in both the text and the JSON.
     #[serde(rename = "help", skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// The source line is not shown (the value there is secret, e.g. a private key pasted as a public one).
+    #[serde(skip)]
+    pub hide_source: bool,
 }
 
 impl Diagnostic {
@@ -65,6 +70,7 @@ impl Diagnostic {
             message: message.into(),
             expected: None,
             hint: None,
+            hide_source: false,
         }
     }
 
@@ -79,6 +85,12 @@ impl Diagnostic {
 
     pub fn hint(mut self, hint: impl Into<String>) -> Diagnostic {
         self.hint = Some(hint.into());
+        self
+    }
+
+    /// Keeps the source line out of the text report: the place and field are still given.
+    pub fn without_source(mut self) -> Diagnostic {
+        self.hide_source = true;
         self
     }
 }
@@ -141,34 +153,56 @@ impl Diagnostics {
         v
     }
 
-    /// Cargo-style text: the message, the place, the source line with a caret, what was expected, a hint.
+    /// Cargo-style text without colour: the message, the place, the source line with a caret, the field, what
+    /// was expected, a hint. For files, pipes and tests.
     pub fn render_human(&self) -> String {
+        self.render_text(Renderer::plain())
+    }
+
+    /// The same for stderr: coloured when stderr is a terminal and `NO_COLOR` is not set, plain otherwise.
+    pub fn render_for_stderr(&self) -> String {
+        let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+        self.render_text(if colour { Renderer::styled() } else { Renderer::plain() })
+    }
+
+    /// Each diagnostic through annotate-snippets (rustc's and cargo's renderer: carets placed by display width,
+    /// tabs expanded, control characters shown as their Unicode pictures), then the count.
+    fn render_text(&self, renderer: Renderer) -> String {
+        // Whole lines, however long: the caret may point anywhere in a long key or URL.
+        let renderer = renderer.term_width(usize::MAX / 2);
         let mut out = String::new();
         for d in self.sorted() {
-            let label = match d.severity {
-                Severity::Error => "error",
-                Severity::Warning => "warning",
+            let level = match d.severity {
+                Severity::Error => Level::ERROR,
+                Severity::Warning => Level::WARNING,
             };
-            let _ = writeln!(out, "{label}: {}", d.message);
-            // As rustc does: every line of one diagnostic is aligned on the width of its line number.
-            let source = self.source_line(&d.loc);
-            let num = d.loc.line.to_string();
-            let pad = " ".repeat(if source.is_some() { num.len() } else { 1 });
-            let _ = writeln!(out, "{pad}--> {}", d.loc);
-            if !d.field.is_empty() {
-                let _ = writeln!(out, "{pad} = field: {}", d.field);
-            }
-            if let Some(line) = source {
-                let caret = " ".repeat(d.loc.column.saturating_sub(1) as usize);
-                let _ = writeln!(out, "{pad} |\n{num} | {line}\n{pad} | {caret}^");
-            }
-            if let Some(e) = &d.expected {
-                let _ = writeln!(out, "{pad} = expected: {e}");
-            }
-            if let Some(h) = &d.hint {
-                let _ = writeln!(out, "{pad} = help: {h}");
-            }
-            out.push('\n');
+            let file = d.loc.file.to_string();
+            let place: Element = match self.source_line(&d.loc).filter(|_| !d.hide_source) {
+                Some(line) => {
+                    // Loc columns count characters; annotate-snippets takes a byte range.
+                    let at = line.char_indices().nth(d.loc.column.saturating_sub(1) as usize);
+                    let span = at.map_or(line.len()..line.len(), |(i, c)| i..i + c.len_utf8());
+                    Snippet::source(line)
+                        .line_start(d.loc.line as usize)
+                        .path(file)
+                        .annotation(AnnotationKind::Primary.span(span))
+                        .into()
+                }
+                None if d.loc.line == 0 => Origin::path(file).into(),
+                None => Origin::path(file).line(d.loc.line as usize).char_column(d.loc.column as usize).into(),
+            };
+            let notes = [("field", Some(&d.field).filter(|f| !f.is_empty())), ("expected", d.expected.as_ref())];
+            let group = level
+                .primary_title(d.message.as_str())
+                .element(place)
+                .elements(
+                    notes
+                        .into_iter()
+                        .filter_map(|(name, text)| Some(Level::NOTE.with_name(name).message(text?.as_str()))),
+                )
+                .elements(d.hint.as_deref().map(|h| Level::HELP.message(h)));
+            out.push_str(&renderer.render(&[group]));
+            out.push_str("\n\n");
         }
         let (e, w) = (self.error_count(), self.warning_count());
         let counted = |n: usize, what: &str| if n == 1 { format!("1 {what}") } else { format!("{n} {what}s") };
@@ -200,27 +234,71 @@ impl Diagnostics {
         serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
     }
 
-    fn source_line(&self, loc: &Loc) -> Option<String> {
-        if loc.line == 0 {
-            return None;
-        }
+    /// The line a diagnostic points at, as written (the renderer makes control characters visible).
+    fn source_line(&self, loc: &Loc) -> Option<&str> {
         let text = self.sources.get(&loc.file)?;
-        let line = text.lines().nth(loc.line as usize - 1)?;
-        // Control characters would garble the terminal; show them escaped.
-        Some(
-            line.chars()
-                .flat_map(
-                    |c| {
-                        if c.is_control() && c != '\t' { c.escape_default().collect::<Vec<_>>() } else { vec![c] }
-                    },
-                )
-                .collect(),
-        )
+        text.lines().nth((loc.line as usize).checked_sub(1)?)
     }
 }
 
 impl std::fmt::Display for Diagnostics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.render_human())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(text: &str, line: u32, column: u32) -> Diagnostics {
+        let file: Arc<str> = Arc::from("w.yaml");
+        let mut d = Diagnostics::default();
+        d.add_source(&file, &Arc::from(text));
+        let loc = Loc { file, line, column };
+        d.push(Diagnostic::error(&loc, "spec.x", "bad value").expected("a good one").hint("fix it"));
+        d
+    }
+
+    #[test]
+    fn the_caret_sits_under_the_column_whatever_precedes_it() {
+        // Column 14 is the `2` of "2023", after a tab and three double-width characters.
+        let text = one("a:\t\"管理者\", v: 2023\n", 1, 14).render_human();
+        let lines: Vec<&str> = text.lines().collect();
+        let source = lines.iter().find(|l| l.starts_with("1 | ")).expect("the source line");
+        let caret = lines.iter().find(|l| l.trim_end().ends_with('^')).expect("the caret line");
+        let width =
+            |s: &str| s.chars().map(|c| if ('\u{3000}'..'\u{9fff}').contains(&c) { 2 } else { 1 }).sum::<usize>();
+        let under = &source[..source.find("2023").expect("value")];
+        assert_eq!(width(under), caret.find('^').expect("caret"), "{text}");
+        assert!(!source.contains('\t'), "tabs are expanded: {text}");
+        assert!(text.contains("--> w.yaml:1:14") && text.contains("= field: spec.x"), "{text}");
+        assert!(text.contains("= expected: a good one") && text.contains("= help: fix it"), "{text}");
+    }
+
+    #[test]
+    fn control_characters_in_the_source_reach_the_terminal_as_pictures() {
+        let text = one("name: a\u{1b}[31mb\n", 1, 7).render_human();
+        assert!(!text.contains('\u{1b}'), "{text:?}");
+        assert!(text.contains('\u{241b}'), "{text}");
+    }
+
+    #[test]
+    fn a_hidden_source_keeps_the_place_and_drops_the_line() {
+        let file: Arc<str> = Arc::from("w.yaml");
+        let mut d = Diagnostics::default();
+        d.add_source(&file, &Arc::from("key: SECRET-VALUE\n"));
+        let loc = Loc { file, line: 1, column: 6 };
+        d.push(Diagnostic::error(&loc, "spec.key", "refused").without_source());
+        let text = d.render_human();
+        assert!(!text.contains("SECRET-VALUE"), "{text}");
+        assert!(text.contains("--> w.yaml:1:6") && text.contains("= field: spec.key"), "{text}");
+    }
+
+    #[test]
+    fn colour_only_when_asked_for() {
+        let d = one("a: 1\n", 1, 4);
+        assert!(!d.render_human().contains('\u{1b}'));
+        assert!(d.render_text(Renderer::styled()).contains('\u{1b}'));
     }
 }

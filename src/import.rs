@@ -22,6 +22,9 @@ pub struct ImportOptions {
     pub source: String,
     /// The Windows image: AMI ID, Azure image, GCP image, Nutanix image name or vSphere template.
     pub image: Option<String>,
+    /// The public key (one OpenSSH line) the rendered `windows-user-data` Secret authorises; no cluster object
+    /// holds it. Checked by validation like any typed-in value.
+    pub ssh_public_key: Option<String>,
 }
 
 /// What import writes: the inputs text and the mirror files it references (relative path → text).
@@ -381,6 +384,15 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
     spec.api_server_internal_url.value = api_url;
     spec.platform.value = platform;
     spec.windows_version = Some(make.at("spec.windowsVersion", WindowsVersion::V2022));
+    // Every platform import handles has Machines, whose user data authorises this key (without the operator,
+    // which is what import writes).
+    let key = opts.ssh_public_key.clone().ok_or_else(|| {
+        Error::Usage(format!(
+            "platform {kind} needs --ssh-public-key: the public key (e.g. ~/.ssh/id_ed25519.pub) the Windows Machines' \
+             user data authorises, the public half of the key sync connects with"
+        ))
+    })?;
+    spec.ssh_public_key = Some(make.at("spec.sshPublicKey", key));
     spec.machine_sets = sets
         .into_iter()
         .enumerate()
@@ -446,7 +458,29 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
 
 /// YAML text of what import builds: plain strings, numbers and lists, which always serialise.
 fn to_yaml(value: &impl Serialize) -> Result<String, Error> {
-    serde_saphyr::to_string(value).map_err(|e| Error::Operational(format!("cannot write YAML: {e}")))
+    // Plain scalars: a long one-line value (a public key) stays on one line rather than folded into a block.
+    let options = serde_saphyr::ser_options! { prefer_block_scalars: false };
+    serde_saphyr::to_string_with_options(value, options)
+        .map_err(|e| Error::Operational(format!("cannot write YAML: {e}")))
+}
+
+/// The key line of an OpenSSH public key file (`.pub`, or an authorized_keys file: its first key line). A private
+/// key is refused before anything is written, and its bytes are never echoed.
+pub fn read_public_key(path: &Path) -> Result<String, Error> {
+    let bytes = std::fs::read(path).map_err(|e| Error::Usage(format!("--ssh-public-key {}: {e}", path.display())))?;
+    let text = String::from_utf8_lossy(&bytes);
+    if text.contains("PRIVATE KEY") {
+        return Err(Error::Usage(format!(
+            "--ssh-public-key {}: this is a private key; give its public half (the .pub file beside it)",
+            path.display()
+        )));
+    }
+    text.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_string).ok_or_else(|| {
+        Error::Usage(format!(
+            "--ssh-public-key {}: no key line in the file (expected `ssh-ed25519 AAAA…`)",
+            path.display()
+        ))
+    })
 }
 
 /// Writes the inputs file and its mirror files. Refuses to overwrite existing files unless `force`.

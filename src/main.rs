@@ -40,7 +40,7 @@ fn main() -> ExitCode {
 fn report(e: &Error) -> u8 {
     match e {
         Error::Invalid(diags) => {
-            eprint!("{}", diags.render_human());
+            eprint!("{}", diags.render_for_stderr());
             INVALID
         }
         Error::Usage(msg) => {
@@ -64,7 +64,7 @@ fn render(args: RenderArgs) -> Result<u8, Error> {
     }
     let compiled = wmrender::compile(&args.inputs.file, args.inputs.strict)?;
     if !compiled.warnings.is_empty() {
-        eprint!("{}", compiled.warnings.render_human());
+        eprint!("{}", compiled.warnings.render_for_stderr());
     }
     if args.stdout {
         let stream = wmrender::render::stream(&compiled.artifacts.objects);
@@ -111,7 +111,7 @@ fn validate(args: ValidateArgs) -> Result<u8, Error> {
         OutputFormat::Human if diags.is_empty() => {
             eprintln!("{}: valid", args.inputs.file.display())
         }
-        OutputFormat::Human => eprint!("{}", diags.render_human()),
+        OutputFormat::Human => eprint!("{}", diags.render_for_stderr()),
     }
     Ok(code)
 }
@@ -196,7 +196,7 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
 fn diff(args: DiffArgs) -> Result<u8, Error> {
     let compiled = wmrender::compile(&args.inputs.file, args.inputs.strict)?;
     if !compiled.warnings.is_empty() {
-        eprint!("{}", compiled.warnings.render_human());
+        eprint!("{}", compiled.warnings.render_for_stderr());
     }
     let files = compiled.output_files(None);
     let earlier = match (&args.against, &args.base) {
@@ -222,7 +222,7 @@ fn krm(args: KrmArgs) -> Result<u8, Error> {
     if let Some(config) = args.config {
         let cwd = std::env::current_dir().map_err(|e| Error::io("finding the working directory", e))?;
         let (stream, warnings) = wmrender::emit::kustomize_plugin::run(&config, &cwd).map_err(Error::Invalid)?;
-        eprint!("{}", warnings.render_human());
+        eprint!("{}", warnings.render_for_stderr());
         let mut out = std::io::stdout().lock();
         out.write_all(stream.as_bytes()).and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
         return Ok(OK);
@@ -257,16 +257,20 @@ fn import(args: ImportArgs) -> Result<u8, Error> {
         }
         (None, None) => return Err(Error::Usage("give --from-dir DIR or --kubeconfig PATH".into())),
     };
-    let opts = wmrender::import::ImportOptions { source, image: args.image };
+    let ssh_public_key = match &args.ssh_public_key {
+        Some(path) => Some(wmrender::import::read_public_key(path)?),
+        None => None,
+    };
+    let opts = wmrender::import::ImportOptions { source, image: args.image, ssh_public_key };
     let imported = wmrender::import::import(&objects, &opts)?;
     for path in wmrender::import::write(&imported, &args.output, args.force)? {
         eprintln!("wrote {}", path.display());
     }
     // The imported file must at least be valid; say what to fix if not.
     match wmrender::check_inputs(&args.output, false) {
-        Ok(checked) => eprint!("{}", checked.warnings.render_human()),
+        Ok(checked) => eprint!("{}", checked.warnings.render_for_stderr()),
         Err(Error::Invalid(d)) => {
-            eprint!("{}", d.render_human());
+            eprint!("{}", d.render_for_stderr());
             eprintln!("{} needs the edits above before it renders", args.output.display());
             return Ok(INVALID);
         }

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 
 pub use crate::registries::RegistryHost;
 pub use crate::validate::checked::{
-    AwsPlan, AzurePlan, ByohPlan, GcpPlan, KubernetesVersion, MachineSetPlan, NutanixIdPlan, NutanixPlan, OperatorPlan,
-    PlatformPlan, VspherePlan,
+    AuthorizedKey, AwsPlan, AzurePlan, ByohPlan, GcpPlan, KubernetesVersion, MachineSetPlan, NutanixIdPlan,
+    NutanixPlan, OperatorPlan, PlatformPlan, VspherePlan,
 };
 
 pub const MACHINE_API_NAMESPACE: &str = "openshift-machine-api";
@@ -52,6 +52,8 @@ pub struct Plan {
     /// One containerd host configuration per mirrored registry host, sorted by host.
     pub registries: Vec<RegistryHost>,
     pub node: NodePlan,
+    /// The key the `windows-user-data` Secret authorises; `Some` exactly when that Secret is rendered.
+    pub ssh_public_key: Option<AuthorizedKey>,
 }
 
 /// Builds the plan.
@@ -84,5 +86,6 @@ pub fn plan(checked: &Checked) -> Plan {
             vxlan_port: checked.vxlan_port,
             proxy: proxy.unwrap_or_default(),
         },
+        ssh_public_key: checked.ssh_public_key.clone(),
     }
 }

@@ -6,9 +6,24 @@ mod support;
 use std::path::Path;
 use support::{code, root, stderr, wmrender};
 
+const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEivnOQOwpFfgIiplCNH1jWkEmNppWw2KdSLHn7d3tKp";
+
 fn import(platform: &str, image: &str, out: &Path) -> std::process::Output {
     let dump = root().join("fixtures/import").join(platform);
-    wmrender(&["import", "--from-dir", dump.to_str().unwrap(), "--image", image, "-o", out.to_str().unwrap()])
+    let key = out.with_extension("pub");
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    std::fs::write(&key, format!("{KEY} ops@example\n")).unwrap();
+    wmrender(&[
+        "import",
+        "--from-dir",
+        dump.to_str().unwrap(),
+        "--image",
+        image,
+        "--ssh-public-key",
+        key.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ])
 }
 
 /// Imports, renders, and returns the providerSpec of every rendered Windows MachineSet and the inputs text.
@@ -248,12 +263,16 @@ fn import_from_a_live_cluster_reads_the_same_objects_and_only_reads() {
     )
     .unwrap();
     let live = tmp.path().join("live/wmrender.yaml");
+    let key = tmp.path().join("id.pub");
+    std::fs::write(&key, format!("{KEY} ops@example\n")).unwrap();
     let o = wmrender(&[
         "import",
         "--kubeconfig",
         kubeconfig.to_str().unwrap(),
         "--image",
         "ami-0123456789abcdef0",
+        "--ssh-public-key",
+        key.to_str().unwrap(),
         "-o",
         live.to_str().unwrap(),
     ]);
@@ -271,4 +290,43 @@ fn import_from_a_live_cluster_reads_the_same_objects_and_only_reads() {
     let requests = seen.lock().unwrap().clone();
     assert!(requests.len() >= 7, "{requests:?}");
     assert!(requests.iter().all(|r| r.starts_with("GET ")), "read-only: {requests:?}");
+}
+
+/// The public key is the one value no cluster object holds: import needs it, reads the key line of a `.pub` file,
+/// and refuses a private key without echoing it or writing anything.
+#[test]
+fn import_needs_the_public_key_and_refuses_a_private_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dump = root().join("fixtures/import/aws");
+    let out = tmp.path().join("wmrender.yaml");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["import", "--from-dir", dump.to_str().unwrap(), "--image", "ami-0123456789abcdef0"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["-o", out.to_str().unwrap()]);
+        wmrender(&args)
+    };
+    let o = run(&[]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("needs --ssh-public-key"), "{}", stderr(&o));
+    assert!(!out.exists());
+
+    let private = tmp.path().join("id_ed25519");
+    let secret = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW";
+    std::fs::write(
+        &private,
+        format!("-----BEGIN OPENSSH PRIVATE KEY-----\n{secret}\n-----END OPENSSH PRIVATE KEY-----\n"),
+    )
+    .unwrap();
+    let o = run(&["--ssh-public-key", private.to_str().unwrap()]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("private key"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains(secret) && !String::from_utf8_lossy(&o.stdout).contains(secret));
+    assert!(!out.exists());
+
+    let public = tmp.path().join("id_ed25519.pub");
+    std::fs::write(&public, format!("# ops key\n\n{KEY} ops@example\n")).unwrap();
+    let o = run(&["--ssh-public-key", public.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains(&format!("sshPublicKey: {KEY} ops@example\n")), "{text}");
 }

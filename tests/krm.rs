@@ -75,6 +75,7 @@ spec:
       ami: ami-0123456789abcdef0
   machineSets:
   - zone: us-east-1a
+  sshPublicKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEivnOQOwpFfgIiplCNH1jWkEmNppWw2KdSLHn7d3tKp
   network:
     hybridClusterNetwork: [10.132.0.0/14]
 ";

@@ -200,8 +200,20 @@ fn mutated_inputs_are_valid_or_rejected_with_located_diagnostics_in_wmrenders_wo
     assert!(valid >= MUTANTS / 30 && invalid >= MUTANTS / 4, "{valid} valid, {invalid} invalid");
 }
 
+/// Whether the file holds nothing but whitespace.
+fn nothing_written(path: &Path) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|t| t.trim().is_empty())
+}
+
 /// `Ok(true)` valid and rendered, `Ok(false)` rejected properly, `Err` what was wrong with the rejection.
 fn check(path: &Path) -> Result<bool, String> {
+    // A mutant with nothing left but whitespace is refused as a whole file (no line, no field).
+    if nothing_written(path) {
+        return match wmrender::check_inputs(path, false) {
+            Err(Error::Invalid(diags)) if diags.render_human().contains("the inputs file is empty") => Ok(false),
+            _ => Err("an empty file is not refused as empty".into()),
+        };
+    }
     match wmrender::check_inputs(path, false) {
         Ok(_) => {
             let compiled = wmrender::compile(path, false).map_err(|e| format!("valid, but compile failed: {e}"))?;

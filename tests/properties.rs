@@ -120,6 +120,10 @@ fn generated() -> impl Strategy<Value = Generated> {
         }
         text.push_str("  network:\n    hybridClusterNetwork: [10.132.0.0/14]\n");
         text.push_str(vxlan);
+        // MachineSets without the operator boot with user data that authorises this key.
+        if !block.contains("none:") {
+            text.push_str("  sshPublicKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEivnOQOwpFfgIiplCNH1jWkEmNppWw2KdSLHn7d3tKp\n");
+        }
         Generated { text, nutanix_memory }
     })
 }

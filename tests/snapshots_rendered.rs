@@ -31,7 +31,7 @@ fn stdout_stream_is_the_cluster_objects_in_apply_order_and_nothing_else() {
         let objects = files.iter().filter(|(p, _)| p.starts_with("cluster/") && !p.ends_with("kustomization.yaml"));
         assert_eq!(docs.len(), objects.count(), "{}: the stream holds every object file", path.display());
         // Apply order: namespaces, node services' RBAC (without the operator), operator objects, RuntimeClasses,
-        // MachineSets, ConfigMap.
+        // the user-data Secret (without the operator), MachineSets, ConfigMap.
         let rank = |kind: &str| {
             [
                 &["Namespace"][..],
@@ -39,6 +39,7 @@ fn stdout_stream_is_the_cluster_objects_in_apply_order_and_nothing_else() {
                 &["OperatorGroup"],
                 &["Subscription"],
                 &["RuntimeClass"],
+                &["Secret"],
                 &["MachineSet"],
                 &["ConfigMap"],
             ]

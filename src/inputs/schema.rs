@@ -296,6 +296,9 @@ schema! {
         mirrors: Mirrors = section("mirrors"),
         pause_image: Option<Located<String>> = optional("pauseImage"),
         operator: Operator = section("operator"),
+        /// OpenSSH public key authorised on Machine-backed nodes by the rendered `windows-user-data` Secret
+        /// (mode without the operator).
+        ssh_public_key: Option<Located<String>> = optional("sshPublicKey"),
     }
 
     pub struct Aws {

@@ -12,6 +12,7 @@ mod operator;
 pub mod registries;
 mod runtimeclass;
 mod templates;
+pub mod user_data;
 
 use crate::plan::Plan;
 pub use object::{ClusterObject, MANAGED_BY};
@@ -38,6 +39,7 @@ pub fn render(plan: &Plan) -> ArtifactSet {
     let mut objects = Vec::new();
     objects.extend(operator::render(plan));
     objects.extend(runtimeclass::render(plan));
+    objects.extend(user_data::render(plan));
     objects.extend(machineset::render(plan));
     objects.extend(byoh::render(plan));
     objects.extend(cloud_node_manager::render(plan));

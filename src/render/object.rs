@@ -25,16 +25,19 @@ pub enum Order {
     OperatorGroup = 3,
     Subscription = 4,
     RuntimeClass = 5,
-    MachineSet = 6,
-    ConfigMap = 7,
+    /// The `windows-user-data` Secret (mode without the operator): a Machine created before it exists fails.
+    UserData = 6,
+    MachineSet = 7,
+    ConfigMap = 8,
 }
 
 impl Order {
-    /// Argo CD sync wave: operator (1) → RuntimeClasses (2) → MachineSets and the BYOH ConfigMap (3).
+    /// Argo CD sync wave: operator (1) → RuntimeClasses and the user-data Secret (2) → MachineSets and the BYOH
+    /// ConfigMap (3).
     pub fn wave(self) -> &'static str {
         match self {
             Order::Namespace | Order::Rbac | Order::OperatorGroup | Order::Subscription => "1",
-            Order::RuntimeClass => "2",
+            Order::RuntimeClass | Order::UserData => "2",
             Order::MachineSet | Order::ConfigMap => "3",
         }
     }

@@ -3,6 +3,7 @@
 //! [`crate::plan`] is an infallible function of it; nothing after this point re-reads the raw inputs' options.
 
 use super::machinesets::derived_machine_set_name;
+pub use super::ssh_key::AuthorizedKey;
 use crate::diagnostics::Diagnostics;
 use crate::inputs::Loaded;
 use crate::inputs::schema::{self, Platform, PlatformKind, Replicas};
@@ -71,6 +72,9 @@ pub struct Checked {
     /// The cluster's custom hybrid-overlay VXLAN port, if it has one.
     pub vxlan_port: Option<u32>,
     pub proxy: Option<ProxySettings>,
+    /// The key the `windows-user-data` Secret authorises; `Some` exactly when that Secret is rendered (without
+    /// the operator, on a platform with Machines).
+    pub ssh_public_key: Option<AuthorizedKey>,
     pub warnings: Diagnostics,
 }
 
@@ -254,6 +258,7 @@ pub(super) fn resolve(
     loaded: Loaded,
     registries: Vec<RegistryHost>,
     networks: Networks,
+    ssh_public_key: Option<AuthorizedKey>,
     warnings: Diagnostics,
 ) -> Checked {
     let spec = &loaded.inputs.spec;
@@ -411,6 +416,7 @@ pub(super) fn resolve(
             https: p.https_proxy.as_ref().map(|v| v.value.clone()),
             no_proxy: p.no_proxy.iter().map(|v| v.value.clone()).collect(),
         }),
+        ssh_public_key,
         warnings,
         loaded,
     }

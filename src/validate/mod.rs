@@ -10,6 +10,7 @@ pub mod matrix;
 mod mirrors;
 pub mod names;
 mod network;
+mod ssh_key;
 mod webhook;
 
 pub use checked::Checked;
@@ -84,12 +85,13 @@ pub fn check(loaded: Loaded) -> Result<Checked, Diagnostics> {
     machinesets::check(inputs, &decoded, &mut d);
     let networks = network::check(inputs, &decoded, &mut d);
     byoh::check(inputs, &decoded, &mut d);
+    let ssh_public_key = ssh_key::check(inputs, &decoded, &mut d);
     let registries = mirrors::check(&loaded, &mut d);
     let mut all = loaded.diagnostics.clone();
     all.extend(decoded.keep(d));
     match (networks, registries) {
         (Some(networks), Some(registries)) if !all.has_errors() => {
-            Ok(checked::resolve(loaded, registries, networks, all))
+            Ok(checked::resolve(loaded, registries, networks, ssh_public_key, all))
         }
         _ => {
             if !all.has_errors() {
