@@ -9,6 +9,7 @@ use cli::{Cli, Command, DiffArgs, ImportArgs, KrmArgs, OnlyPart, OutputFormat, R
 use std::io::Write;
 use std::process::ExitCode;
 use wmrender::Part;
+use wmrender::cluster::ClusterError;
 use wmrender::error::Error;
 
 const OK: u8 = 0;
@@ -47,7 +48,11 @@ fn report(e: &Error) -> u8 {
             eprintln!("error: {msg}");
             INVALID
         }
-        Error::Io { .. } | Error::Operational(_) => {
+        Error::Cluster(ClusterError::Kubeconfig { .. } | ClusterError::NotBuilt(_)) => {
+            eprintln!("error: {e}");
+            INVALID
+        }
+        Error::Io { .. } | Error::Operational(_) | Error::Cluster(ClusterError::Api { .. }) => {
             eprintln!("error: {e}");
             FAILED
         }
@@ -241,6 +246,20 @@ fn krm(args: KrmArgs) -> Result<u8, Error> {
     Ok(if outcome.failed { INVALID } else { OK })
 }
 
+#[cfg(feature = "cluster")]
+fn fetch_for_import(kubeconfig: &std::path::Path) -> Result<Vec<serde_json::Value>, Error> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("starting the async runtime", e))?;
+    Ok(runtime.block_on(wmrender::cluster::import::fetch(kubeconfig))?)
+}
+
+#[cfg(not(feature = "cluster"))]
+fn fetch_for_import(_: &std::path::Path) -> Result<Vec<serde_json::Value>, Error> {
+    Err(ClusterError::NotBuilt("import --kubeconfig").into())
+}
+
 fn import(args: ImportArgs) -> Result<u8, Error> {
     let (objects, source) = match (&args.from_dir, &args.kubeconfig) {
         (Some(dir), _) => {
@@ -248,13 +267,7 @@ fn import(args: ImportArgs) -> Result<u8, Error> {
                 dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| dir.display().to_string());
             (wmrender::import::objects_from_dir(dir)?, name)
         }
-        (None, Some(kubeconfig)) => {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| Error::io("starting the async runtime", e))?;
-            (runtime.block_on(wmrender::cluster::fetch(kubeconfig))?, "the cluster".to_string())
-        }
+        (None, Some(kubeconfig)) => (fetch_for_import(kubeconfig)?, "the cluster".to_string()),
         (None, None) => return Err(Error::Usage("give --from-dir DIR or --kubeconfig PATH".into())),
     };
     let opts = wmrender::import::ImportOptions { source, image: args.image };
