@@ -5,9 +5,46 @@
 //! [`ClusterError`] is compiled with or without the feature, so a build without it can say which command needs it.
 
 #[cfg(feature = "cluster")]
+pub mod credentials;
+#[cfg(feature = "cluster")]
+pub mod csr;
+#[cfg(feature = "cluster")]
 pub mod import;
+#[cfg(feature = "cluster")]
+pub mod join;
+#[cfg(feature = "cluster")]
+pub mod label;
 
 use std::path::PathBuf;
+
+/// kubelet's client certificates (TLS bootstrap).
+pub const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+/// kubelet's serving certificates.
+pub const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
+/// The role label WMCO puts on BYOH nodes.
+pub const WORKER_ROLE: &str = "node-role.kubernetes.io/worker";
+/// wmrender's record of the nodes it configured.
+pub const MANAGED: &str = "wmrender.dev/managed";
+
+/// What the user runs to approve a node's CSRs by hand (sync without `--kubeconfig`, or a node that timed out).
+pub fn manual_steps(node: &str) -> String {
+    format!(
+        "  # {node}: kubelet's client CSR first (requested by the node-bootstrapper), check that its subject is\n\
+         #   O=system:nodes, CN=system:node:{node}, then approve it:\n\
+         oc get csr --field-selector spec.signerName={client}\n\
+         oc get csr CSR_NAME -o jsonpath='{{.spec.request}}' | base64 -d | openssl req -noout -subject\n\
+         oc adm certificate approve CSR_NAME\n\
+         # then its serving CSR (requested by system:node:{node}) once kubelet registers the node:\n\
+         oc get csr --field-selector spec.signerName={serving} | grep 'system:node:{node}'\n\
+         oc adm certificate approve CSR_NAME\n\
+         # and its labels:\n\
+         oc label node {node} {worker}= {managed}=true\n",
+        client = CLIENT_SIGNER,
+        serving = SERVING_SIGNER,
+        worker = WORKER_ROLE,
+        managed = MANAGED,
+    )
+}
 
 /// Why the cluster could not be used. `main.rs` maps it to an exit code: a kubeconfig that cannot be used, or a build
 /// without the feature, is the user's to fix (2); a cluster that cannot be reached or answers with an error is a

@@ -114,6 +114,7 @@ fn builtin_kinds() -> Vec<Kind> {
         Kind::new("config.openshift.io/v1", "ImageDigestMirrorSet", "imagedigestmirrorsets", false, Subresource),
         Kind::new("config.openshift.io/v1", "ImageTagMirrorSet", "imagetagmirrorsets", false, Subresource),
         Kind::new("operator.openshift.io/v1", "Network", "networks", false, Subresource),
+        Kind::new("machineconfiguration.openshift.io/v1", "ControllerConfig", "controllerconfigs", false, Subresource),
         Kind::new("machine.openshift.io/v1beta1", "MachineSet", "machinesets", true, Subresource),
         Kind::new("machine.openshift.io/v1beta1", "Machine", "machines", true, SubresourceClearedOnCreate),
     ]
