@@ -195,10 +195,19 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
     let mut joined = serde_json::Value::Null;
     let mut timed_out = false;
     if !args.dry_run {
-        let configured: Vec<&sync::node::NodeReport> = reports
+        // A node waiting for a reboot has no kubelet to ask yet: it joins after the reboot, on the next sync.
+        let (configured, rebooting): (Vec<&sync::node::NodeReport>, Vec<&sync::node::NodeReport>) = reports
             .iter()
             .filter(|r| matches!(r.status, Status::Synced | Status::Unchanged | Status::Pending))
-            .collect();
+            .partition(|r| !r.reboot_required);
+        if chatty {
+            for r in &rebooting {
+                eprintln!(
+                    "{}: waits for a reboot; its kubelet CSRs are approved by a sync after it (or by hand)",
+                    r.name
+                );
+            }
+        }
         match &session {
             Some(s) if !configured.is_empty() => {
                 let timeout = std::time::Duration::from_secs(args.csr_timeout);

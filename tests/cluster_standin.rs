@@ -256,3 +256,31 @@ fn a_csr_is_approved_through_the_approval_subresource_only() {
     let none = json!({"status": {"conditions": []}});
     assert_eq!(call(&s, "PATCH", &approval, Some(s.token()), "application/merge-patch+json", &none).0, 422);
 }
+
+#[test]
+fn a_created_csr_records_who_asked_and_starts_without_status() {
+    let s = ApiServer::start();
+    s.add_token("bootstrap-token", "system:serviceaccount:openshift-machine-config-operator:node-bootstrapper");
+    let mut forged = csr("csr-2");
+    forged["spec"]["username"] = "system:admin".into();
+    forged["status"] = json!({"conditions": [{"type": "Approved", "status": "True"}]});
+    let (code, body) = call(
+        &s,
+        "POST",
+        "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+        Some("bootstrap-token"),
+        "application/json",
+        &forged,
+    );
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["spec"]["username"], "system:serviceaccount:openshift-machine-config-operator:node-bootstrapper");
+    assert_eq!(
+        body["spec"]["groups"],
+        json!([
+            "system:serviceaccounts",
+            "system:serviceaccounts:openshift-machine-config-operator",
+            "system:authenticated"
+        ])
+    );
+    assert!(body.get("status").is_none(), "{body}");
+}

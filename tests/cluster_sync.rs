@@ -254,13 +254,27 @@ fn credentials_come_from_the_cluster_follow_a_rotation_and_are_never_shown() {
 fn sync_approves_the_configured_nodes_kubelet_csrs_and_labels_it() {
     let rig = Rig::new();
     rig.seed(TOKEN, &certificate("ca"), &certificate("kubelet-ca"), &certificate("user-ca"));
-    // Plays kubelet on node-00: once the bootstrap kubeconfig is delivered, asks with its token's identity, then
-    // registers the Node and asks for its serving certificate.
+    // The bootstrap token authenticates as the node-bootstrapper, as on a cluster; kubelet's own certificate (once
+    // the client CSR is approved) as the node.
+    rig.api.add_token(TOKEN, "system:serviceaccount:openshift-machine-config-operator:node-bootstrapper");
+    rig.api.add_token("node-00-client-certificate", "system:node:node-00");
+    // Plays kubelet on node-00: once the bootstrap kubeconfig is delivered, asks for its client certificate with the
+    // token it holds, then registers the Node and asks for its serving certificate as the node.
     let api = rig.api.clone();
     let delivered = rig.path("node-00/C/k/bootstrap-kubeconfig");
+    let kubeconfig_for = rig.path("kubelet-kubeconfig");
     let kubelet = std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(60);
-        let request = |subject: &str, san: &str| -> String {
+        while !delivered.exists() {
+            assert!(Instant::now() < deadline, "the bootstrap kubeconfig never arrived");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let bootstrap: Value = serde_json::from_str(&std::fs::read_to_string(&delivered).unwrap()).unwrap();
+        let token = bootstrap["users"][0]["user"]["token"].as_str().unwrap().to_string();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        // POSTs a CSR as `token` (the stand-in's URL: api-int does not resolve here).
+        let post = |token: &str, name: &str, signer: &str, usages: &[&str], subject: &str, san: &str| {
+            std::fs::write(&kubeconfig_for, api.kubeconfig_with(token)).unwrap();
             let mut cmd = std::process::Command::new("openssl");
             cmd.args([
                 "req",
@@ -278,15 +292,16 @@ fn sync_approves_the_configured_nodes_kubelet_csrs_and_labels_it() {
             if !san.is_empty() {
                 cmd.args(["-addext", &format!("subjectAltName={san}")]);
             }
-            STANDARD.encode(cmd.output().unwrap().stdout)
-        };
-        while !delivered.exists() {
-            assert!(Instant::now() < deadline, "the bootstrap kubeconfig never arrived");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let csr = |name: &str, signer: &str, user: &str, groups: &[&str], usages: &[&str], req: String| {
-            json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": {"name": name},
-                   "spec": {"request": req, "signerName": signer, "username": user, "groups": groups, "usages": usages}})
+            let body = json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": {"name": name},
+                "spec": {"request": STANDARD.encode(cmd.output().unwrap().stdout), "signerName": signer, "usages": usages}});
+            runtime.block_on(async {
+                let client = wmrender::cluster::Cluster::connect(&kubeconfig_for).await.unwrap().client;
+                let request = http::Request::post("/apis/certificates.k8s.io/v1/certificatesigningrequests")
+                    .header("Content-Type", "application/json")
+                    .body(body.to_string().into_bytes())
+                    .unwrap();
+                client.request::<Value>(request).await.unwrap();
+            });
         };
         let approved = |name: &str| {
             api.object("certificates.k8s.io/v1", "certificatesigningrequests", "", name).is_some_and(|c| {
@@ -294,28 +309,28 @@ fn sync_approves_the_configured_nodes_kubelet_csrs_and_labels_it() {
             })
         };
         let subject = "/O=system:nodes/CN=system:node:node-00";
-        api.put_object(csr(
+        post(
+            &token,
             "csr-a",
             "kubernetes.io/kube-apiserver-client-kubelet",
-            "system:serviceaccount:openshift-machine-config-operator:node-bootstrapper",
-            &["system:authenticated"],
             &["digital signature", "client auth"],
-            request(subject, ""),
-        ));
+            subject,
+            "",
+        );
         while !approved("csr-a") {
             assert!(Instant::now() < deadline, "the client CSR was never approved");
             std::thread::sleep(Duration::from_millis(100));
         }
         api.put_object(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-00"},
             "status": {"conditions": [{"type": "Ready", "status": "False"}]}}));
-        api.put_object(csr(
+        post(
+            "node-00-client-certificate",
             "csr-b",
             "kubernetes.io/kubelet-serving",
-            "system:node:node-00",
-            &["system:nodes", "system:authenticated"],
             &["digital signature", "server auth"],
-            request(subject, "DNS:node-00,IP:127.0.0.1"),
-        ));
+            subject,
+            "DNS:node-00,IP:127.0.0.1",
+        );
     });
     let (rc, report, stdout, err) = rig.sync(&["--csr-timeout", "60"]);
     kubelet.join().unwrap();

@@ -180,6 +180,11 @@ impl ApiServer {
         std::fs::write(path, self.kubeconfig_with(&self.token))
     }
 
+    /// Makes `token` authenticate as `user` (e.g. a node-bootstrapper or node identity).
+    pub fn add_token(&self, token: &str, user: &str) {
+        self.with_state(|s| s.tokens.insert(token.into(), user.into()));
+    }
+
     pub fn register(&self, handler: Arc<dyn Subresource>) {
         self.subresources.lock().expect("subresources lock").insert(0, handler);
     }
@@ -447,10 +452,31 @@ fn collection(state: &mut State, kind: &Kind, target: &Target, request: &Request
             if let Some(m) = object["metadata"].as_object_mut() {
                 m.remove("resourceVersion");
             }
+            if kind.kind == "CertificateSigningRequest" {
+                // The API records who asked; a client cannot claim another requester.
+                object["spec"]["username"] = request.user.clone().into();
+                object["spec"]["groups"] = json!(groups_of(&request.user));
+            }
             Response::created(state.store.create(key, object))
         }
         m => Response::method_not_allowed(m),
     }
+}
+
+/// The groups the API puts a user in (those wmrender's checks read).
+fn groups_of(user: &str) -> Vec<String> {
+    let mut groups = Vec::new();
+    if user.starts_with("system:node:") {
+        groups.push("system:nodes".to_string());
+    }
+    if let Some(rest) = user.strip_prefix("system:serviceaccount:") {
+        groups.push("system:serviceaccounts".to_string());
+        if let Some((namespace, _)) = rest.split_once(':') {
+            groups.push(format!("system:serviceaccounts:{namespace}"));
+        }
+    }
+    groups.push("system:authenticated".to_string());
+    groups
 }
 
 /// The precondition every update honours: a resourceVersion in the request must be the stored one.
