@@ -24,6 +24,23 @@
 //! Tests seed objects and read them back with [`ApiServer::put_object`] and [`ApiServer::object`], make the server
 //! misbehave on purpose with [`ApiServer::inject`] (e.g. "the next 2 PATCHes of node x answer 409"), and check what a
 //! client did with [`ApiServer::requests`]. [`ApiServer::write_kubeconfig`] writes a kubeconfig for it.
+//!
+//! A new subresource goes in its own file, like [`csr`]: a type implementing [`Subresource`], registered with
+//! [`ApiServer::register`] (handlers registered later win over earlier ones for the same route):
+//!
+//! ```text
+//! struct Eviction;
+//! impl Subresource for Eviction {
+//!     fn route(&self) -> (&str, &str, &str) { ("v1", "pods", "eviction") }
+//!     fn handle(&self, state: &mut State, key: &Key, request: &Request) -> Response {
+//!         // read state.store, decide, write with state.store.replace/remove, answer e.g.
+//!         // Response::too_many_requests("Cannot evict pod as it would violate the pod's disruption budget.")
+//!     }
+//! }
+//! server.register(Arc::new(Eviction));
+//! ```
+//!
+//! A kind the stand-in does not know is added with [`ApiServer::register_kind`].
 
 pub mod csr;
 pub mod http;
