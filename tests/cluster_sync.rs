@@ -390,3 +390,29 @@ fn an_unusable_kubeconfig_stops_sync_before_any_node_is_touched() {
     assert!(err.contains("Infrastructure"), "{err}");
     assert!(!rig.path("node-00/C").exists(), "no node was touched");
 }
+
+#[test]
+fn a_trusted_ca_bundle_that_is_not_certificates_is_refused_before_any_node_is_touched() {
+    let rig = Rig::new();
+    let bundle = rig.path("ca-bundle.crt");
+    std::fs::write(&bundle, "-----BEGIN PRIVATE KEY-----\nTUlTVEFLRQ==\n-----END PRIVATE KEY-----\n").unwrap();
+    let (rendered, nodes) = (rig.path("rendered"), rig.path("nodes.yaml"));
+    let o = wmrender(&[
+        "sync",
+        "--rendered",
+        rendered.to_str().unwrap(),
+        "--inventory",
+        nodes.to_str().unwrap(),
+        "--identity",
+        rig.sshd.path("client_ed25519").to_str().unwrap(),
+        "--known-hosts",
+        rig.sshd.path("known_hosts").to_str().unwrap(),
+        "--trusted-ca-bundle",
+        bundle.to_str().unwrap(),
+    ]);
+    let err = stderr(&o);
+    assert_eq!(code(&o), 2, "{err}");
+    assert!(err.contains("ca-bundle.crt") && err.contains("PRIVATE KEY"), "{err}");
+    assert!(!err.contains("TUlTVEFLRQ"), "the block's content is not echoed: {err}");
+    assert!(!rig.path("node-00/C").exists());
+}
