@@ -78,6 +78,9 @@ fn a_csr_for_another_node_is_not_ours() {
     assert_eq!(verdict(CLIENT_SIGNER, BOOTSTRAPPER, &CLIENT_USAGES, &other, false), Verdict::NotOurs);
     let serving = request("/O=system:nodes/CN=system:node:node-99", "DNS:node-99");
     assert_eq!(verdict(SERVING_SIGNER, "system:node:node-99", &SERVING_USAGES, &serving, true), Verdict::NotOurs);
+    // A client renewal by node-00 itself is cluster-machine-approver's, not sync's.
+    let renewal = request("/O=system:nodes/CN=system:node:node-00", "");
+    assert_eq!(verdict(CLIENT_SIGNER, "system:node:node-00", &CLIENT_USAGES, &renewal, true), Verdict::NotOurs);
     // Another node asking for a serving certificate in node-00's name is refused.
     let stolen = request("/O=system:nodes/CN=system:node:node-00", "DNS:node-00");
     refused(

@@ -7,7 +7,8 @@
 //!   bootstrap identity (`system:serviceaccount:openshift-machine-config-operator:node-bootstrapper`, whose token the
 //!   bootstrap kubeconfig carries), subject `CN=system:node:<node>`, `O=system:nodes` only, no SANs, usages within
 //!   {digital signature, key encipherment, client auth} with client auth, and — WMCO's rule — no Node of that name
-//!   yet (a node that exists renews its certificate with its own identity).
+//!   yet. A node that exists renews its certificate with its own identity; cluster-machine-approver approves those,
+//!   so sync leaves them alone without reporting them.
 //! - **Serving**: signer `kubernetes.io/kubelet-serving`, requested by `system:node:<node>` in groups `system:nodes`
 //!   and `system:authenticated`, the same subject, usages within {digital signature, key encipherment, server auth}
 //!   with server auth, and every DNS and IP SAN one of the node's addresses (below); no e-mail or URI SANs.
@@ -158,6 +159,8 @@ pub fn judge(
         ));
     }
     match spec.signer {
+        // A renewal, asked by the node with its current certificate: cluster-machine-approver's to approve.
+        CLIENT_SIGNER if spec.username == format!("system:node:{}", node.name) => Verdict::NotOurs,
         CLIENT_SIGNER => {
             if spec.username != BOOTSTRAPPER {
                 return refuse(format!("a client CSR requested by {:?}, not by the node bootstrapper", spec.username));
