@@ -78,7 +78,7 @@ fn a_csr_for_another_node_is_not_ours() {
     assert_eq!(verdict(CLIENT_SIGNER, BOOTSTRAPPER, &CLIENT_USAGES, &other, false), Verdict::NotOurs);
     let serving = request("/O=system:nodes/CN=system:node:node-99", "DNS:node-99");
     assert_eq!(verdict(SERVING_SIGNER, "system:node:node-99", &SERVING_USAGES, &serving, true), Verdict::NotOurs);
-    // A client renewal by node-00 itself is cluster-machine-approver's, not sync's.
+    // A client renewal by node-00 itself is the cluster's own approver's (selfnodeclient), not sync's.
     let renewal = request("/O=system:nodes/CN=system:node:node-00", "");
     assert_eq!(verdict(CLIENT_SIGNER, "system:node:node-00", &CLIENT_USAGES, &renewal, true), Verdict::NotOurs);
     // Another node asking for a serving certificate in node-00's name is refused.

@@ -7,8 +7,8 @@
 //!   bootstrap identity (`system:serviceaccount:openshift-machine-config-operator:node-bootstrapper`, whose token the
 //!   bootstrap kubeconfig carries), subject `CN=system:node:<node>`, `O=system:nodes` only, no SANs, usages within
 //!   {digital signature, key encipherment, client auth} with client auth, and — WMCO's rule — no Node of that name
-//!   yet. A node that exists renews its certificate with its own identity; cluster-machine-approver approves those,
-//!   so sync leaves them alone without reporting them.
+//!   yet. A node that exists renews its certificate with its own identity; kube-controller-manager approves those
+//!   (`selfnodeclient`), so sync leaves them alone without reporting them.
 //! - **Serving**: signer `kubernetes.io/kubelet-serving`, requested by `system:node:<node>` in groups `system:nodes`
 //!   and `system:authenticated`, the same subject, usages within {digital signature, key encipherment, server auth}
 //!   with server auth, and every DNS and IP SAN one of the node's addresses (below); no e-mail or URI SANs.
@@ -159,7 +159,8 @@ pub fn judge(
         ));
     }
     match spec.signer {
-        // A renewal, asked by the node with its current certificate: cluster-machine-approver's to approve.
+        // A renewal, asked by the node with its current certificate: the cluster approves those itself
+        // (kube-controller-manager's CSR approver, `selfnodeclient`).
         CLIENT_SIGNER if spec.username == format!("system:node:{}", node.name) => Verdict::NotOurs,
         CLIENT_SIGNER => {
             if spec.username != BOOTSTRAPPER {
