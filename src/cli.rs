@@ -199,6 +199,18 @@ pub struct SyncArgs {
     /// Pushed to C:\k\tls\certs\tls.key.
     #[arg(long, value_name = "FILE")]
     pub exporter_tls_key: Option<PathBuf>,
+    /// The cluster's additional trusted CAs (PEM), pushed to C:\k\ca-bundle.crt; the agent imports them into the
+    /// LocalMachine Root store.
+    #[arg(long, value_name = "FILE")]
+    pub trusted_ca_bundle: Option<PathBuf>,
+    /// Use the cluster: fetch the bootstrap kubeconfig, bootstrap and kubelet CAs, trusted CA bundle and pull secret
+    /// (files given above win), then approve the configured nodes' kubelet CSRs and label them. Read-only but for
+    /// the CSR approvals and the labels. Needs the `cluster` build feature (on by default).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// With --kubeconfig: seconds to wait for each configured node's kubelet CSRs and Node (0: one pass, no wait).
+    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(0..=86400))]
+    pub csr_timeout: u64,
     /// How many nodes to connect to at once (at least 1).
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = at_least_one())]
     pub parallel: usize,

@@ -78,6 +78,11 @@ pub enum SecretsError {
     },
     #[error("cannot use the pull secret {}: {problem}", .file.display())]
     PullSecret { file: PathBuf, problem: PullSecretProblem },
+    /// The cluster's `openshift-config/pull-secret` is not one: a cluster-side problem, not the command line's.
+    #[error("cannot use the cluster's pull secret (openshift-config/pull-secret): {0}")]
+    FetchedPullSecret(PullSecretProblem),
+    #[error("{}: {why}", .file.display())]
+    CaBundle { file: PathBuf, why: String },
 }
 
 /// What is wrong inside a pull secret; never its values.
@@ -111,6 +116,7 @@ impl From<SecretsError> for Error {
     fn from(e: SecretsError) -> Error {
         match &e {
             SecretsError::Read { source, .. } if !is_input(source) => Error::Operational(e.to_string()),
+            SecretsError::FetchedPullSecret(_) => Error::Operational(e.to_string()),
             _ => Error::Usage(e.to_string()),
         }
     }

@@ -157,13 +157,13 @@ pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
     let key = ssh::load_identity(&opts.identity).map_err(Error::Usage)?;
     let secrets = secrets::Secrets::load(&opts.secrets)?;
     let mut desired = plan::desired(&rendered.files, &secrets, opts.payload.as_deref(), opts.agent.as_deref())?;
-    plan::mark_credentials(&mut desired, opts.secrets.pull_secret.is_some());
+    plan::mark_credentials(&mut desired, opts.secrets.has_pull_secret());
     let agent_path = NodePath::known(wmrender_contract::paths::AGENT_EXE);
     let given = plan::Given {
         payload: opts.payload.is_some(),
         agent: opts.agent.is_some() || desired.iter().any(|d| d.file.path == agent_path),
         credentials: secrets.files.keys().map(|p| NodePath::known(p)).collect(),
-        pull_secret: opts.secrets.pull_secret.is_some(),
+        pull_secret: opts.secrets.has_pull_secret(),
         prune_payload: opts.prune_payload,
         prune_credentials: opts.prune_credentials,
     };

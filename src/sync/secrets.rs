@@ -14,6 +14,10 @@ use std::path::{Path, PathBuf};
 pub struct Secret(Vec<u8>);
 
 impl Secret {
+    pub fn new(bytes: Vec<u8>) -> Secret {
+        Secret(bytes)
+    }
+
     pub fn bytes(&self) -> &[u8] {
         &self.0
     }
@@ -34,6 +38,26 @@ pub struct SecretFiles {
     pub bootstrap_ca: Option<PathBuf>,
     pub exporter_tls_cert: Option<PathBuf>,
     pub exporter_tls_key: Option<PathBuf>,
+    /// The additional trusted CA bundle (PEM), pushed to `C:\k\ca-bundle.crt`.
+    pub trusted_ca_bundle: Option<PathBuf>,
+    /// What `sync --kubeconfig` fetched from the cluster; a file named above wins over it.
+    pub fetched: Fetched,
+}
+
+/// Credentials fetched from the cluster (src/cluster/credentials.rs), held in memory only.
+#[derive(Clone, Debug, Default)]
+pub struct Fetched {
+    /// Node path → content.
+    pub files: BTreeMap<&'static str, Secret>,
+    /// The cluster's `.dockerconfigjson`.
+    pub pull_secret: Option<Secret>,
+}
+
+impl SecretFiles {
+    /// Whether a pull secret is given or fetched (hosts.toml then carry mirror credentials).
+    pub fn has_pull_secret(&self) -> bool {
+        self.pull_secret.is_some() || self.fetched.pull_secret.is_some()
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -55,6 +79,8 @@ impl Secrets {
         if let Some(p) = &files.pull_secret {
             s.auths = parse_pull_secret(read(p, "pull secret")?.bytes())
                 .map_err(|problem| SecretsError::PullSecret { file: p.clone(), problem })?;
+        } else if let Some(fetched) = &files.fetched.pull_secret {
+            s.auths = parse_pull_secret(fetched.bytes()).map_err(SecretsError::FetchedPullSecret)?;
         }
         let pairs = [
             (&files.bootstrap_kubeconfig, paths::BOOTSTRAP_KUBECONFIG, "bootstrap kubeconfig"),
@@ -62,11 +88,20 @@ impl Secrets {
             (&files.bootstrap_ca, paths::BOOTSTRAP_CA, "bootstrap CA"),
             (&files.exporter_tls_cert, paths::EXPORTER_TLS_CERT, "windows_exporter certificate"),
             (&files.exporter_tls_key, paths::EXPORTER_TLS_KEY, "windows_exporter key"),
+            (&files.trusted_ca_bundle, paths::TRUSTED_CA_BUNDLE, "trusted CA bundle"),
         ];
         for (path, node_path, what) in pairs {
             if let Some(p) = path {
                 s.files.insert(node_path, read(p, what)?);
             }
+        }
+        if let (Some(p), Some(bundle)) = (&files.trusted_ca_bundle, s.files.get(paths::TRUSTED_CA_BUNDLE)) {
+            // The agent would refuse a bad bundle on every node; say so here, once.
+            wmrender_contract::parse_ca_bundle(bundle.bytes())
+                .map_err(|e| SecretsError::CaBundle { file: p.clone(), why: e.to_string() })?;
+        }
+        for (node_path, secret) in &files.fetched.files {
+            s.files.entry(node_path).or_insert_with(|| secret.clone());
         }
         Ok(s)
     }
@@ -138,7 +173,7 @@ mod tests {
     fn header_goes_right_after_the_mirrors_override_path() {
         let auths =
             parse_pull_secret(br#"{"auths":{"https://mirror.example.com:5000/v1/":{"auth":"dXNlcjpwYXNz"}}}"#).unwrap();
-        let s = Secrets { auths, files: BTreeMap::new() };
+        let s = Secrets { auths, ..Secrets::default() };
         let merged = String::from_utf8(s.merge_into_hosts_toml(HOSTS.as_bytes())).unwrap();
         assert_eq!(
             merged,

@@ -1,8 +1,7 @@
-//! Read-only access to a live cluster with kube-rs, for `wmrender import --kubeconfig`: the same objects an
-//! operator would dump with `oc get -o yaml`, fetched as JSON. Nothing is ever written to the cluster.
+//! Read-only access for `wmrender import --kubeconfig`: the same objects an operator would dump with
+//! `oc get -o yaml`, fetched as JSON. Nothing is ever written to the cluster.
 
-use crate::error::Error;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use super::{Cluster, ClusterError, api_error};
 use serde_json::Value;
 use std::path::Path;
 
@@ -18,17 +17,14 @@ const PATHS: &[&str] = &[
 ];
 
 /// Every object import needs, list items flattened; objects the cluster does not have are left out.
-pub async fn fetch(kubeconfig: &Path) -> Result<Vec<Value>, Error> {
-    let problem = |what: String| Error::Usage(format!("{}: {what}", kubeconfig.display()));
-    let file = Kubeconfig::read_from(kubeconfig).map_err(|e| problem(e.to_string()))?;
-    let config = kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| problem(e.to_string()))?;
-    let client = kube::Client::try_from(config).map_err(|e| problem(e.to_string()))?;
+pub async fn fetch(kubeconfig: &Path) -> Result<Vec<Value>, ClusterError> {
+    let cluster = Cluster::connect(kubeconfig).await?;
     let mut out = Vec::new();
     for path in PATHS {
-        let request = http::Request::get(*path).body(Vec::new()).map_err(|e| problem(e.to_string()))?;
-        match client.request::<Value>(request).await {
+        let request = http::Request::get(*path)
+            .body(Vec::new())
+            .map_err(|e| ClusterError::Api { what: format!("GET {path}"), why: e.to_string() })?;
+        match cluster.client.request::<Value>(request).await {
             Ok(v) if v["items"].is_array() => {
                 // List items carry no apiVersion/kind of their own; restore them from the list.
                 let kind = v["kind"].as_str().unwrap_or("").trim_end_matches("List").to_string();
@@ -40,7 +36,7 @@ pub async fn fetch(kubeconfig: &Path) -> Result<Vec<Value>, Error> {
             }
             Ok(v) => out.push(v),
             Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(e) => return Err(problem(format!("GET {path}: {e}"))),
+            Err(e) => return Err(api_error(format!("GET {}{path}", cluster.server.trim_end_matches('/')), e)),
         }
     }
     Ok(out)
