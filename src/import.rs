@@ -4,11 +4,17 @@
 //! referenced as files), and the Linux worker MachineSets, whose network, placement and identity settings the
 //! Windows MachineSets copy. The result is a starting point to review, not a finished file.
 
+use crate::diagnostics::Loc;
 use crate::error::Error;
-use crate::inputs::schema::PlatformKind;
+use crate::inputs::schema::{
+    self, AsWritten, Aws, Azure, ClusterInputs, Gcp, MachineSetInput, Metadata, Nutanix, NutanixId, Placeholder,
+    Platform, Proxy, Replicas, Spec, Vsphere,
+};
+use crate::inputs::yaml::Located;
+use crate::windows::WindowsVersion;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 pub struct ImportOptions {
@@ -26,12 +32,21 @@ pub struct Imported {
 
 /// Every object of every YAML/JSON file in `dir`, Lists flattened, in file-name order.
 pub fn objects_from_dir(dir: &Path) -> Result<Vec<Value>, Error> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| Error::io(format!("reading {}", dir.display()), e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json"))
-        .collect();
-    files.sort();
+    // The dump directory as `oc get` writes it: its own files (symlinks followed), not its subdirectories.
+    let mut files = Vec::new();
+    for entry in walkdir::WalkDir::new(dir).min_depth(1).max_depth(1).follow_links(true).sort_by_file_name() {
+        let entry = entry.map_err(|e| match e.io_error().map(std::io::Error::kind) {
+            // A directory that is not there is a wrong command line, not a failure.
+            Some(std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => {
+                Error::Usage(format!("--from-dir {}: no such directory", dir.display()))
+            }
+            _ => Error::Operational(format!("reading {}: {e}", dir.display())),
+        })?;
+        let path = entry.path();
+        if entry.file_type().is_file() && path.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json") {
+            files.push(path.to_path_buf());
+        }
+    }
     let mut out = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(&f).map_err(|e| match e.kind() {
@@ -86,71 +101,108 @@ fn tag_name(reference: &Value) -> Option<String> {
     reference["filters"].as_array()?.iter().find(|f| f["name"] == "tag:Name").and_then(|f| s(&f["values"][0]))
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Inputs {
-    api_version: &'static str,
-    kind: &'static str,
-    metadata: Metadata,
-    spec: Spec,
+/// Where what import writes comes from: every value is at one generated location, under its own field path.
+struct Make {
+    loc: Loc,
 }
 
-#[derive(Serialize)]
-struct Metadata {
-    name: String,
+impl Make {
+    fn at<T>(&self, field: impl Into<String>, value: T) -> Located<T> {
+        Located { value, loc: self.loc.clone(), field: field.into() }
+    }
+
+    /// A value import may lack: `None` stays unset.
+    fn opt<T>(&self, field: impl Into<String>, value: Option<T>) -> Option<Located<T>> {
+        value.map(|v| self.at(field, v))
+    }
+
+    /// A mapping with every field unset, its fields at their paths under `field`; import then sets what it knows,
+    /// so a field the schema gains stays unset here without import naming it.
+    fn unset<T: Placeholder>(&self, field: &str) -> T {
+        T::placeholder(&self.loc, field)
+    }
+
+    fn strings(&self, field: &str, values: Option<Vec<String>>) -> Option<Vec<Located<String>>> {
+        values.map(|v| v.into_iter().enumerate().map(|(i, s)| self.at(format!("{field}[{i}]"), s)).collect())
+    }
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Spec {
-    #[serde(rename = "infrastructureID")]
-    infrastructure_id: String,
-    #[serde(rename = "apiServerInternalURL")]
-    api_server_internal_url: String,
-    platform: BTreeMap<&'static str, Value>,
-    windows_version: &'static str,
-    machine_sets: Vec<Value>,
-    network: Network,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    proxy: Option<Proxy>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mirrors: Option<Mirrors>,
+/// A number the schema holds as `u32`, from a cluster object.
+fn small(v: &Value, what: &str) -> Result<Option<u32>, Error> {
+    match v.as_u64() {
+        None => Ok(None),
+        Some(n) => u32::try_from(n)
+            .map(Some)
+            .map_err(|_| Error::Usage(format!("the cluster's {what} is {n}, more than wmrender can hold"))),
+    }
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Network {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    service_network: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cluster_network: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    hybrid_cluster_network: Option<Vec<String>>,
-    #[serde(rename = "hybridOverlayVXLANPort", skip_serializing_if = "Option::is_none")]
-    hybrid_overlay_vxlan_port: Option<u64>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Proxy {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    http_proxy: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    https_proxy: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+/// The proxy settings of one half (spec or status) of the cluster's Proxy object.
+struct ProxyFields {
+    http: Option<String>,
+    https: Option<String>,
     no_proxy: Vec<String>,
 }
 
-#[derive(Serialize)]
-struct Mirrors {
-    files: Vec<String>,
+impl ProxyFields {
+    fn read(v: &Value) -> ProxyFields {
+        let no_proxy = s(&v["noProxy"])
+            .map(|n| n.split(',').map(|e| e.trim().to_string()).filter(|e| !e.is_empty()).collect())
+            .unwrap_or_default();
+        ProxyFields { http: s(&v["httpProxy"]), https: s(&v["httpsProxy"]), no_proxy }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.http.is_none() && self.https.is_none() && self.no_proxy.is_empty()
+    }
 }
 
-/// Puts `key: value` into a JSON object when the value is known.
-fn put(map: &mut serde_json::Map<String, Value>, key: &str, value: Option<impl Into<Value>>) {
-    if let Some(v) = value {
-        map.insert(key.into(), v.into());
+/// The cluster's proxy: its status when the dump has one (the network operator's result, which WMCO gives its
+/// services: the spec plus the cluster's own addresses), else its spec. Also the header lines that say how the
+/// status differs from the spec; they never show a proxy URL, which may carry credentials.
+fn proxy(objs: &[Value], make: &Make) -> (Option<Proxy>, Vec<String>) {
+    let Some(object) = find(objs, "config.openshift.io/", "Proxy") else { return (None, vec![]) };
+    let spec = ProxyFields::read(&object["spec"]);
+    let status = ProxyFields::read(&object["status"]);
+    // Differences in what the entries are, not in their order (the status is sorted).
+    let mut notes = Vec::new();
+    if !status.is_empty() {
+        for (key, differs) in [("httpProxy", status.http != spec.http), ("httpsProxy", status.https != spec.https)] {
+            if differs {
+                notes.push(format!("#   {key}: the status differs from the spec; the status is written"));
+            }
+        }
+        let listed = |of: &[String], less: &[String]| -> String {
+            let missing: BTreeSet<&String> = of.iter().filter(|e| !less.contains(e)).collect();
+            missing.into_iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+        };
+        for (what, entries) in [
+            ("adds", listed(&status.no_proxy, &spec.no_proxy)),
+            ("leaves out", listed(&spec.no_proxy, &status.no_proxy)),
+        ] {
+            if !entries.is_empty() {
+                notes.push(format!("#   noProxy: the status {what} {entries}"));
+            }
+        }
+        if !notes.is_empty() {
+            notes.insert(
+                0,
+                "# proxy: from the cluster Proxy's status, which the cluster's services (and WMCO's) use; it differs \
+                 from the Proxy's spec:"
+                    .to_string(),
+            );
+        }
     }
+    let used = if status.is_empty() { spec } else { status };
+    if used.http.is_none() && used.https.is_none() {
+        return (None, notes);
+    }
+    let mut proxy: Proxy = make.unset("spec.proxy");
+    proxy.http_proxy = make.opt("spec.proxy.httpProxy", used.http);
+    proxy.https_proxy = make.opt("spec.proxy.httpsProxy", used.https);
+    proxy.no_proxy =
+        used.no_proxy.into_iter().enumerate().map(|(i, e)| make.at(format!("spec.proxy.noProxy[{i}]"), e)).collect();
+    (Some(proxy), notes)
 }
 
 pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
@@ -179,6 +231,7 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
         ))
     };
     let need_image = |what: &str| Error::Usage(format!("platform {kind} needs --image: the Windows {what}"));
+    let missing = |what: &str| Error::Usage(format!("{}: the {kind} cluster's objects give no {what}", opts.source));
     let zones = |path: &[&str]| -> Vec<String> {
         let mut z: Vec<String> = workers
             .iter()
@@ -188,116 +241,133 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
         z.dedup();
         z
     };
+    let make = Make { loc: schema::generated(&format!("wmrender import from {}", opts.source)) };
+    // One Windows MachineSet per entry: (name, zone).
+    let mut sets: Vec<(Option<String>, Option<String>)> = Vec::new();
 
-    let mut p = serde_json::Map::new();
-    let mut machine_sets = Vec::new();
-    let platform_key = match kind.as_str() {
+    let platform = match kind.as_str() {
         "AWS" => {
             let w = worker.ok_or_else(need_worker)?;
             let zone = s(&w["placement"]["availabilityZone"]).unwrap_or_default();
-            put(
-                &mut p,
-                "region",
-                s(&infra["status"]["platformStatus"]["aws"]["region"]).or_else(|| s(&w["placement"]["region"])),
-            );
-            put(
-                &mut p,
-                "ami",
-                Some(opts.image.clone().ok_or_else(|| need_image("AMI ID (Windows_Server-2022-English-Core-Base-*)"))?),
-            );
-            put(&mut p, "instanceType", s(&w["instanceType"]));
-            put(&mut p, "iamInstanceProfile", s(&w["iamInstanceProfile"]["id"]));
+            let at = |key: &str| format!("spec.platform.aws.{key}");
+            let mut p: Aws = make.unset("spec.platform.aws");
+            p.region.value = s(&infra["status"]["platformStatus"]["aws"]["region"])
+                .or_else(|| s(&w["placement"]["region"]))
+                .ok_or_else(|| {
+                    missing(
+                        "region (Infrastructure status.platformStatus.aws.region, or the workers' placement.region)",
+                    )
+                })?;
+            let ami =
+                opts.image.clone().ok_or_else(|| need_image("AMI ID (Windows_Server-2022-English-Core-Base-*)"))?;
+            p.ami = Some(make.at(at("ami"), ami));
+            p.instance_type = make.opt(at("instanceType"), s(&w["instanceType"]));
+            p.iam_instance_profile = make.opt(at("iamInstanceProfile"), s(&w["iamInstanceProfile"]["id"]));
             let groups: Vec<String> =
                 w["securityGroups"].as_array().into_iter().flatten().filter_map(tag_name).collect();
-            put(&mut p, "securityGroups", (!groups.is_empty()).then_some(groups));
-            put(
-                &mut p,
-                "subnet",
+            p.security_groups = make.strings(&at("securityGroups"), (!groups.is_empty()).then_some(groups));
+            p.subnet = make.opt(
+                at("subnet"),
                 tag_name(&w["subnet"]).map(|t| if zone.is_empty() { t } else { t.replace(&zone, "{zone}") }),
             );
-            for z in zones(&["placement", "availabilityZone"]) {
-                machine_sets.push(serde_json::json!({"zone": z, "replicas": 1}));
-            }
-            PlatformKind::Aws.key()
+            sets.extend(zones(&["placement", "availabilityZone"]).into_iter().map(|z| (None, Some(z))));
+            Platform::Aws(p)
         }
         "Azure" => {
             let w = worker.ok_or_else(need_worker)?;
             let azure = &infra["status"]["platformStatus"]["azure"];
-            put(&mut p, "location", s(&w["location"]));
-            put(&mut p, "resourceGroup", s(&w["resourceGroup"]).or_else(|| s(&azure["resourceGroupName"])));
-            put(
-                &mut p,
-                "networkResourceGroup",
+            let at = |key: &str| format!("spec.platform.azure.{key}");
+            let mut p: Azure = make.unset("spec.platform.azure");
+            p.location.value = s(&w["location"]).ok_or_else(|| missing("location (the worker's providerSpec)"))?;
+            p.resource_group =
+                make.opt(at("resourceGroup"), s(&w["resourceGroup"]).or_else(|| s(&azure["resourceGroupName"])));
+            p.network_resource_group = make.opt(
+                at("networkResourceGroup"),
                 s(&w["networkResourceGroup"]).or_else(|| s(&azure["networkResourceGroupName"])),
             );
-            put(&mut p, "vnet", s(&w["vnet"]));
-            put(&mut p, "subnet", s(&w["subnet"]));
-            put(&mut p, "vmSize", s(&w["vmSize"]));
-            put(&mut p, "image", opts.image.clone());
-            put(&mut p, "publicLoadBalancer", s(&w["publicLoadBalancer"]));
-            put(&mut p, "managedIdentity", s(&w["managedIdentity"]));
+            p.vnet = make.opt(at("vnet"), s(&w["vnet"]));
+            p.subnet = make.opt(at("subnet"), s(&w["subnet"]));
+            p.vm_size = make.opt(at("vmSize"), s(&w["vmSize"]));
+            p.image = make.opt(at("image"), opts.image.clone());
+            p.public_load_balancer = make.opt(at("publicLoadBalancer"), s(&w["publicLoadBalancer"]));
+            p.managed_identity = make.opt(at("managedIdentity"), s(&w["managedIdentity"]));
             let zs = zones(&["zone"]);
             if zs.is_empty() {
-                machine_sets.push(serde_json::json!({"name": "winworker", "replicas": 1}));
+                sets.push((Some("winworker".into()), None));
             }
-            for z in zs {
-                // At most 9 characters on Azure.
-                machine_sets.push(serde_json::json!({"name": format!("winwork{z}").chars().take(9).collect::<String>(), "zone": z, "replicas": 1}));
-            }
-            PlatformKind::Azure.key()
+            // At most 9 characters on Azure.
+            sets.extend(zs.into_iter().map(|z| (Some(format!("winwork{z}").chars().take(9).collect()), Some(z))));
+            Platform::Azure(p)
         }
         "GCP" => {
             let gcp = &infra["status"]["platformStatus"]["gcp"];
-            put(&mut p, "projectID", s(&gcp["projectID"]));
-            put(&mut p, "region", s(&gcp["region"]));
+            let at = |key: &str| format!("spec.platform.gcp.{key}");
+            let mut p: Gcp = make.unset("spec.platform.gcp");
+            p.project_id.value = s(&gcp["projectID"])
+                .ok_or_else(|| missing("project (Infrastructure status.platformStatus.gcp.projectID)"))?;
+            p.region.value =
+                s(&gcp["region"]).ok_or_else(|| missing("region (Infrastructure status.platformStatus.gcp.region)"))?;
             if let Some(w) = worker {
-                put(&mut p, "machineType", s(&w["machineType"]));
-                put(&mut p, "network", s(&w["networkInterfaces"][0]["network"]));
-                put(&mut p, "subnetwork", s(&w["networkInterfaces"][0]["subnetwork"]));
-                put(&mut p, "serviceAccountEmail", s(&w["serviceAccounts"][0]["email"]));
-                put(&mut p, "tags", w["tags"].as_array().cloned());
+                p.machine_type = make.opt(at("machineType"), s(&w["machineType"]));
+                p.network = make.opt(at("network"), s(&w["networkInterfaces"][0]["network"]));
+                p.subnetwork = make.opt(at("subnetwork"), s(&w["networkInterfaces"][0]["subnetwork"]));
+                p.service_account_email = make.opt(at("serviceAccountEmail"), s(&w["serviceAccounts"][0]["email"]));
+                let tags = w["tags"].as_array().map(|a| a.iter().filter_map(s).collect());
+                p.tags = make.strings(&at("tags"), tags);
             }
-            put(&mut p, "image", opts.image.clone());
-            for z in zones(&["zone"]) {
-                machine_sets.push(serde_json::json!({"zone": z, "replicas": 1}));
-            }
-            PlatformKind::Gcp.key()
+            p.image = make.opt(at("image"), opts.image.clone());
+            sets.extend(zones(&["zone"]).into_iter().map(|z| (None, Some(z))));
+            Platform::Gcp(p)
         }
         "VSphere" => {
             let w = worker.ok_or_else(need_worker)?;
             let ws = &w["workspace"];
-            for key in ["server", "datacenter", "datastore", "folder", "resourcePool"] {
-                put(&mut p, key, s(&ws[key]));
-            }
-            put(&mut p, "network", s(&w["network"]["devices"][0]["networkName"]));
-            put(
-                &mut p,
-                "template",
-                Some(
-                    opts.image
-                        .clone()
-                        .ok_or_else(|| need_image("golden-image template (see WMCO's vsphere-golden-image docs)"))?,
-                ),
-            );
-            for key in ["numCPUs", "numCoresPerSocket", "memoryMiB", "diskGiB"] {
-                put(&mut p, key, w[key].as_u64());
-            }
-            machine_sets.push(serde_json::json!({"name": "winworker", "replicas": 1}));
-            PlatformKind::Vsphere.key()
+            let at = |key: &str| format!("spec.platform.vsphere.{key}");
+            let mut p: Vsphere = make.unset("spec.platform.vsphere");
+            p.server.value = s(&ws["server"]).ok_or_else(|| missing("vCenter server (the worker's workspace)"))?;
+            p.datacenter.value = s(&ws["datacenter"]).ok_or_else(|| missing("datacenter (the worker's workspace)"))?;
+            p.datastore.value = s(&ws["datastore"]).ok_or_else(|| missing("datastore (the worker's workspace)"))?;
+            p.folder = make.opt(at("folder"), s(&ws["folder"]));
+            p.resource_pool = make.opt(at("resourcePool"), s(&ws["resourcePool"]));
+            p.network.value = s(&w["network"]["devices"][0]["networkName"])
+                .ok_or_else(|| missing("VM network (the worker's network.devices)"))?;
+            let template = opts
+                .image
+                .clone()
+                .ok_or_else(|| need_image("golden-image template (see WMCO's vsphere-golden-image docs)"))?;
+            p.template = Some(make.at(at("template"), template));
+            p.num_cpus = make.opt(at("numCPUs"), small(&w["numCPUs"], "numCPUs")?);
+            p.num_cores_per_socket =
+                make.opt(at("numCoresPerSocket"), small(&w["numCoresPerSocket"], "numCoresPerSocket")?);
+            p.memory_mib = make.opt(at("memoryMiB"), small(&w["memoryMiB"], "memoryMiB")?);
+            p.disk_gib = make.opt(at("diskGiB"), small(&w["diskGiB"], "diskGiB")?);
+            sets.push((Some("winworker".into()), None));
+            Platform::Vsphere(p)
         }
         "Nutanix" => {
             let w = worker.ok_or_else(need_worker)?;
-            let id = |v: &Value| -> Option<Value> {
+            let id = |v: &Value, field: String| -> Option<NutanixId> {
+                let mut id: NutanixId = make.unset(&field);
                 match v["type"].as_str()? {
-                    "uuid" => Some(serde_json::json!({"uuid": s(&v["uuid"])?})),
-                    _ => Some(serde_json::json!({"name": s(&v["name"])?})),
+                    "uuid" => id.uuid = Some(make.at(format!("{field}.uuid"), s(&v["uuid"])?)),
+                    _ => id.name = Some(make.at(format!("{field}.name"), s(&v["name"])?)),
                 }
+                Some(id)
             };
-            put(&mut p, "cluster", id(&w["cluster"]));
-            put(&mut p, "subnets", w["subnets"].as_array().map(|a| a.iter().filter_map(id).collect::<Vec<_>>()));
-            put(&mut p, "image", Some(opts.image.clone().ok_or_else(|| need_image("image name in Prism"))?));
-            machine_sets.push(serde_json::json!({"replicas": 1}));
-            PlatformKind::Nutanix.key()
+            let mut p: Nutanix = make.unset("spec.platform.nutanix");
+            p.cluster = id(&w["cluster"], "spec.platform.nutanix.cluster".into())
+                .ok_or_else(|| missing("Prism Element cluster (the worker's providerSpec cluster)"))?;
+            p.subnets.value = w["subnets"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .filter_map(|(i, v)| id(v, format!("spec.platform.nutanix.subnets[{i}]")))
+                .collect();
+            let image = opts.image.clone().ok_or_else(|| need_image("image name in Prism"))?;
+            p.image = Some(make.at("spec.platform.nutanix.image", image));
+            sets.push((None, None));
+            Platform::Nutanix(p)
         }
         other => {
             return Err(Error::Usage(format!(
@@ -306,25 +376,41 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
         }
     };
 
+    let mut spec: Spec = make.unset("spec");
+    spec.infrastructure_id.value = infra_id.clone();
+    spec.api_server_internal_url.value = api_url;
+    spec.platform.value = platform;
+    spec.windows_version = Some(make.at("spec.windowsVersion", WindowsVersion::V2022));
+    spec.machine_sets = sets
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, zone))| {
+            let field = format!("spec.machineSets[{i}]");
+            let mut set: MachineSetInput = make.unset(&field);
+            set.name = make.opt(format!("{field}.name"), name);
+            set.zone = make.opt(format!("{field}.zone"), zone);
+            set.replicas = Some(make.at(format!("{field}.replicas"), Replicas::Count(1)));
+            set
+        })
+        .collect();
+
     let net_config = find(objs, "config.openshift.io/", "Network");
     let net_operator = find(objs, "operator.openshift.io/", "Network");
     let hybrid = net_operator.map(|n| &n["spec"]["defaultNetwork"]["ovnKubernetesConfig"]["hybridOverlayConfig"]);
-    let network = Network {
-        service_network: net_config.and_then(|n| cidrs(&n["spec"]["serviceNetwork"])),
-        cluster_network: net_config.and_then(|n| cidrs(&n["spec"]["clusterNetwork"])),
-        hybrid_cluster_network: hybrid.and_then(|h| cidrs(&h["hybridClusterNetwork"])),
-        hybrid_overlay_vxlan_port: hybrid.and_then(|h| h["hybridOverlayVXLANPort"].as_u64()),
+    let network = &mut spec.network;
+    network.service_network =
+        make.strings("spec.network.serviceNetwork", net_config.and_then(|n| cidrs(&n["spec"]["serviceNetwork"])));
+    network.cluster_network =
+        make.strings("spec.network.clusterNetwork", net_config.and_then(|n| cidrs(&n["spec"]["clusterNetwork"])));
+    network.hybrid_cluster_network =
+        make.strings("spec.network.hybridClusterNetwork", hybrid.and_then(|h| cidrs(&h["hybridClusterNetwork"])));
+    let port = match hybrid {
+        Some(h) => small(&h["hybridOverlayVXLANPort"], "hybridOverlayVXLANPort")?,
+        None => None,
     };
-    let proxy = find(objs, "config.openshift.io/", "Proxy").map(|p| &p["spec"]).and_then(|spec| {
-        let proxy = Proxy {
-            http_proxy: s(&spec["httpProxy"]),
-            https_proxy: s(&spec["httpsProxy"]),
-            no_proxy: s(&spec["noProxy"])
-                .map(|n| n.split(',').map(|e| e.trim().to_string()).filter(|e| !e.is_empty()).collect())
-                .unwrap_or_default(),
-        };
-        (proxy.http_proxy.is_some() || proxy.https_proxy.is_some()).then_some(proxy)
-    });
+    network.hybrid_overlay_vxlan_port = make.opt("spec.network.hybridOverlayVXLANPort", port);
+    let (proxy, proxy_notes) = proxy(objs, &make);
+    spec.proxy = proxy;
 
     // Mirror sets go beside the inputs as real objects, trimmed to what the API defines.
     let mut mirror_files = Vec::new();
@@ -332,37 +418,35 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
         let name = s(&o["metadata"]["name"]).unwrap_or_else(|| "mirrors".into());
         let clean = serde_json::json!({"apiVersion": o["apiVersion"], "kind": o["kind"], "metadata": {"name": name}, "spec": o["spec"]});
         let file = format!("mirrors/{}-{}.yaml", o["kind"].as_str().unwrap_or("").to_ascii_lowercase(), name);
-        mirror_files.push((file, serde_saphyr::to_string(&clean).map_err(|e| Error::Usage(e.to_string()))?));
+        mirror_files.push((file, to_yaml(&clean)?));
     }
     mirror_files.sort();
+    spec.mirrors.files = mirror_files
+        .iter()
+        .enumerate()
+        .map(|(i, (f, _))| make.at(format!("spec.mirrors.files[{i}]"), f.clone()))
+        .collect();
 
-    let inputs = Inputs {
-        api_version: crate::inputs::schema::API_VERSION,
-        kind: crate::inputs::schema::KIND,
-        // The infrastructure ID less its random suffix: `prod-east-7xk2p` → `prod-east`.
-        metadata: Metadata {
-            name: infra_id.rsplit_once('-').map(|(n, _)| n).unwrap_or(&infra_id).to_ascii_lowercase(),
-        },
-        spec: Spec {
-            infrastructure_id: infra_id.clone(),
-            api_server_internal_url: api_url,
-            platform: [(platform_key, Value::Object(p))].into(),
-            windows_version: "2022",
-            machine_sets,
-            network,
-            proxy,
-            mirrors: (!mirror_files.is_empty())
-                .then(|| Mirrors { files: mirror_files.iter().map(|(f, _)| f.clone()).collect() }),
-        },
-    };
-    let body = serde_saphyr::to_string(&inputs).map_err(|e| Error::Usage(e.to_string()))?;
-    let header = format!(
+    // The infrastructure ID less its random suffix: `prod-east-7xk2p` → `prod-east`.
+    let mut metadata: Metadata = make.unset("metadata");
+    metadata.name.value = infra_id.rsplit_once('-').map(|(n, _)| n).unwrap_or(&infra_id).to_ascii_lowercase();
+    let inputs = ClusterInputs { metadata, spec };
+    let mut header = format!(
         "# Imported by `wmrender import` from {} ({} Linux worker MachineSet(s) copied).\n\
          # A starting point: review every value, set replicas and windowsVersion, then `wmrender validate`.\n",
         opts.source,
         workers.len()
     );
-    Ok(Imported { inputs: header + &body, mirror_files })
+    for line in proxy_notes {
+        header.push_str(&line);
+        header.push('\n');
+    }
+    Ok(Imported { inputs: header + &to_yaml(&AsWritten(&inputs))?, mirror_files })
+}
+
+/// YAML text of what import builds: plain strings, numbers and lists, which always serialise.
+fn to_yaml(value: &impl Serialize) -> Result<String, Error> {
+    serde_saphyr::to_string(value).map_err(|e| Error::Operational(format!("cannot write YAML: {e}")))
 }
 
 /// Writes the inputs file and its mirror files. Refuses to overwrite existing files unless `force`.
@@ -380,4 +464,56 @@ pub fn write(imported: &Imported, output: &Path, force: bool) -> Result<Vec<Path
         std::fs::write(path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
     }
     Ok(targets.into_iter().map(|(p, _)| p).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proxy_of(object: Value) -> (Option<Proxy>, Vec<String>) {
+        let make = Make { loc: schema::generated("test") };
+        let mut object = object;
+        object["apiVersion"] = "config.openshift.io/v1".into();
+        object["kind"] = "Proxy".into();
+        proxy(&[object], &make)
+    }
+
+    fn no_proxy(p: &Proxy) -> Vec<&str> {
+        p.no_proxy.iter().map(|e| e.value.as_str()).collect()
+    }
+
+    #[test]
+    fn without_a_status_the_spec_is_imported_and_nothing_is_said() {
+        let (p, notes) =
+            proxy_of(serde_json::json!({"spec": {"httpProxy": "http://p:3128", "noProxy": "a.example.com, .corp"}}));
+        let p = p.unwrap();
+        assert_eq!(p.http_proxy.as_ref().map(|v| v.value.as_str()), Some("http://p:3128"));
+        assert_eq!(no_proxy(&p), ["a.example.com", ".corp"]);
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(proxy_of(serde_json::json!({"spec": {"noProxy": "a"}})).0.map(|p| p.no_proxy.len()), None);
+    }
+
+    #[test]
+    fn the_status_wins_and_its_differences_are_said_without_the_urls() {
+        let (p, notes) = proxy_of(serde_json::json!({
+            "spec": {"httpProxy": "http://user:secret@old:3128", "noProxy": "a,gone"},
+            "status": {"httpProxy": "http://new:3128", "noProxy": "a,localhost"},
+        }));
+        let p = p.unwrap();
+        assert_eq!(p.http_proxy.as_ref().map(|v| v.value.as_str()), Some("http://new:3128"));
+        assert_eq!(no_proxy(&p), ["a", "localhost"]);
+        let said = notes.join("\n");
+        assert!(said.contains("httpProxy: the status differs from the spec"), "{said}");
+        assert!(said.contains("the status adds localhost") && said.contains("leaves out gone"), "{said}");
+        assert!(!said.contains("secret") && !said.contains("new:3128"), "no proxy URL in a comment: {said}");
+        // An empty status (the network operator has not filled it yet) is no status: the spec is imported.
+        let (p, notes) = proxy_of(serde_json::json!({"spec": {"httpProxy": "http://p:3128"}, "status": {}}));
+        assert!(p.is_some() && notes.is_empty());
+        // The status is sorted; the same entries in another order are no difference.
+        let (_, notes) = proxy_of(serde_json::json!({
+            "spec": {"httpProxy": "http://p:3128", "noProxy": "b,a"},
+            "status": {"httpProxy": "http://p:3128", "noProxy": "a,b"},
+        }));
+        assert!(notes.is_empty(), "{notes:?}");
+    }
 }

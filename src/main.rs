@@ -185,7 +185,7 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
     }
     if json {
         let json = serde_json::to_string_pretty(&serde_json::json!({ "nodes": reports }))
-            .map_err(|e| Error::Usage(format!("cannot write the report: {e}")))?;
+            .map_err(|e| Error::Operational(format!("cannot write the report: {e}")))?;
         let mut out = std::io::stdout().lock();
         writeln!(out, "{json}").and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
     }

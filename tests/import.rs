@@ -13,15 +13,8 @@ fn import(platform: &str, image: &str, out: &Path) -> std::process::Output {
 
 /// Imports, renders, and returns the providerSpec of every rendered Windows MachineSet and the inputs text.
 fn round_trip(platform: &str, image: &str) -> (Vec<serde_json::Value>, String) {
-    let tmp = tempfile::tempdir().unwrap();
-    let inputs = tmp.path().join("wmrender.yaml");
-    let o = import(platform, image, &inputs);
-    assert_eq!(code(&o), 0, "{platform}: {}", stderr(&o));
-    let text = std::fs::read_to_string(&inputs).unwrap();
-    let out = tmp.path().join("out");
-    let o = wmrender(&["render", "-f", inputs.to_str().unwrap(), "-o", out.to_str().unwrap()]);
-    assert_eq!(code(&o), 0, "{platform}: the imported inputs render: {}", stderr(&o));
-    let specs = support::read_tree(&out)
+    let (tree, text) = import_and_render(platform, image);
+    let specs = tree
         .into_iter()
         .filter(|(p, _)| p.starts_with("cluster/machineset-"))
         .map(|(_, b)| {
@@ -30,6 +23,45 @@ fn round_trip(platform: &str, image: &str) -> (Vec<serde_json::Value>, String) {
         })
         .collect();
     (specs, text)
+}
+
+/// Imports, renders, and returns the rendered files and the inputs text.
+fn import_and_render(platform: &str, image: &str) -> (Vec<(String, Vec<u8>)>, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let inputs = tmp.path().join("wmrender.yaml");
+    let o = import(platform, image, &inputs);
+    assert_eq!(code(&o), 0, "{platform}: {}", stderr(&o));
+    let text = std::fs::read_to_string(&inputs).unwrap();
+    let out = tmp.path().join("out");
+    let o = wmrender(&["render", "-f", inputs.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{platform}: the imported inputs render: {}", stderr(&o));
+    (support::read_tree(&out), text)
+}
+
+/// The Proxy's status already holds the cluster's own addresses, which the render adds again as the network
+/// operator does: the node's NO_PROXY then holds each entry once and is exactly the cluster's status list.
+#[test]
+fn an_imported_proxy_status_is_the_nodes_no_proxy_without_duplicates() {
+    let (tree, text) = import_and_render("aws", "ami-0123456789abcdef0");
+    let proxy: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(root().join("fixtures/import/aws/proxy.yaml")).unwrap())
+            .unwrap();
+    let status = proxy["status"]["noProxy"].as_str().unwrap();
+    assert_ne!(status, proxy["spec"]["noProxy"].as_str().unwrap(), "the fixture's status and spec differ");
+    for entry in status.split(',') {
+        assert!(
+            text.contains(&format!("\n    - {entry}\n")) || text.contains(&format!("\n    - \"{entry}\"\n")),
+            "{entry}"
+        );
+    }
+    assert!(text.contains("# proxy: from the cluster Proxy's status"), "the difference is said in the file: {text}");
+    let settings = tree.iter().find(|(p, _)| p.ends_with("/node.json")).expect("the node settings");
+    let settings: serde_json::Value = serde_json::from_slice(&settings.1).unwrap();
+    let no_proxy = settings["environment"]["NO_PROXY"].as_str().unwrap();
+    let entries: Vec<&str> = no_proxy.split(',').collect();
+    let unique: std::collections::BTreeSet<&str> = entries.iter().copied().collect();
+    assert_eq!(entries.len(), unique.len(), "no entry twice: {no_proxy}");
+    assert_eq!(no_proxy, status, "the node gets the cluster's own list");
 }
 
 #[test]

@@ -2,8 +2,9 @@
 //!
 //! Each struct is declared once, in a [`schema!`] block: its Rust field, the YAML key, whether the key is required
 //! and what is expected there. The block generates the struct, its [`Decode`] impl (anything not listed is an
-//! unknown-field error) and its `Serialize` impl (the inputs digest reads it, under the same keys). `import`
-//! builds these same types, so the spec is written here only.
+//! unknown-field error), its `Serialize` impl (the inputs digest reads it, under the same keys) and its written
+//! form ([`Written`]: what `import` writes, unset fields left out). `import` builds these same types, so the spec
+//! is written here only.
 //!
 //! Decoding is best effort: a required field that is missing or of the wrong type gets its error and a
 //! [`Placeholder`] value, a list keeps the items that could be read, so that validation still runs every rule on
@@ -30,6 +31,84 @@ impl<T: Default> Placeholder for Located<T> {
     fn placeholder(at: &Loc, field: &str) -> Self {
         Located { value: T::default(), loc: at.clone(), field: field.to_string() }
     }
+}
+
+/// The inputs as a person writes them, for `import`: keys in declaration order, unset fields left out. The
+/// `Serialize` impls are the inputs digest's form (every field, `null` included) and must not change with this one;
+/// both come from the same [`schema!`] declarations.
+pub trait Written {
+    /// Left out when written: `None`, an empty list, `false`, a section with nothing set.
+    fn is_unset(&self) -> bool {
+        false
+    }
+    fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error>;
+}
+
+/// A value in its written form, for any serde serializer.
+pub struct AsWritten<'a, T: ?Sized>(pub &'a T);
+
+impl<T: Written + ?Sized> Serialize for AsWritten<'_, T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.write(s)
+    }
+}
+
+/// Scalars are written as the digest has them.
+macro_rules! written_as_serialized {
+    ($($t:ty),*) => {$(
+        impl Written for $t {
+            fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                self.serialize(s)
+            }
+        }
+    )*};
+}
+written_as_serialized!(String, u32, WindowsVersion, Replicas);
+
+impl Written for bool {
+    fn is_unset(&self) -> bool {
+        !*self
+    }
+    fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bool(*self)
+    }
+}
+
+/// `Some(vec![])` is written (`tags: []` means something); `None` is not.
+impl<T: Written> Written for Option<T> {
+    fn is_unset(&self) -> bool {
+        self.is_none()
+    }
+    fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Some(v) => v.write(s),
+            None => s.serialize_none(),
+        }
+    }
+}
+
+impl<T: Written> Written for Vec<T> {
+    fn is_unset(&self) -> bool {
+        self.is_empty()
+    }
+    fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter().map(AsWritten))
+    }
+}
+
+impl<T: Written> Written for Located<T> {
+    fn is_unset(&self) -> bool {
+        self.value.is_unset()
+    }
+    fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.value.write(s)
+    }
+}
+
+/// Where a value is that no file holds: one `import` made up or copied from a cluster object. Line 0 reads as
+/// "the whole source" in messages, which names what generated it.
+pub fn generated(by: &str) -> Loc {
+    Loc::file_only(&std::sync::Arc::from(by))
 }
 
 /// A list read item by item: the items that decode are kept, each bad one has its error.
@@ -99,7 +178,33 @@ macro_rules! serialize_field {
     };
 }
 
-/// One declaration per inputs mapping: `field: Type = how(key, ...)`, in the order the keys are listed in messages.
+/// Whether a field is left out of the written form: a required field is always written, `here` never.
+macro_rules! field_unset {
+    ($v:expr, here) => {
+        true
+    };
+    ($v:expr, required $args:tt) => {
+        false
+    };
+    ($v:expr, $how:ident $args:tt) => {
+        Written::is_unset($v)
+    };
+}
+
+/// How one field is written by `import`: under its key, unless it is unset.
+macro_rules! write_field {
+    ($s:ident, $v:expr, here) => {};
+    ($s:ident, $v:expr, $how:ident($key:literal $(, $rest:tt)*)) => {
+        if field_unset!($v, $how($key)) {
+            $s.skip_field($key)?;
+        } else {
+            $s.serialize_field($key, &AsWritten($v))?;
+        }
+    };
+}
+
+/// One declaration per inputs mapping: `field: Type = how(key, ...)`, in the order the keys are listed in messages
+/// and written by `import` (the order of docs/inputs.md).
 /// `ignoring [...]` names keys that are accepted and not read.
 macro_rules! schema {
     ($(
@@ -141,6 +246,19 @@ macro_rules! schema {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 let mut s = s.serialize_struct(stringify!($name), [$(stringify!($field)),*].len())?;
                 $( serialize_field!(s, &self.$field, $how $( ( $($arg),* ) )?); )*
+                s.end()
+            }
+        }
+
+        impl Written for $name {
+            /// A section with nothing set (`mirrors`, `operator`) is left out; one with a required field never is.
+            fn is_unset(&self) -> bool {
+                true $( && field_unset!(&self.$field, $how $( ( $($arg),* ) )?) )*
+            }
+
+            fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut s = s.serialize_struct(stringify!($name), [$(stringify!($field)),*].len())?;
+                $( write_field!(s, &self.$field, $how $( ( $($arg),* ) )?); )*
                 s.end()
             }
         }
@@ -348,6 +466,18 @@ pub fn decode_document(node: &Node, diags: &mut Diagnostics) -> Option<ClusterIn
     Some(ClusterInputs { metadata, spec })
 }
 
+/// The written document: `apiVersion` and `kind` first, as every example has them.
+impl Written for ClusterInputs {
+    fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut s = s.serialize_struct("ClusterInputs", 4)?;
+        s.serialize_field("apiVersion", API_VERSION)?;
+        s.serialize_field("kind", KIND)?;
+        s.serialize_field("metadata", &AsWritten(&self.metadata))?;
+        s.serialize_field("spec", &AsWritten(&self.spec))?;
+        s.end()
+    }
+}
+
 /// The platforms, as one list: the support matrix, the decoder and the messages all read it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum PlatformKind {
@@ -469,6 +599,23 @@ impl Decode for Platform {
     }
 }
 
+/// `aws: {...}`; `none: {}`.
+impl Written for Platform {
+    fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(1))?;
+        match self {
+            Platform::Aws(p) => m.serialize_entry(self.name(), &AsWritten(p))?,
+            Platform::Azure(p) => m.serialize_entry(self.name(), &AsWritten(p))?,
+            Platform::Gcp(p) => m.serialize_entry(self.name(), &AsWritten(p))?,
+            Platform::Nutanix(p) => m.serialize_entry(self.name(), &AsWritten(p))?,
+            Platform::Vsphere(p) => m.serialize_entry(self.name(), &AsWritten(p))?,
+            Platform::None => m.serialize_entry(self.name(), &std::collections::BTreeMap::<(), ()>::new())?,
+        }
+        m.end()
+    }
+}
+
 /// `replicas` of a MachineSet: a count, or `auto`: `spec.replicas` is left out of the rendered MachineSet so that a
 /// MachineAutoscaler (or a person) owns it and a GitOps sync never resets it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -528,5 +675,50 @@ impl Decode for WindowsVersion {
             );
         }
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn decode(name: &str, text: &str) -> ClusterInputs {
+        let file: Arc<str> = Arc::from(name);
+        let node = super::super::yaml::parse(&file, text).unwrap();
+        let mut diags = Diagnostics::default();
+        let inputs = decode_document(&node, &mut diags).unwrap();
+        assert!(!diags.has_errors(), "{name}: {}", diags.render_human());
+        inputs
+    }
+
+    /// The written form loses nothing: every example, written and read back, means the same (the digest's form),
+    /// and keeps the keys in declaration order.
+    #[test]
+    fn every_example_reads_back_the_same_once_written() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for kind in PlatformKind::ALL {
+            let path = root.join("examples").join(kind.key()).join("wmrender.yaml");
+            let inputs = decode(kind.key(), &std::fs::read_to_string(&path).unwrap());
+            let written = serde_saphyr::to_string(&AsWritten(&inputs)).unwrap();
+            assert!(written.starts_with("apiVersion: wmrender.dev/v1alpha1\nkind: ClusterInputs\nmetadata:\n"));
+            let again = decode("written", &written);
+            assert_eq!(serde_json::to_value(&again).unwrap(), serde_json::to_value(&inputs).unwrap(), "{written}");
+        }
+    }
+
+    /// What "unset" leaves out, and what it keeps: an empty list that means something is written.
+    #[test]
+    fn unset_fields_are_left_out_and_meaningful_empty_lists_kept() {
+        let text = "apiVersion: wmrender.dev/v1alpha1\nkind: ClusterInputs\nmetadata:\n  name: x\nspec:\n  \
+                    infrastructureID: x-1\n  apiServerInternalURL: https://api-int.x:6443\n  platform:\n    gcp:\n      \
+                    projectID: p\n      region: r\n      tags: []\n  byoh: []\n  operator:\n    install: false\n";
+        let written = serde_saphyr::to_string(&AsWritten(&decode("t", text))).unwrap();
+        assert_eq!(
+            written,
+            "apiVersion: wmrender.dev/v1alpha1\nkind: ClusterInputs\nmetadata:\n  name: x\nspec:\n  \
+             infrastructureID: x-1\n  apiServerInternalURL: https://api-int.x:6443\n  platform:\n    gcp:\n      \
+             projectID: p\n      region: r\n      tags: []\n  byoh: []\n"
+        );
     }
 }

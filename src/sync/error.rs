@@ -1,4 +1,10 @@
-//! Why a node could not be synced. Messages say what happened and what to do; they never carry secret bytes.
+//! Why a node could not be synced, or a sync could not start. Messages say what happened and what to do; they
+//! never carry secret bytes.
+
+use crate::error::Error;
+use std::path::PathBuf;
+use wmrender_contract::NodePath;
+use wmrender_contract::path::PathError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
@@ -24,4 +30,94 @@ pub enum SyncError {
     Local(String),
     #[error("the install step failed: {0}")]
     Apply(String),
+}
+
+/// Why the files to push could not be put together (`--payload`, `--agent`). A file or directory the user named
+/// that is not there or not readable is their input (exit 2); a read that fails part-way is a failure (exit 3).
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("{} has no C/ folder: lay the payload out by node path, e.g. C/k/kubelet.exe", .dir.display())]
+    NoPayloadRoot { dir: PathBuf },
+    #[error("reading the payload {}: {source}", .dir.display())]
+    Walk {
+        dir: PathBuf,
+        #[source]
+        source: walkdir::Error,
+    },
+    #[error("{}: {source}", .file.display())]
+    NotANodePath {
+        file: PathBuf,
+        #[source]
+        source: PathError,
+    },
+    #[error("{} would overwrite the rendered {path}", .file.display())]
+    Overwrites { file: PathBuf, path: NodePath },
+    #[error("cannot open {}: {source}", .file.display())]
+    Open {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading {} failed: {source}", .file.display())]
+    Read {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why the secret files given to `sync` cannot be used. Messages name the file, never its content: exit 2.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretsError {
+    #[error("cannot read the {what} {}: {source}", .file.display())]
+    Read {
+        what: &'static str,
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot use the pull secret {}: {problem}", .file.display())]
+    PullSecret { file: PathBuf, problem: PullSecretProblem },
+}
+
+/// What is wrong inside a pull secret; never its values.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PullSecretProblem {
+    #[error("it is not JSON")]
+    NotJson,
+    #[error("it has no `auths` object")]
+    NoAuths,
+    #[error("the `auth` of `{host}` is not base64")]
+    NotBase64 { host: String },
+    #[error("the credentials of `{host}` are not `user:password`")]
+    NotUserPassword { host: String },
+}
+
+/// The one place that says which of these is the user's input (exit 2) and which a failure (exit 3).
+impl From<PlanError> for Error {
+    fn from(e: PlanError) -> Error {
+        match &e {
+            PlanError::Read { .. } => Error::Operational(e.to_string()),
+            PlanError::Walk { source, .. } if source.io_error().is_some_and(|io| !is_input(io)) => {
+                Error::Operational(e.to_string())
+            }
+            PlanError::Open { source, .. } if !is_input(source) => Error::Operational(e.to_string()),
+            _ => Error::Usage(e.to_string()),
+        }
+    }
+}
+
+impl From<SecretsError> for Error {
+    fn from(e: SecretsError) -> Error {
+        match &e {
+            SecretsError::Read { source, .. } if !is_input(source) => Error::Operational(e.to_string()),
+            _ => Error::Usage(e.to_string()),
+        }
+    }
+}
+
+/// A path named on the command line that is not there, not a file or not readable: the command line is wrong.
+fn is_input(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(e.kind(), NotFound | PermissionDenied | IsADirectory | NotADirectory | InvalidInput)
 }

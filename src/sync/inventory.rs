@@ -19,22 +19,53 @@ pub struct Node {
     pub profile: Profile,
 }
 
-/// The BYOH hosts of a rendered `cluster/configmap-windows-instances.yaml` (`address: username=<user>`).
-pub fn from_configmap(text: &str) -> Result<Vec<Node>, String> {
-    let cm: serde_json::Value = serde_saphyr::from_str(text).map_err(|e| format!("cannot read the ConfigMap: {e}"))?;
+/// The BYOH hosts of a rendered `cluster/configmap-windows-instances.yaml` (`address: username=<user>`), `file`
+/// naming it in messages. The render validated these; the rendered directory is checked again because it is a file
+/// on disk: each problem points at its line and entry.
+pub fn from_configmap(file: &str, text: &str) -> Result<Vec<Node>, Diagnostics> {
+    let file: Arc<str> = Arc::from(file);
+    let mut diags = Diagnostics::default();
+    diags.add_source(&file, &Arc::from(text));
+    let root = match yaml::parse(&file, text) {
+        Ok(root) => root,
+        Err(d) => {
+            diags.push(d);
+            return Err(diags);
+        }
+    };
+    let data = match &root.value {
+        yaml::Value::Map(entries) => entries.iter().find(|(k, _)| k.name == "data").map(|(_, v)| &v.value),
+        _ => None,
+    };
+    let data = match data {
+        Some(yaml::Value::Map(data)) => data.as_slice(),
+        _ => &[],
+    };
     let mut nodes = Vec::new();
-    if let Some(data) = cm["data"].as_object() {
-        for (address, value) in data {
-            let user = value
-                .as_str()
-                .and_then(|v| v.strip_prefix("username="))
-                .ok_or_else(|| format!("windows-instances entry `{address}` is not `username=<user>`"))?;
-            // The render validated these; the rendered directory is checked again because it is a file on disk.
-            for (what, problem) in [("address", address_problem(address)), ("user", user_problem(user))] {
-                if let Some(p) = problem {
-                    return Err(format!("windows-instances entry `{}`: the {what} {p}", address.escape_debug()));
-                }
+    for (key, value) in data {
+        let address = &key.name;
+        let field = format!("data[\"{}\"]", address.escape_debug());
+        let user = match &value.value {
+            yaml::Value::Str(v) => v.strip_prefix("username="),
+            _ => None,
+        };
+        let Some(user) = user else {
+            diags.push(
+                Diagnostic::error(&value.loc, &field, "a windows-instances entry is not `username=<user>`")
+                    .expected("username=<user>, as WMCO reads it"),
+            );
+            continue;
+        };
+        let mut ok = true;
+        for (what, problem, loc) in
+            [("address", address_problem(address), &key.loc), ("user", user_problem(user), &value.loc)]
+        {
+            if let Some(p) = problem {
+                diags.push(Diagnostic::error(loc, &field, format!("the {what} {p}")));
+                ok = false;
             }
+        }
+        if ok {
             nodes.push(Node {
                 name: address.clone(),
                 address: address.clone(),
@@ -44,7 +75,7 @@ pub fn from_configmap(text: &str) -> Result<Vec<Node>, String> {
             });
         }
     }
-    Ok(nodes)
+    if diags.has_errors() { Err(diags) } else { Ok(nodes) }
 }
 
 /// Reads `--inventory nodes.yaml`:
@@ -251,10 +282,23 @@ mod tests {
     fn configmap_entries_become_windows_nodes() {
         let cm =
             "apiVersion: v1\nkind: ConfigMap\ndata:\n  \"10.1.42.1\": username=Administrator\n  win-b: username=capi\n";
-        let nodes = from_configmap(cm).unwrap();
+        let nodes = from_configmap("cm.yaml", cm).unwrap();
         assert_eq!(nodes.len(), 2);
         assert_eq!((nodes[1].address.as_str(), nodes[1].user.as_str(), nodes[1].port), ("win-b", "capi", 22));
-        assert!(from_configmap("data:\n  \"-oProxyCommand=x\": username=a\n").is_err());
+    }
+
+    /// A bad entry is pointed at by file, line and entry, with what is wrong.
+    #[test]
+    fn bad_configmap_entries_point_at_their_line() {
+        let cm = "kind: ConfigMap\ndata:\n  win-a: username=a\n  \"-oProxyCommand=x\": username=a\n  win-c: capi\n";
+        let diags = from_configmap("out/cluster/cm.yaml", cm).unwrap_err();
+        let shown = diags.render_human();
+        assert!(shown.contains("out/cluster/cm.yaml:4:3"), "{shown}");
+        assert!(
+            shown.contains("data[\"-oProxyCommand=x\"]") && shown.contains("the address starts with `-`"),
+            "{shown}"
+        );
+        assert!(shown.contains("out/cluster/cm.yaml:5:10") && shown.contains("username=<user>"), "{shown}");
     }
 
     #[test]

@@ -50,6 +50,8 @@ pub struct SyncOptions {
 
 /// A rendered output directory, read for sync: its manifest and every file of it, checked against the manifest.
 pub struct Rendered {
+    /// The directory, for messages.
+    pub dir: PathBuf,
     pub manifest: BundleManifest,
     /// Output-relative path → bytes.
     pub files: Vec<(String, Vec<u8>)>,
@@ -108,7 +110,7 @@ pub fn read_rendered(dir: &Path) -> Result<Rendered, Error> {
         }
         None => ServicesFile::default(),
     };
-    Ok(Rendered { manifest, files, services })
+    Ok(Rendered { dir: dir.to_path_buf(), manifest, files, services })
 }
 
 /// The nodes to sync: BYOH hosts from the rendered ConfigMap (unless WMCO manages them) and the inventory.
@@ -116,7 +118,10 @@ pub fn nodes(rendered: &Rendered, inventory: Option<&Path>) -> Result<Vec<Node>,
     // With the operator, WMCO configures the BYOH hosts; sync must not touch them.
     let operator_mode = rendered.manifest.mode == Some(Mode::WithOperator);
     let byoh = match rendered.files.iter().find(|(p, _)| p == "cluster/configmap-windows-instances.yaml") {
-        Some((_, bytes)) => inventory::from_configmap(&String::from_utf8_lossy(bytes)).map_err(Error::Usage)?,
+        Some((p, bytes)) => {
+            let file = rendered.dir.join(p).display().to_string();
+            inventory::from_configmap(&file, &String::from_utf8_lossy(bytes)).map_err(Error::Invalid)?
+        }
         None => vec![],
     };
     let mut nodes = if operator_mode { vec![] } else { byoh.clone() };
@@ -150,9 +155,8 @@ pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
     let nodes = nodes(&rendered, opts.inventory.as_deref())?;
     // Before the payload is hashed: a wrong key file should not wait for that.
     let key = ssh::load_identity(&opts.identity).map_err(Error::Usage)?;
-    let secrets = secrets::Secrets::load(&opts.secrets).map_err(Error::Usage)?;
-    let mut desired = plan::desired(&rendered.files, &secrets, opts.payload.as_deref(), opts.agent.as_deref())
-        .map_err(Error::Usage)?;
+    let secrets = secrets::Secrets::load(&opts.secrets)?;
+    let mut desired = plan::desired(&rendered.files, &secrets, opts.payload.as_deref(), opts.agent.as_deref())?;
     plan::mark_credentials(&mut desired, opts.secrets.pull_secret.is_some());
     let agent_path = NodePath::known(wmrender_contract::paths::AGENT_EXE);
     let given = plan::Given {

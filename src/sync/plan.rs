@@ -3,6 +3,7 @@
 //! manifest. A sync replaces only the kinds it was given: payload and credentials it was not handed stay as they
 //! are on the node unless pruning them is asked for.
 
+use super::error::PlanError;
 use super::secrets::Secrets;
 use crate::render::registries::REGISTRIES_DIR;
 use sha2::{Digest, Sha256};
@@ -66,7 +67,7 @@ pub fn desired(
     secrets: &Secrets,
     payload: Option<&Path>,
     agent: Option<&Path>,
-) -> Result<Vec<Desired>, String> {
+) -> Result<Vec<Desired>, PlanError> {
     let mut all: BTreeMap<NodePath, Desired> = BTreeMap::new();
     for (path, bytes) in bundle {
         let Some(np) = NodePath::from_bundle_path(path) else { continue };
@@ -89,7 +90,7 @@ pub fn desired(
     }
     for (np, file) in files {
         if all.contains_key(&np) {
-            return Err(format!("{} would overwrite the rendered {np}", file.display()));
+            return Err(PlanError::Overwrites { file, path: np });
         }
         let (sha256, size) = hash_file(&file)?;
         let entry = NodeFile { path: np.clone(), sha256, size, kind: FileKind::Payload, staged: false };
@@ -100,36 +101,35 @@ pub fn desired(
 }
 
 /// The payload directory is laid out by node path: `DIR/C/k/kubelet.exe` is `C:\k\kubelet.exe`.
-fn payload_files(dir: &Path) -> Result<Vec<(NodePath, PathBuf)>, String> {
+fn payload_files(dir: &Path) -> Result<Vec<(NodePath, PathBuf)>, PlanError> {
     let root = dir.join("C");
     if !root.is_dir() {
-        return Err(format!(
-            "{} has no C/ folder: lay the payload out by node path, e.g. C/k/kubelet.exe",
-            dir.display()
-        ));
+        return Err(PlanError::NoPayloadRoot { dir: dir.to_path_buf() });
     }
     let mut out = Vec::new();
     for entry in walkdir::WalkDir::new(&root).sort_by_file_name() {
-        let entry = entry.map_err(|e| format!("reading {}: {e}", dir.display()))?;
+        let entry = entry.map_err(|source| PlanError::Walk { dir: dir.to_path_buf(), source })?;
         if entry.file_type().is_dir() {
             continue;
         }
-        let rel = entry.path().strip_prefix(&root).map_err(|e| e.to_string())?;
-        let parts: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+        // The walk's paths are the root joined with the names below it.
+        let below = entry.path().components().skip(root.components().count());
+        let parts: Vec<String> = below.map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
         let text = format!("C:\\{}", parts.join("\\"));
-        let np = NodePath::parse_delivered(&text).map_err(|e| format!("{}: {e}", entry.path().display()))?;
+        let np = NodePath::parse_delivered(&text)
+            .map_err(|source| PlanError::NotANodePath { file: entry.path().to_path_buf(), source })?;
         out.push((np, entry.path().to_path_buf()));
     }
     Ok(out)
 }
 
-fn hash_file(path: &Path) -> Result<(String, u64), String> {
-    let mut f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn hash_file(path: &Path) -> Result<(String, u64), PlanError> {
+    let mut f = std::fs::File::open(path).map_err(|source| PlanError::Open { file: path.to_path_buf(), source })?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut size = 0u64;
     loop {
-        let n = f.read(&mut buf).map_err(|e| format!("{}: {e}", path.display()))?;
+        let n = f.read(&mut buf).map_err(|source| PlanError::Read { file: path.to_path_buf(), source })?;
         if n == 0 {
             break;
         }

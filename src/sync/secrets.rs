@@ -2,6 +2,7 @@
 //! node, and never printed, logged or written locally. Values here are wrapped so that a stray `{:?}` cannot
 //! print them.
 
+use super::error::{PullSecretProblem, SecretsError};
 use crate::render::node::paths;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -43,17 +44,17 @@ pub struct Secrets {
     pub files: BTreeMap<&'static str, Secret>,
 }
 
-fn read(path: &Path, what: &str) -> Result<Secret, String> {
-    // The message names the file, never its content.
-    std::fs::read(path).map(Secret).map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))
+fn read(path: &Path, what: &'static str) -> Result<Secret, SecretsError> {
+    // The error names the file, never its content.
+    std::fs::read(path).map(Secret).map_err(|source| SecretsError::Read { what, file: path.to_path_buf(), source })
 }
 
 impl Secrets {
-    pub fn load(files: &SecretFiles) -> Result<Secrets, String> {
+    pub fn load(files: &SecretFiles) -> Result<Secrets, SecretsError> {
         let mut s = Secrets::default();
         if let Some(p) = &files.pull_secret {
             s.auths = parse_pull_secret(read(p, "pull secret")?.bytes())
-                .map_err(|e| format!("cannot use the pull secret {}: {e}", p.display()))?;
+                .map_err(|problem| SecretsError::PullSecret { file: p.clone(), problem })?;
         }
         let pairs = [
             (&files.bootstrap_kubeconfig, paths::BOOTSTRAP_KUBECONFIG, "bootstrap kubeconfig"),
@@ -102,16 +103,17 @@ impl Secrets {
 /// `.dockerconfigjson` → `host[:port]` → `Basic <base64>`. Keys written with a scheme or a path are normalised to
 /// the host; `auth` is decoded and re-encoded with standard padded base64; `username`/`password` are used when
 /// `auth` is absent.
-fn parse_pull_secret(bytes: &[u8]) -> Result<BTreeMap<String, Secret>, String> {
-    let doc: serde_json::Value = serde_json::from_slice(bytes).map_err(|_| "it is not JSON".to_string())?;
-    let auths = doc.get("auths").and_then(|a| a.as_object()).ok_or("it has no `auths` object")?;
+fn parse_pull_secret(bytes: &[u8]) -> Result<BTreeMap<String, Secret>, PullSecretProblem> {
+    // serde_json's message may quote the text it read: never shown.
+    let doc: serde_json::Value = serde_json::from_slice(bytes).map_err(|_| PullSecretProblem::NotJson)?;
+    let auths = doc.get("auths").and_then(|a| a.as_object()).ok_or(PullSecretProblem::NoAuths)?;
     let mut out = BTreeMap::new();
     for (key, entry) in auths {
         let host = key.split("://").last().unwrap_or(key).split('/').next().unwrap_or("").to_string();
         let user_pass = match (entry.get("auth").and_then(|a| a.as_str()), entry.get("username"), entry.get("password"))
         {
             (Some(auth), _, _) => {
-                STANDARD.decode(auth.trim()).map_err(|_| format!("the `auth` of `{host}` is not base64"))?
+                STANDARD.decode(auth.trim()).map_err(|_| PullSecretProblem::NotBase64 { host: host.clone() })?
             }
             (None, Some(u), Some(p)) => {
                 format!("{}:{}", u.as_str().unwrap_or(""), p.as_str().unwrap_or("")).into_bytes()
@@ -119,7 +121,7 @@ fn parse_pull_secret(bytes: &[u8]) -> Result<BTreeMap<String, Secret>, String> {
             _ => continue, // an entry without credentials (e.g. only an identity token) adds no header
         };
         if !user_pass.contains(&b':') {
-            return Err(format!("the credentials of `{host}` are not `user:password`"));
+            return Err(PullSecretProblem::NotUserPassword { host });
         }
         out.insert(host, Secret(format!("Basic {}", STANDARD.encode(&user_pass)).into_bytes()));
     }
@@ -160,7 +162,8 @@ mod tests {
     #[test]
     fn bad_pull_secrets_are_refused_without_echoing_them() {
         let e = parse_pull_secret(br#"{"auths":{"m.io":{"auth":"bm9jb2xvbg=="}}}"#).unwrap_err();
-        assert!(!e.contains("bm9jb2xvbg"), "{e}");
-        assert!(parse_pull_secret(b"not json").is_err());
+        assert_eq!(e, PullSecretProblem::NotUserPassword { host: "m.io".into() });
+        assert!(!e.to_string().contains("bm9jb2xvbg"), "{e}");
+        assert_eq!(parse_pull_secret(b"not json").unwrap_err(), PullSecretProblem::NotJson);
     }
 }
