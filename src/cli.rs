@@ -199,6 +199,16 @@ pub struct SyncArgs {
     /// Pushed to C:\k\tls\certs\tls.key.
     #[arg(long, value_name = "FILE")]
     pub exporter_tls_key: Option<PathBuf>,
+    /// Use the cluster: fetch the bootstrap kubeconfig, bootstrap and kubelet CAs, trusted CA bundle and pull secret
+    /// (files given above win), then approve the configured nodes' kubelet CSRs and label them. Read-only but for
+    /// the CSR approvals and the labels. Needs the `cluster` build feature (on by default).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// With --kubeconfig: deconfigure the nodes labelled wmrender.dev/managed=true that are no longer targets
+    /// (inventory, BYOH list, Windows Machines) with `wmrender-node deconfigure` over SSH, then delete their Node
+    /// objects. A node whose deconfigure fails keeps its Node. --dry-run lists them and changes nothing.
+    #[arg(long, requires = "kubeconfig")]
+    pub prune_nodes: bool,
     /// How many nodes to connect to at once (at least 1).
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = at_least_one())]
     pub parallel: usize,

@@ -151,6 +151,8 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
         dry_run: args.dry_run,
         connect_timeout: std::time::Duration::from_secs(args.connect_timeout),
         progress: Some(progress.clone()),
+        kubeconfig: args.kubeconfig,
+        prune_nodes: args.prune_nodes,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -158,9 +160,11 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
         .map_err(|e| Error::io("starting the async runtime", e))?;
     let result = runtime.block_on(sync::run(opts));
     progress.finish();
-    let reports = result?;
+    let report = result?;
+    let reports = &report.nodes;
     if chatty {
-        eprint!("{}", sync::table(&reports));
+        eprint!("{}", sync::table(reports));
+        eprint!("{}", sync::cluster_lines(&report));
     }
     // The plan is what --dry-run is asked for: shown whatever the output format.
     if args.dry_run {
@@ -182,16 +186,17 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
                 eprintln!("  restart {}", r.restarted.join(", "));
             }
         }
+        eprint!("{}", sync::prune_plan(&report));
     }
     if json {
-        let json = serde_json::to_string_pretty(&serde_json::json!({ "nodes": reports }))
+        let json = serde_json::to_string_pretty(&report)
             .map_err(|e| Error::Operational(format!("cannot write the report: {e}")))?;
         let mut out = std::io::stdout().lock();
         writeln!(out, "{json}").and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
     }
-    Ok(if reports.iter().any(|r| r.status == Status::Failed) {
+    Ok(if report.failed() {
         FAILED
-    } else if reports.iter().any(|r| r.status == Status::WouldChange) {
+    } else if report.would_change() {
         DIFFERENT
     } else {
         OK

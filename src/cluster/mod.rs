@@ -6,6 +6,12 @@
 
 #[cfg(feature = "cluster")]
 pub mod import;
+#[cfg(feature = "cluster")]
+pub mod machines;
+#[cfg(feature = "cluster")]
+pub mod prune;
+#[cfg(feature = "cluster")]
+pub mod token;
 
 use std::path::PathBuf;
 

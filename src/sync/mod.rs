@@ -46,6 +46,48 @@ pub struct SyncOptions {
     pub dry_run: bool,
     pub connect_timeout: Duration,
     pub progress: Option<Arc<dyn Progress>>,
+    pub kubeconfig: Option<PathBuf>,
+    /// `--prune-nodes`: deconfigure the managed nodes that left the targets and delete their Nodes.
+    pub prune_nodes: bool,
+}
+
+/// What a sync did: each target's report and, with `--kubeconfig`, the Windows Machines it did not sync and the
+/// nodes it pruned.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct SyncReport {
+    pub nodes: Vec<NodeReport>,
+    #[cfg(feature = "cluster")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub machines: Vec<crate::cluster::machines::Skipped>,
+    #[cfg(feature = "cluster")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pruned: Vec<crate::cluster::prune::Pruned>,
+}
+
+impl SyncReport {
+    /// A node failed, a Machine was refused, or a node could not be pruned.
+    pub fn failed(&self) -> bool {
+        #[cfg(feature = "cluster")]
+        {
+            use crate::cluster::prune::PruneStatus;
+            if self.machines.iter().any(|m| m.refused) || self.pruned.iter().any(|p| p.status == PruneStatus::Failed) {
+                return true;
+            }
+        }
+        self.nodes.iter().any(|r| r.status == Status::Failed)
+    }
+
+    /// `--dry-run` found something to change (a node, or a node to prune).
+    pub fn would_change(&self) -> bool {
+        #[cfg(feature = "cluster")]
+        {
+            use crate::cluster::prune::PruneStatus;
+            if self.pruned.iter().any(|p| p.status == PruneStatus::WouldPrune) {
+                return true;
+            }
+        }
+        self.nodes.iter().any(|r| r.status == Status::WouldChange)
+    }
 }
 
 /// A rendered output directory, read for sync: its manifest and every file of it, checked against the manifest.
@@ -113,8 +155,10 @@ pub fn read_rendered(dir: &Path) -> Result<Rendered, Error> {
     Ok(Rendered { dir: dir.to_path_buf(), manifest, files, services })
 }
 
-/// The nodes to sync: BYOH hosts from the rendered ConfigMap (unless WMCO manages them) and the inventory.
-pub fn nodes(rendered: &Rendered, inventory: Option<&Path>) -> Result<Vec<Node>, Error> {
+/// The nodes to sync: the Windows Machines' nodes found in the cluster (`machines`, empty without
+/// `--kubeconfig`), BYOH hosts from the rendered ConfigMap (unless WMCO manages them) and the inventory; a later
+/// source wins for the same name or address.
+pub fn nodes(rendered: &Rendered, inventory: Option<&Path>, machines: Vec<Node>) -> Result<Vec<Node>, Error> {
     // With the operator, WMCO configures the BYOH hosts; sync must not touch them.
     let operator_mode = rendered.manifest.mode == Some(Mode::WithOperator);
     let byoh = match rendered.files.iter().find(|(p, _)| p == "cluster/configmap-windows-instances.yaml") {
@@ -124,7 +168,13 @@ pub fn nodes(rendered: &Rendered, inventory: Option<&Path>) -> Result<Vec<Node>,
         }
         None => vec![],
     };
-    let mut nodes = if operator_mode { vec![] } else { byoh.clone() };
+    let mut nodes = machines;
+    if !operator_mode {
+        for b in &byoh {
+            nodes.retain(|n| n.name != b.name && n.address != b.address);
+            nodes.push(b.clone());
+        }
+    }
     if let Some(path) = inventory {
         for n in inventory::load(path).map_err(Error::Invalid)? {
             if operator_mode && byoh.iter().any(|b| b.address == n.address) {
@@ -133,7 +183,7 @@ pub fn nodes(rendered: &Rendered, inventory: Option<&Path>) -> Result<Vec<Node>,
                     n.address
                 )));
             }
-            nodes.retain(|b| b.name != n.name);
+            nodes.retain(|b| b.name != n.name && b.address != n.address);
             nodes.push(n);
         }
     }
@@ -147,15 +197,69 @@ pub fn nodes(rendered: &Rendered, inventory: Option<&Path>) -> Result<Vec<Node>,
     Ok(nodes)
 }
 
-pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
+/// Whether the rendered bundle's services wait for the cloud-node-manager kubeconfig sync mints (Azure, without
+/// the operator: render/cloud_node_manager.rs).
+#[cfg(feature = "cluster")]
+fn needs_cloud_node_manager_kubeconfig(rendered: &Rendered) -> bool {
+    let path = NodePath::known(crate::render::node::paths::CLOUD_NODE_MANAGER_KUBECONFIG);
+    rendered.manifest.mode == Some(Mode::WithoutOperator)
+        && rendered.services.services.iter().any(|s| s.requires.contains(&path))
+}
+
+pub async fn run(opts: SyncOptions) -> Result<SyncReport, Error> {
+    if opts.prune_nodes && opts.kubeconfig.is_none() {
+        return Err(Error::Usage(
+            "--prune-nodes needs --kubeconfig: the cluster's Nodes say which nodes sync configured".into(),
+        ));
+    }
+    #[cfg(not(feature = "cluster"))]
+    if opts.kubeconfig.is_some() {
+        return Err(crate::cluster::ClusterError::NotBuilt("sync --kubeconfig").into());
+    }
     let rendered = read_rendered(&opts.rendered)?;
     if opts.parallel == 0 || opts.max_unavailable == 0 {
         return Err(Error::Usage("--parallel and --max-unavailable must be at least 1".into()));
     }
-    let nodes = nodes(&rendered, opts.inventory.as_deref())?;
+    #[cfg(feature = "cluster")]
+    let cluster = match &opts.kubeconfig {
+        Some(path) => Some(crate::cluster::Cluster::connect(path).await?),
+        None => None,
+    };
+    // Machine-backed nodes are wmrender's only without the operator; with it, WMCO configures them.
+    #[cfg(feature = "cluster")]
+    let found = match &cluster {
+        Some(c) if rendered.manifest.mode == Some(Mode::WithoutOperator) => crate::cluster::machines::find(c).await?,
+        _ => Default::default(),
+    };
+    #[cfg(feature = "cluster")]
+    let nodes = nodes(&rendered, opts.inventory.as_deref(), found.nodes.clone())?;
+    #[cfg(not(feature = "cluster"))]
+    let nodes = nodes(&rendered, opts.inventory.as_deref(), vec![])?;
     // Before the payload is hashed: a wrong key file should not wait for that.
     let key = ssh::load_identity(&opts.identity).map_err(Error::Usage)?;
-    let secrets = secrets::Secrets::load(&opts.secrets)?;
+    #[cfg_attr(not(feature = "cluster"), allow(unused_mut))]
+    let mut secrets = secrets::Secrets::load(&opts.secrets)?;
+    // A TokenRequest issues a credential: not for --dry-run, which then keeps the node's kubeconfig as it is.
+    #[cfg(feature = "cluster")]
+    if let Some(c) = &cluster
+        && !opts.dry_run
+        && needs_cloud_node_manager_kubeconfig(&rendered)
+    {
+        use crate::render::node::paths::{BOOTSTRAP_KUBECONFIG, CLOUD_NODE_MANAGER_KUBECONFIG};
+        let endpoint = secrets
+            .files
+            .get(BOOTSTRAP_KUBECONFIG)
+            .and_then(|b| crate::cluster::token::endpoint_from_bootstrap(b.bytes()))
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "the cloud-node-manager kubeconfig ({CLOUD_NODE_MANAGER_KUBECONFIG}) reaches the API server as \
+                     kubelet does: give the bootstrap kubeconfig (--bootstrap-kubeconfig) with its server URL and \
+                     inline CA (certificate-authority-data)"
+                ))
+            })?;
+        let kubeconfig = crate::cluster::token::cloud_node_manager_kubeconfig(c, &endpoint).await?;
+        secrets.files.insert(CLOUD_NODE_MANAGER_KUBECONFIG, kubeconfig);
+    }
     let mut desired = plan::desired(&rendered.files, &secrets, opts.payload.as_deref(), opts.agent.as_deref())?;
     plan::mark_credentials(&mut desired, opts.secrets.pull_secret.is_some());
     let agent_path = NodePath::known(wmrender_contract::paths::AGENT_EXE);
@@ -221,7 +325,26 @@ pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
         reports.push(done.map_err(|e| Error::Operational(format!("a sync task failed: {e}")))?);
     }
     reports.sort_by_key(|(i, _)| *i);
-    Ok(reports.into_iter().map(|(_, r)| r).collect())
+    #[cfg_attr(not(feature = "cluster"), allow(unused_mut))]
+    let mut report = SyncReport { nodes: reports.into_iter().map(|(_, r)| r).collect(), ..Default::default() };
+    #[cfg(feature = "cluster")]
+    if let Some(c) = &cluster {
+        use crate::cluster::prune;
+        let opts = &shared.4;
+        report.machines = found.skipped;
+        if !opts.dry_run {
+            let reached: Vec<Node> = (nodes.iter().zip(&report.nodes))
+                .filter(|(_, r)| prune::reached(r.status))
+                .map(|(n, _)| n.clone())
+                .collect();
+            prune::record_logins(c, &reached).await?;
+        }
+        if opts.prune_nodes {
+            let leaving = prune::leaving(c, &nodes, &found.node_names).await?;
+            report.pruned = prune::prune(c, &leaving, &shared.3, opts.dry_run).await;
+        }
+    }
+    Ok(report)
 }
 
 /// The per-node summary table (stderr).
@@ -255,5 +378,44 @@ pub fn table(reports: &[NodeReport]) -> String {
             notes.trim()
         ));
     }
+    out
+}
+
+/// The cluster part of the summary (stderr): Windows Machines not synced, and nodes pruned or not.
+pub fn cluster_lines(report: &SyncReport) -> String {
+    #[cfg_attr(not(feature = "cluster"), allow(unused_mut))]
+    let mut out = String::new();
+    #[cfg(feature = "cluster")]
+    {
+        use crate::cluster::prune::PruneStatus;
+        for m in &report.machines {
+            let state = if m.refused { "refused" } else { "waiting" };
+            out.push_str(&format!("machine {}: {state}: {}\n", m.machine, m.why));
+        }
+        for p in report.pruned.iter().filter(|p| p.status != PruneStatus::WouldPrune) {
+            match &p.error {
+                None => out.push_str(&format!("pruned node {} ({}): deconfigured, Node deleted\n", p.node, p.address)),
+                Some(e) => out.push_str(&format!("node {} ({}) not pruned: {e}\n", p.node, p.address)),
+            }
+        }
+    }
+    #[cfg(not(feature = "cluster"))]
+    let _ = report;
+    out
+}
+
+/// `--dry-run --prune-nodes`: the nodes that would be deconfigured and deleted.
+pub fn prune_plan(report: &SyncReport) -> String {
+    #[cfg_attr(not(feature = "cluster"), allow(unused_mut))]
+    let mut out = String::new();
+    #[cfg(feature = "cluster")]
+    for p in report.pruned.iter().filter(|p| p.status == crate::cluster::prune::PruneStatus::WouldPrune) {
+        out.push_str(&format!(
+            "{} ({}) would be pruned: deconfigured over SSH, then its Node deleted\n",
+            p.node, p.address
+        ));
+    }
+    #[cfg(not(feature = "cluster"))]
+    let _ = report;
     out
 }
