@@ -176,16 +176,19 @@ pub fn nodes(rendered: &Rendered, inventory: Option<&Path>, machines: Vec<Node>)
         }
     }
     if let Some(path) = inventory {
-        for n in inventory::load(path).map_err(Error::Invalid)? {
+        let listed = inventory::load(path).map_err(Error::Invalid)?;
+        for n in &listed {
             if operator_mode && byoh.iter().any(|b| b.address == n.address) {
                 return Err(Error::Usage(format!(
                     "{} is a BYOH host that WMCO manages (the rendered output installs the operator); sync leaves it to WMCO",
                     n.address
                 )));
             }
+            // An inventory entry says how to reach a host the cluster also names; several entries may share an
+            // address (posix staging hosts on one machine), so only the other sources' entries give way.
             nodes.retain(|b| b.name != n.name && b.address != n.address);
-            nodes.push(n);
         }
+        nodes.extend(listed);
     }
     if nodes.is_empty() {
         return Err(Error::Usage(if operator_mode {
@@ -325,7 +328,7 @@ pub async fn run(opts: SyncOptions) -> Result<SyncReport, Error> {
         reports.push(done.map_err(|e| Error::Operational(format!("a sync task failed: {e}")))?);
     }
     reports.sort_by_key(|(i, _)| *i);
-    #[cfg_attr(not(feature = "cluster"), allow(unused_mut))]
+    #[cfg_attr(not(feature = "cluster"), allow(unused_mut, clippy::needless_update))]
     let mut report = SyncReport { nodes: reports.into_iter().map(|(_, r)| r).collect(), ..Default::default() };
     #[cfg(feature = "cluster")]
     if let Some(c) = &cluster {
