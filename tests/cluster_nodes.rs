@@ -112,7 +112,10 @@ impl Rig {
     }
 
     fn node(&self, name: &str, address: &str, managed: bool) {
-        let labels = if managed { json!({ "wmrender.dev/managed": "true" }) } else { json!({}) };
+        let mut labels = json!({ "kubernetes.io/os": "windows" });
+        if managed {
+            labels["wmrender.dev/managed"] = "true".into();
+        }
         self.api.put_object(json!({
             "apiVersion": "v1", "kind": "Node", "metadata": { "name": name, "labels": labels },
             "status": { "addresses": [{ "type": "InternalIP", "address": address }, { "type": "Hostname", "address": name }] },

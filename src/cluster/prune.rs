@@ -85,11 +85,9 @@ fn is_target(node: &Value, targets: &[Node], names: &[String]) -> bool {
         || targets.iter().any(|t| t.name == name || addresses(node).any(|(_, a)| a == t.address))
 }
 
-async fn list_nodes(cluster: &Cluster, selector: Option<&str>) -> Result<Vec<Value>, ClusterError> {
-    let path = match selector {
-        Some(s) => format!("/api/v1/nodes?labelSelector={s}"),
-        None => "/api/v1/nodes".to_string(),
-    };
+/// The Nodes a label selector (URL-encoded) picks.
+async fn list_nodes(cluster: &Cluster, selector: &str) -> Result<Vec<Value>, ClusterError> {
+    let path = format!("/api/v1/nodes?labelSelector={selector}");
     let what = format!("GET {}{path}", cluster.server.trim_end_matches('/'));
     let request = http::Request::get(&path)
         .body(Vec::new())
@@ -104,7 +102,8 @@ pub async fn record_logins(cluster: &Cluster, reached: &[Node]) -> Result<(), Cl
     if reached.is_empty() {
         return Ok(());
     }
-    let nodes = list_nodes(cluster, None).await?;
+    // kubelet labels every node with its OS: only Windows nodes can be sync's.
+    let nodes = list_nodes(cluster, "kubernetes.io/os%3Dwindows").await?;
     for target in reached {
         let Some(node) = nodes.iter().find(|n| is_target(n, std::slice::from_ref(target), &[])) else { continue };
         let value = serde_json::to_string(&Login::of(target)).unwrap_or_default();
@@ -130,7 +129,7 @@ pub async fn leaving(
     targets: &[Node],
     machine_nodes: &[String],
 ) -> Result<Vec<Value>, ClusterError> {
-    let managed = list_nodes(cluster, Some(&format!("{MANAGED_LABEL}%3Dtrue"))).await?;
+    let managed = list_nodes(cluster, &format!("{MANAGED_LABEL}%3Dtrue")).await?;
     Ok(managed.into_iter().filter(|n| !is_target(n, targets, machine_nodes)).collect())
 }
 

@@ -69,11 +69,48 @@ impl Subresource for TokenRequest {
         }
         body["metadata"]["name"] = key.name.clone().into();
         body["metadata"]["namespace"] = key.namespace.clone().into();
-        body["status"] = json!({ "token": token, "expirationTimestamp": rfc3339(expires) });
+        body["status"] = json!({ "token": token, "expirationTimestamp": crate::store::rfc3339_at(expires) });
         Response::created(body)
     }
 }
 
-fn rfc3339(secs: i64) -> String {
-    crate::store::rfc3339_at(secs)
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn post(state: &mut State, name: &str, body: Value) -> Response {
+        let request = Request {
+            method: "POST".into(),
+            path: format!("/api/v1/namespaces/ns/serviceaccounts/{name}/token"),
+            raw_query: String::new(),
+            query: Default::default(),
+            headers: [("content-type".to_string(), "application/json".to_string())].into(),
+            body: body.to_string().into_bytes(),
+            user: "system:admin".into(),
+        };
+        TokenRequest.handle(state, &Key::new("v1", "serviceaccounts", "ns", name), &request)
+    }
+
+    fn request(seconds: Value) -> Value {
+        json!({ "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": { "expirationSeconds": seconds } })
+    }
+
+    #[test]
+    fn a_token_is_issued_for_an_existing_service_account_only_and_then_authenticates_as_it() {
+        let mut state = State::default();
+        assert_eq!(post(&mut state, "sa", request(json!(3600))).code, 404);
+        let sa =
+            json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "sa", "namespace": "ns" } });
+        state.store.create(Key::new("v1", "serviceaccounts", "ns", "sa"), sa);
+        let r = post(&mut state, "sa", request(json!(3600)));
+        assert_eq!(r.code, 201, "{}", r.body);
+        let token = r.body["status"]["token"].as_str().unwrap();
+        assert_eq!(state.tokens.get(token).map(String::as_str), Some("system:serviceaccount:ns:sa"));
+        assert!(r.body["status"]["expirationTimestamp"].as_str().unwrap().ends_with('Z'));
+        assert_eq!(r.body["spec"]["audiences"], json!(["https://kubernetes.default.svc"]));
+        // Under 10 minutes, or not a TokenRequest: refused as the API server refuses them.
+        assert_eq!(post(&mut state, "sa", request(json!(599))).code, 422);
+        assert_eq!(post(&mut state, "sa", json!({ "kind": "Secret", "apiVersion": "v1" })).code, 400);
+    }
 }
