@@ -211,6 +211,11 @@ pub struct SyncArgs {
     /// With --kubeconfig: seconds to wait for each configured node's kubelet CSRs and Node (0: one pass, no wait).
     #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(0..=86400))]
     pub csr_timeout: u64,
+    /// With --kubeconfig: deconfigure the nodes labelled wmrender.dev/managed=true that are no longer targets
+    /// (inventory, BYOH list, Windows Machines) with `wmrender-node deconfigure` over SSH, then delete their Node
+    /// objects. A node whose deconfigure fails keeps its Node. --dry-run lists them and changes nothing.
+    #[arg(long, requires = "kubeconfig")]
+    pub prune_nodes: bool,
     /// How many nodes to connect to at once (at least 1).
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = at_least_one())]
     pub parallel: usize,

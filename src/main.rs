@@ -130,12 +130,6 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
         .enable_all()
         .build()
         .map_err(|e| Error::io("starting the async runtime", e))?;
-    // The cluster first: a kubeconfig that does not work should stop the sync before any node is touched.
-    let session = args.kubeconfig.as_deref().map(|k| connect(&runtime, k)).transpose()?;
-    let fetched = match &session {
-        Some(s) => fetch(&runtime, s)?,
-        None => Default::default(),
-    };
     let progress = std::sync::Arc::new(progress::SyncProgress::new(chatty));
     let opts = sync::SyncOptions {
         rendered: args.rendered,
@@ -155,7 +149,7 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
             exporter_tls_cert: args.exporter_tls_cert,
             exporter_tls_key: args.exporter_tls_key,
             trusted_ca_bundle: args.trusted_ca_bundle,
-            fetched,
+            fetched: Default::default(),
         },
         parallel: args.parallel,
         max_unavailable: args.max_unavailable,
@@ -163,13 +157,19 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
         dry_run: args.dry_run,
         connect_timeout: std::time::Duration::from_secs(args.connect_timeout),
         progress: Some(progress.clone()),
+        kubeconfig: args.kubeconfig.clone(),
+        csr_timeout: std::time::Duration::from_secs(args.csr_timeout),
+        prune_nodes: args.prune_nodes,
     };
     let result = runtime.block_on(sync::run(opts));
     progress.finish();
-    let reports = result?;
+    let report = result?;
+    let reports = &report.nodes;
     if chatty {
-        eprint!("{}", sync::table(&reports));
+        eprint!("{}", sync::table(reports));
     }
+    // Errors (a node that did not join, a node not pruned) are shown whatever the output format.
+    eprint!("{}", report.cluster.lines(std::time::Duration::from_secs(args.csr_timeout), chatty));
     // The plan is what --dry-run is asked for: shown whatever the output format.
     if args.dry_run {
         for r in reports.iter().filter(|r| r.status == Status::WouldChange) {
@@ -191,150 +191,38 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
             }
         }
     }
-    // The configured nodes join: their CSRs approved and labels set through the cluster, or told how.
-    let mut joined = serde_json::Value::Null;
-    let mut timed_out = false;
-    if !args.dry_run {
+    if !args.dry_run && chatty {
         // A node waiting for a reboot has no kubelet to ask yet: it joins after the reboot, on the next sync.
-        let (configured, rebooting): (Vec<&sync::node::NodeReport>, Vec<&sync::node::NodeReport>) = reports
-            .iter()
-            .filter(|r| matches!(r.status, Status::Synced | Status::Unchanged | Status::Pending))
-            .partition(|r| !r.reboot_required);
-        if chatty {
-            for r in &rebooting {
-                eprintln!(
-                    "{}: waits for a reboot; its kubelet CSRs are approved by a sync after it (or by hand)",
-                    r.name
-                );
-            }
+        for r in reports.iter().filter(|r| r.reboot_required && r.status != Status::Failed) {
+            eprintln!("{}: waits for a reboot; its kubelet CSRs are approved by a sync after it (or by hand)", r.name);
         }
-        match &session {
-            Some(s) if !configured.is_empty() => {
-                let timeout = std::time::Duration::from_secs(args.csr_timeout);
-                (joined, timed_out) = join(&runtime, s, &configured, timeout, chatty)?;
+        let changed: Vec<String> = reports
+            .iter()
+            .filter(|r| matches!(r.status, Status::Synced | Status::Pending) && !r.reboot_required)
+            .map(|r| r.node_name())
+            .collect();
+        if args.kubeconfig.is_none() && !changed.is_empty() {
+            eprintln!(
+                "\nwithout --kubeconfig, sync approves no certificate: approve each configured node's kubelet CSRs and label it:"
+            );
+            for name in changed {
+                eprint!("{}", wmrender::cluster::manual_steps(&name));
             }
-            Some(_) => {}
-            None if chatty => {
-                let changed: Vec<_> =
-                    configured.iter().filter(|r| r.status != Status::Unchanged).map(|r| node_name(r)).collect();
-                if !changed.is_empty() {
-                    eprintln!(
-                        "\nwithout --kubeconfig, sync approves no certificate: approve each configured node's kubelet CSRs and label it:"
-                    );
-                    for name in changed {
-                        eprint!("{}", wmrender::cluster::manual_steps(&name));
-                    }
-                }
-            }
-            None => {}
         }
     }
     if json {
-        let mut out = serde_json::json!({ "nodes": reports });
-        if !joined.is_null() {
-            out["cluster"] = joined;
-        }
-        let json = serde_json::to_string_pretty(&out)
+        let json = serde_json::to_string_pretty(&report)
             .map_err(|e| Error::Operational(format!("cannot write the report: {e}")))?;
         let mut out = std::io::stdout().lock();
         writeln!(out, "{json}").and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
     }
-    Ok(if reports.iter().any(|r| r.status == Status::Failed) || timed_out {
+    Ok(if report.failed() {
         FAILED
-    } else if reports.iter().any(|r| r.status == Status::WouldChange) {
+    } else if report.would_change() {
         DIFFERENT
     } else {
         OK
     })
-}
-
-/// The Kubernetes node name of a node sync configured: what the agent reported kubelet runs as, else the
-/// inventory's name.
-fn node_name(r: &wmrender::sync::node::NodeReport) -> String {
-    r.apply.as_ref().map(|a| a.node_name.clone()).filter(|n| !n.is_empty()).unwrap_or_else(|| r.name.clone())
-}
-
-/// The cluster `sync --kubeconfig` talks to. Without the `cluster` feature there is none: the type has no value,
-/// so the code that would use it cannot run.
-#[cfg(feature = "cluster")]
-type Session = wmrender::cluster::Cluster;
-#[cfg(not(feature = "cluster"))]
-type Session = std::convert::Infallible;
-
-#[cfg(feature = "cluster")]
-fn connect(runtime: &tokio::runtime::Runtime, kubeconfig: &std::path::Path) -> Result<Session, Error> {
-    Ok(runtime.block_on(wmrender::cluster::Cluster::connect(kubeconfig))?)
-}
-
-#[cfg(not(feature = "cluster"))]
-fn connect(_: &tokio::runtime::Runtime, _: &std::path::Path) -> Result<Session, Error> {
-    Err(ClusterError::NotBuilt("sync --kubeconfig").into())
-}
-
-#[cfg(feature = "cluster")]
-fn fetch(runtime: &tokio::runtime::Runtime, s: &Session) -> Result<wmrender::sync::secrets::Fetched, Error> {
-    Ok(runtime.block_on(wmrender::cluster::credentials::fetch(s))?)
-}
-
-#[cfg(not(feature = "cluster"))]
-fn fetch(_: &tokio::runtime::Runtime, s: &Session) -> Result<wmrender::sync::secrets::Fetched, Error> {
-    match *s {}
-}
-
-/// Approves the configured nodes' CSRs and labels them; prints what happened (stderr) and returns it for the JSON
-/// report, with whether a node did not join in time.
-#[cfg(feature = "cluster")]
-fn join(
-    runtime: &tokio::runtime::Runtime,
-    s: &Session,
-    configured: &[&wmrender::sync::node::NodeReport],
-    timeout: std::time::Duration,
-    chatty: bool,
-) -> Result<(serde_json::Value, bool), Error> {
-    use wmrender::cluster::csr::Expected;
-    let expected: Vec<Expected> = configured
-        .iter()
-        .map(|r| Expected {
-            name: node_name(r),
-            addresses: [Some(r.address.clone()), r.apply.as_ref().map(|a| a.node_ip.clone())]
-                .into_iter()
-                .flatten()
-                .filter(|a| !a.is_empty())
-                .collect(),
-        })
-        .collect();
-    if chatty {
-        eprintln!("\nwaiting up to {}s for the kubelet CSRs of {} node(s)", timeout.as_secs(), expected.len());
-    }
-    let report = runtime.block_on(wmrender::cluster::join::run(s, &expected, timeout))?;
-    if chatty {
-        for a in &report.approved {
-            eprintln!("approved {} ({:?} certificate of {})", a.csr, a.kind, a.node);
-        }
-        for l in &report.left_alone {
-            eprintln!("left {} pending: it names {} but {}", l.csr, l.node, l.why);
-        }
-        for n in &report.labelled {
-            eprintln!("labelled {n} {}= {}=true", wmrender::cluster::WORKER_ROLE, wmrender::cluster::MANAGED);
-        }
-    }
-    for n in &report.timed_out {
-        eprintln!("error: {n} did not finish joining within {}s; finish by hand:", timeout.as_secs());
-        eprint!("{}", wmrender::cluster::manual_steps(n));
-    }
-    let timed_out = !report.timed_out.is_empty();
-    Ok((serde_json::to_value(&report).unwrap_or_default(), timed_out))
-}
-
-#[cfg(not(feature = "cluster"))]
-fn join(
-    _: &tokio::runtime::Runtime,
-    s: &Session,
-    _: &[&wmrender::sync::node::NodeReport],
-    _: std::time::Duration,
-    _: bool,
-) -> Result<(serde_json::Value, bool), Error> {
-    match *s {}
 }
 
 fn diff(args: DiffArgs) -> Result<u8, Error> {

@@ -61,6 +61,16 @@ impl wmrender::sync::Progress for SyncProgress {
         self.show_working(&working);
     }
 
+    fn note(&self, line: &str) {
+        if !self.shown {
+            return;
+        }
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
     fn finished(&self, report: &NodeReport) {
         let mut working = self.working.lock().unwrap_or_else(|p| p.into_inner());
         working.retain(|n| *n != report.name);

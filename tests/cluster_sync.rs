@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::cluster::certificate;
 use support::sshd::Sshd;
 use support::{code, stderr, wmrender};
 
@@ -51,26 +52,6 @@ struct Rig {
 }
 
 /// A self-signed certificate (PEM) with `cn`, made by openssl.
-fn certificate(cn: &str) -> String {
-    let out = std::process::Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "/dev/null",
-        ])
-        .args(["-days", "1", "-subj", &format!("/CN={cn}")])
-        .output()
-        .expect("openssl runs");
-    assert!(out.status.success());
-    String::from_utf8(out.stdout).unwrap()
-}
-
 impl Rig {
     fn new() -> Rig {
         let rig = Rig {

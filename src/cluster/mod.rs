@@ -1,6 +1,7 @@
 //! Live cluster access with kube-rs (the `cluster` cargo feature, on by default): `import --kubeconfig` reads the
 //! cluster's configuration; `sync --kubeconfig` fetches node credentials, approves the configured nodes' kubelet
-//! CSRs and labels them. Everything read from the cluster is untrusted input.
+//! CSRs and labels them, finds the Windows Machines' nodes, mints the cloud-node-manager's token and prunes the nodes
+//! that left (src/sync/cluster_side.rs calls them in order). Everything read from the cluster is untrusted input.
 //!
 //! [`ClusterError`] is compiled with or without the feature, so a build without it can say which command needs it.
 
@@ -14,6 +15,12 @@ pub mod import;
 pub mod join;
 #[cfg(feature = "cluster")]
 pub mod label;
+#[cfg(feature = "cluster")]
+pub mod machines;
+#[cfg(feature = "cluster")]
+pub mod prune;
+#[cfg(feature = "cluster")]
+pub mod token;
 
 use std::path::PathBuf;
 

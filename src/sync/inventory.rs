@@ -78,6 +78,21 @@ pub fn from_configmap(file: &str, text: &str) -> Result<Vec<Node>, Diagnostics> 
     if diags.has_errors() { Err(diags) } else { Ok(nodes) }
 }
 
+/// A Windows node found in the cluster (a Machine's node), checked by the same rules as an inventory entry: the
+/// cluster is untrusted input. `Err` says which value is wrong and why.
+pub fn cluster_node(name: &str, address: &str, user: &str) -> Result<Node, String> {
+    for (what, value, problem) in [
+        ("node name", name, name_problem(name)),
+        ("address", address, address_problem(address)),
+        ("user", user, user_problem(user)),
+    ] {
+        if let Some(p) = problem {
+            return Err(format!("the {what} `{}` {p}", value.escape_debug()));
+        }
+    }
+    Ok(Node { name: name.into(), address: address.into(), port: 22, user: user.into(), profile: Profile::Windows })
+}
+
 /// Reads `--inventory nodes.yaml`:
 /// ```yaml
 /// nodes:
@@ -214,7 +229,7 @@ fn node(item: &yaml::Node, field: &str, diags: &mut Diagnostics) -> Option<Node>
 /// What is wrong with a node address, if anything: it must be an IP address or a DNS name. That is stricter than
 /// OpenSSH 9.6, which refuses a leading `-`, whitespace, control characters and the shell metacharacters
 /// ``'`"$\;&<>|(){}`` in host names; none of those can occur in an address or DNS name.
-fn address_problem(address: &str) -> Option<String> {
+pub(crate) fn address_problem(address: &str) -> Option<String> {
     if address.parse::<Ipv4Addr>().is_ok() || address.parse::<Ipv6Addr>().is_ok() {
         return None;
     }
@@ -239,7 +254,7 @@ with `-`, e.g. Administrator";
 
 /// What is wrong with a login name, if anything: OpenSSH 9.6's rules for a remote user (`valid_ruser`): no leading
 /// `-`, no control characters, none of ``'`";&<>|(){}``, no `-` after whitespace and no trailing `\`.
-fn user_problem(user: &str) -> Option<String> {
+pub(crate) fn user_problem(user: &str) -> Option<String> {
     let chars: Vec<char> = user.chars().collect();
     if user.is_empty() {
         Some("is empty".into())

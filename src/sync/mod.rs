@@ -3,6 +3,7 @@
 //! inventory (which nodes) → plan (what each should hold) → rollout (how many at once) → node (one node's
 //! protocol over ssh) → report. Secrets enter here and only here, from files, into the bytes pushed.
 
+pub mod cluster_side;
 pub mod error;
 pub mod inventory;
 pub mod node;
@@ -26,6 +27,8 @@ pub trait Progress: Send + Sync {
     fn planned(&self, nodes: &[Node]);
     fn started(&self, node: &Node);
     fn finished(&self, report: &NodeReport);
+    /// A line about the run as a whole (e.g. that sync now waits for the cluster).
+    fn note(&self, _line: &str) {}
 }
 
 pub struct SyncOptions {
@@ -46,6 +49,32 @@ pub struct SyncOptions {
     pub dry_run: bool,
     pub connect_timeout: Duration,
     pub progress: Option<Arc<dyn Progress>>,
+    /// `--kubeconfig`: the cluster sync fetches credentials from, finds Machines in, and lets nodes join.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--csr-timeout`: how long to wait for each configured node's kubelet CSRs and Node.
+    pub csr_timeout: Duration,
+    /// `--prune-nodes`: deconfigure the managed nodes that left the targets and delete their Nodes.
+    pub prune_nodes: bool,
+}
+
+/// What a sync did: each target's report and, with `--kubeconfig`, what happened in the cluster.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct SyncReport {
+    pub nodes: Vec<NodeReport>,
+    #[serde(flatten)]
+    pub cluster: cluster_side::ClusterReport,
+}
+
+impl SyncReport {
+    /// A node failed, or the cluster side did (a Machine refused, a node not pruned, a node that did not join).
+    pub fn failed(&self) -> bool {
+        self.nodes.iter().any(|r| r.status == Status::Failed) || self.cluster.failed()
+    }
+
+    /// `--dry-run` found something to change (a node, or a node to prune).
+    pub fn would_change(&self) -> bool {
+        self.nodes.iter().any(|r| r.status == Status::WouldChange) || self.cluster.would_change()
+    }
 }
 
 /// A rendered output directory, read for sync: its manifest and every file of it, checked against the manifest.
@@ -113,8 +142,10 @@ pub fn read_rendered(dir: &Path) -> Result<Rendered, Error> {
     Ok(Rendered { dir: dir.to_path_buf(), manifest, files, services })
 }
 
-/// The nodes to sync: BYOH hosts from the rendered ConfigMap (unless WMCO manages them) and the inventory.
-pub fn nodes(rendered: &Rendered, inventory: Option<&Path>) -> Result<Vec<Node>, Error> {
+/// The nodes to sync: the Windows Machines' nodes found in the cluster (`machines`, empty without
+/// `--kubeconfig`), BYOH hosts from the rendered ConfigMap (unless WMCO manages them) and the inventory; a later
+/// source wins for the same name or address.
+pub fn nodes(rendered: &Rendered, inventory: Option<&Path>, machines: Vec<Node>) -> Result<Vec<Node>, Error> {
     // With the operator, WMCO configures the BYOH hosts; sync must not touch them.
     let operator_mode = rendered.manifest.mode == Some(Mode::WithOperator);
     let byoh = match rendered.files.iter().find(|(p, _)| p == "cluster/configmap-windows-instances.yaml") {
@@ -124,18 +155,27 @@ pub fn nodes(rendered: &Rendered, inventory: Option<&Path>) -> Result<Vec<Node>,
         }
         None => vec![],
     };
-    let mut nodes = if operator_mode { vec![] } else { byoh.clone() };
+    let mut nodes = machines;
+    if !operator_mode {
+        for b in &byoh {
+            nodes.retain(|n| n.name != b.name && n.address != b.address);
+            nodes.push(b.clone());
+        }
+    }
     if let Some(path) = inventory {
-        for n in inventory::load(path).map_err(Error::Invalid)? {
+        let listed = inventory::load(path).map_err(Error::Invalid)?;
+        for n in &listed {
             if operator_mode && byoh.iter().any(|b| b.address == n.address) {
                 return Err(Error::Usage(format!(
                     "{} is a BYOH host that WMCO manages (the rendered output installs the operator); sync leaves it to WMCO",
                     n.address
                 )));
             }
-            nodes.retain(|b| b.name != n.name);
-            nodes.push(n);
+            // An inventory entry says how to reach a host the cluster also names; several entries may share an
+            // address (posix staging hosts on one machine), so only the other sources' entries give way.
+            nodes.retain(|b| b.name != n.name && b.address != n.address);
         }
+        nodes.extend(listed);
     }
     if nodes.is_empty() {
         return Err(Error::Usage(if operator_mode {
@@ -147,15 +187,31 @@ pub fn nodes(rendered: &Rendered, inventory: Option<&Path>) -> Result<Vec<Node>,
     Ok(nodes)
 }
 
-pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
+pub async fn run(mut opts: SyncOptions) -> Result<SyncReport, Error> {
+    if opts.prune_nodes && opts.kubeconfig.is_none() {
+        return Err(Error::Usage(
+            "--prune-nodes needs --kubeconfig: the cluster's Nodes say which nodes sync configured".into(),
+        ));
+    }
     let rendered = read_rendered(&opts.rendered)?;
     if opts.parallel == 0 || opts.max_unavailable == 0 {
         return Err(Error::Usage("--parallel and --max-unavailable must be at least 1".into()));
     }
-    let nodes = nodes(&rendered, opts.inventory.as_deref())?;
+    let mut cluster = cluster_side::connect(opts.kubeconfig.as_deref()).await?;
+    let machine_nodes = match &mut cluster {
+        Some(c) => {
+            opts.secrets.fetched = c.credentials().await?;
+            c.machine_nodes(&rendered).await?
+        }
+        None => vec![],
+    };
+    let nodes = nodes(&rendered, opts.inventory.as_deref(), machine_nodes)?;
     // Before the payload is hashed: a wrong key file should not wait for that.
     let key = ssh::load_identity(&opts.identity).map_err(Error::Usage)?;
-    let secrets = secrets::Secrets::load(&opts.secrets)?;
+    let mut secrets = secrets::Secrets::load(&opts.secrets)?;
+    if let Some(c) = &cluster {
+        c.mint_tokens(&rendered, &mut secrets, opts.dry_run).await?;
+    }
     let mut desired = plan::desired(&rendered.files, &secrets, opts.payload.as_deref(), opts.agent.as_deref())?;
     plan::mark_credentials(&mut desired, opts.secrets.has_pull_secret());
     let agent_path = NodePath::known(wmrender_contract::paths::AGENT_EXE);
@@ -221,7 +277,12 @@ pub async fn run(opts: SyncOptions) -> Result<Vec<NodeReport>, Error> {
         reports.push(done.map_err(|e| Error::Operational(format!("a sync task failed: {e}")))?);
     }
     reports.sort_by_key(|(i, _)| *i);
-    Ok(reports.into_iter().map(|(_, r)| r).collect())
+    let nodes_reports: Vec<NodeReport> = reports.into_iter().map(|(_, r)| r).collect();
+    let cluster = match cluster {
+        Some(c) => c.after_sync(&nodes, &nodes_reports, &shared.4, &shared.3).await?,
+        None => Default::default(),
+    };
+    Ok(SyncReport { nodes: nodes_reports, cluster })
 }
 
 /// The per-node summary table (stderr).

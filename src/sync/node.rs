@@ -60,6 +60,11 @@ pub struct NodeReport {
 }
 
 impl NodeReport {
+    /// The Kubernetes node name: what the agent reported kubelet runs as, else the inventory's name.
+    pub fn node_name(&self) -> String {
+        self.apply.as_ref().map(|a| a.node_name.clone()).filter(|n| !n.is_empty()).unwrap_or_else(|| self.name.clone())
+    }
+
     pub fn new(node: &Node, status: Status) -> NodeReport {
         NodeReport {
             name: node.name.clone(),

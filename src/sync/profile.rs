@@ -18,6 +18,9 @@ pub enum Profile {
 /// prints the agent's result line, so the whole protocol runs end to end.
 const POSIX_APPLY: &str = include_str!("apply-posix.sh");
 
+/// The posix profile's stand-in for `wmrender-node deconfigure`: removes the files the node manifest lists.
+const POSIX_DECONFIGURE: &str = include_str!("deconfigure-posix.sh");
+
 impl Profile {
     /// The SFTP path of a node path (`C:\k\kubelet.conf`).
     pub fn sftp_path(&self, path: &NodePath) -> String {
@@ -35,6 +38,21 @@ impl Profile {
             Profile::Windows => format!("{AGENT_EXE} apply"),
             Profile::Posix { root } => {
                 format!("sh -c {} wmrender-apply {}", sh_quote(POSIX_APPLY), sh_quote(root.trim_end_matches('/')))
+            }
+        }
+    }
+
+    /// The command that undoes what sync and apply set up (`--prune-nodes`): the agent's `deconfigure` on Windows;
+    /// on posix hosts, the removal of every file the node manifest lists. Either prints one result line.
+    pub fn deconfigure_command(&self) -> String {
+        match self {
+            Profile::Windows => format!("{AGENT_EXE} deconfigure"),
+            Profile::Posix { root } => {
+                format!(
+                    "sh -c {} wmrender-deconfigure {}",
+                    sh_quote(POSIX_DECONFIGURE),
+                    sh_quote(root.trim_end_matches('/'))
+                )
             }
         }
     }
@@ -98,6 +116,7 @@ mod tests {
     #[test]
     fn windows_apply_is_one_program_invocation() {
         assert_eq!(Profile::Windows.apply_command(), r"C:\k\wmrender\wmrender-node.exe apply");
+        assert_eq!(Profile::Windows.deconfigure_command(), r"C:\k\wmrender\wmrender-node.exe deconfigure");
     }
 
     #[test]

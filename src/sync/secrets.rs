@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 pub struct Secret(Vec<u8>);
 
 impl Secret {
+    /// Wraps bytes fetched or built at sync time (a minted token's kubeconfig).
     pub fn new(bytes: Vec<u8>) -> Secret {
         Secret(bytes)
     }

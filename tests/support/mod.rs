@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: running the real binary and finding the test inputs.
 #![allow(dead_code)] // each test file uses a different subset
 
+pub mod cluster;
 pub mod openapi;
 pub mod sshd;
 pub mod wine;

@@ -19,7 +19,8 @@
 //! - **Status**: for kinds with a status subresource, writes to the object leave `.status` as it was; only
 //!   `…/status` (or a dedicated subresource such as CSR `/approval`) changes it. Errors are `Status` objects with the
 //!   API's reason, code and message.
-//! - **Subresources** other files add through [`Subresource`] (CSR approval is in [`csr`]).
+//! - **Subresources** other files add through [`Subresource`] (CSR approval is in [`csr`], TokenRequest in
+//!   [`token`]).
 //!
 //! Tests seed objects and read them back with [`ApiServer::put_object`] and [`ApiServer::object`], make the server
 //! misbehave on purpose with [`ApiServer::inject`] (e.g. "the next 2 PATCHes of node x answer 409"), and check what a
@@ -48,6 +49,7 @@ pub mod patch;
 pub mod select;
 pub mod status;
 pub mod store;
+pub mod token;
 
 pub use http::Request;
 pub use status::Response;
@@ -151,6 +153,7 @@ impl ApiServer {
         };
         server.register(Arc::new(csr::Approval));
         server.register(Arc::new(csr::StatusKeepsApproval));
+        server.register(Arc::new(token::TokenRequest));
         let (state, subs, stop, conns) =
             (server.state.clone(), server.subresources.clone(), server.stop.clone(), server.connections.clone());
         std::thread::spawn(move || {

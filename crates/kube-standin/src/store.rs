@@ -228,7 +228,12 @@ pub(crate) fn metadata(object: &mut Value) -> &mut serde_json::Map<String, Value
 /// The current UTC time in RFC 3339 (seconds), as metadata timestamps are written.
 pub fn now_rfc3339() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    rfc3339_at(secs as i64)
+}
+
+/// A time given in seconds since the Unix epoch, in RFC 3339 (UTC, seconds).
+pub fn rfc3339_at(secs: i64) -> String {
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Howard Hinnant's civil_from_days.
     let z = days + 719_468;
     let era = z.div_euclid(146_097);

@@ -1,0 +1,120 @@
+//! The Azure cloud-node-manager's kubeconfig (mode without the operator): a short-lived token for the rendered
+//! ServiceAccount `wmrender/cloud-node-manager`, minted with TokenRequest, and the API server (api-int) and its CA
+//! the bootstrap kubeconfig names. The token is a secret: it lives in memory and in the bytes pushed to
+//! `C:\k\cloud-node-manager.kubeconfig`, never in output, logs, messages or local files.
+
+use super::{Cluster, ClusterError, api_error};
+use crate::render::cloud_node_manager::{NAMESPACE, SERVICE_ACCOUNT};
+use crate::sync::secrets::Secret;
+use serde_json::{Value, json};
+
+/// 24 hours. The token is bound to nothing but the ServiceAccount, so it should not outlive its use by much: a day
+/// covers a node that is configured, reboots and is initialised (the service's main work), and a token copied off
+/// a node is soon worthless. Each `sync --kubeconfig` mints a new one and pushes it, so a node synced daily never
+/// holds an expired token; the API server may shorten it (its `--service-account-max-token-expiration`).
+pub const EXPIRATION_SECONDS: i64 = 24 * 3600;
+
+/// Where the node's services reach the API server, and its CA (base64 PEM, as a kubeconfig carries it).
+pub struct Endpoint {
+    pub server: String,
+    pub ca_data: String,
+}
+
+/// The API server and CA of the bootstrap kubeconfig sync pushes (given with --bootstrap-kubeconfig or fetched):
+/// the api-int URL and CA kubelet itself uses, so the service reaches the API server as kubelet does. `None` when
+/// the bootstrap kubeconfig names no server with an inline CA.
+pub fn endpoint_from_bootstrap(bootstrap_kubeconfig: &[u8]) -> Option<Endpoint> {
+    let config = kube::config::Kubeconfig::from_yaml(std::str::from_utf8(bootstrap_kubeconfig).ok()?).ok()?;
+    let current = config.current_context.as_deref();
+    let context_cluster = config
+        .contexts
+        .iter()
+        .find(|c| Some(c.name.as_str()) == current)
+        .and_then(|c| c.context.as_ref())
+        .map(|c| c.cluster.clone());
+    let named = match context_cluster {
+        Some(name) => config.clusters.iter().find(|c| c.name == name)?,
+        None if config.clusters.len() == 1 => &config.clusters[0],
+        None => return None,
+    };
+    let cluster = named.cluster.as_ref()?;
+    let server = cluster.server.clone()?;
+    let ca_data = cluster.certificate_authority_data.clone()?;
+    // Read from a file: only an https URL and base64 go into the kubeconfig pushed.
+    let base64 = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=');
+    let url_ok = server.starts_with("https://") && !server.chars().any(|c| c.is_whitespace() || c.is_control());
+    (url_ok && !ca_data.is_empty() && ca_data.chars().all(base64)).then_some(Endpoint { server, ca_data })
+}
+
+/// Mints a token for `wmrender/cloud-node-manager` (audience: the API server's own) and returns the kubeconfig
+/// holding it. A missing ServiceAccount means the rendered `cluster/` objects are not applied yet.
+pub async fn cloud_node_manager_kubeconfig(cluster: &Cluster, endpoint: &Endpoint) -> Result<Secret, ClusterError> {
+    let path = format!("/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{SERVICE_ACCOUNT}/token");
+    let what = format!("TokenRequest for ServiceAccount {NAMESPACE}/{SERVICE_ACCOUNT}");
+    let body = json!({
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": { "expirationSeconds": EXPIRATION_SECONDS },
+    });
+    let request = http::Request::post(&path)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap_or_default())
+        .map_err(|e| ClusterError::Api { what: what.clone(), why: e.to_string() })?;
+    let answer: Value = match cluster.client.request(request).await {
+        Ok(v) => v,
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            return Err(ClusterError::Api {
+                what,
+                why: format!(
+                    "the ServiceAccount {NAMESPACE}/{SERVICE_ACCOUNT} does not exist: apply the rendered cluster/ \
+                     objects first"
+                ),
+            });
+        }
+        Err(e) => return Err(api_error(what, e)),
+    };
+    let Some(token) = answer["status"]["token"].as_str().filter(|t| !t.is_empty()) else {
+        return Err(ClusterError::Api { what, why: "the answer holds no status.token".into() });
+    };
+    Ok(Secret::new(kubeconfig(endpoint, token)))
+}
+
+/// A kubeconfig with one cluster, one user (the token) and one context. JSON, which every kubeconfig reader
+/// takes, so no value needs YAML quoting.
+fn kubeconfig(endpoint: &Endpoint, token: &str) -> Vec<u8> {
+    let doc = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": "cluster", "cluster": {
+            "server": endpoint.server, "certificate-authority-data": endpoint.ca_data } }],
+        "users": [{ "name": SERVICE_ACCOUNT, "user": { "token": token } }],
+        "contexts": [{ "name": SERVICE_ACCOUNT, "context": { "cluster": "cluster", "user": SERVICE_ACCOUNT } }],
+        "current-context": SERVICE_ACCOUNT,
+    });
+    let mut bytes = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+    bytes.push(b'\n');
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOOTSTRAP: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: https://api-int.x.example.com:6443\n    certificate-authority-data: TFMwdExTMUNSVWRK\ncontexts:\n- name: kubelet\n  context:\n    cluster: local\n    user: kubelet\ncurrent-context: kubelet\nusers:\n- name: kubelet\n  user:\n    token: bootstrap-token\n";
+
+    #[test]
+    fn the_endpoint_is_the_bootstrap_kubeconfigs_current_cluster() {
+        let e = endpoint_from_bootstrap(BOOTSTRAP.as_bytes()).unwrap();
+        assert_eq!((e.server.as_str(), e.ca_data.as_str()), ("https://api-int.x.example.com:6443", "TFMwdExTMUNSVWRK"));
+        let written: Value = serde_json::from_slice(&kubeconfig(&e, "t0k")).unwrap();
+        assert_eq!(written["users"][0]["user"]["token"], "t0k");
+        assert_eq!(written["clusters"][0]["cluster"]["server"], "https://api-int.x.example.com:6443");
+    }
+
+    #[test]
+    fn a_bootstrap_kubeconfig_without_https_or_inline_ca_gives_no_endpoint() {
+        assert!(endpoint_from_bootstrap(BOOTSTRAP.replace("https://", "http://").as_bytes()).is_none());
+        assert!(endpoint_from_bootstrap(BOOTSTRAP.replace("TFMwdExTMUNSVWRK", "\"a b\"").as_bytes()).is_none());
+        assert!(endpoint_from_bootstrap(b"not: [yaml").is_none());
+    }
+}

@@ -1,0 +1,30 @@
+# wmrender's deconfigure step for the posix profile ($1 = the folder standing for C:\), standing in for
+# `wmrender-node deconfigure`: removes every file the node manifest lists, then the manifest, and prints the agent's
+# JSON result line (exit 0 done, 1 failed). A file that cannot be removed fails the step and keeps the manifest, so
+# running it again finishes the job. Paths are read one per line, never split.
+root=$1
+manifest="$root/C/k/wmrender/manifest.json"
+result() { # $1 status, $2 errors (JSON strings, comma-separated)
+  printf '{"status":"%s","created":[],"updated":[],"deleted":[],"started":[],"restarted":[],"rebootRequired":false,"pending":[],"missing":[],"errors":[%s]}\n' "$1" "$2"
+}
+if [ ! -f "$manifest" ]; then
+  result converged ""
+  exit 0
+fi
+sed -n -e 's/^ *"path": "\(.*\)",$/\1/p' "$manifest" | {
+  errors=""
+  while IFS= read -r path; do
+    rel=$(printf '%s\n' "$path" | sed -e 's/^C:\\\\//' -e 's/\\\\/\//g')
+    file="$root/C/$rel"
+    if [ -e "$file" ] || [ -L "$file" ]; then
+      rm -f "$file" 2>/dev/null || errors="$errors\"cannot remove $path\","
+    fi
+  done
+  errors=${errors%,}
+  if [ -n "$errors" ]; then
+    result failed "$errors"
+    exit 1
+  fi
+  rm -f "$manifest"
+  result converged ""
+}
