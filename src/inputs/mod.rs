@@ -1,12 +1,12 @@
 //! Stage 1: read the inputs file, decode it with source locations, and check the files it references.
 
+mod digest;
 pub mod mirrors;
 pub mod schema;
 pub mod yaml;
 
 use crate::diagnostics::{Diagnostic, Diagnostics, Loc};
 use schema::ClusterInputs;
-use sha2::{Digest, Sha256};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
@@ -24,11 +24,8 @@ impl Loaded {
     /// `sha256:<hex>` of the inputs' meaning (canonical JSON, keys sorted): the same whatever the key order,
     /// comments or formatting of the file.
     pub fn digest(&self) -> String {
-        // Serialising the inputs (strings, numbers, lists) to a JSON value cannot fail. The referenced files count
-        // through their content, not their names.
-        let value = serde_json::json!({ "inputs": &self.inputs, "mirrorSets": &self.mirror_sets });
-        let canonical = serde_json::to_string(&value).unwrap_or_default();
-        format!("sha256:{}", crate::hex(&Sha256::digest(canonical.as_bytes())))
+        // The referenced files count through their content, not their names.
+        digest::inputs_digest(&self.inputs, &self.mirror_sets)
     }
 }
 
