@@ -179,3 +179,44 @@ impl Decode for SpecOf {
         Some(SpecOf { digest, tag })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inputs::schema;
+
+    /// The digest is taken from [`merge_order`] before [`take_inline`] moves the inline entries: both must give
+    /// the same sets in the same order, ties between same-named objects included.
+    #[test]
+    fn the_borrowed_order_is_the_moved_order() {
+        let text = "apiVersion: wmrender.dev/v1alpha1\nkind: ClusterInputs\nmetadata: {name: t}\nspec:\n  mirrors:\n    \
+                    imageDigestMirrors: [{source: a.io/x, mirrors: [m.io/x]}]\n    \
+                    imageTagMirrors: [{source: b.io/y, mirrors: [m.io/y]}]\n";
+        let file: Arc<str> = Arc::from("t.yaml");
+        let mut diags = Diagnostics::default();
+        let node = yaml::parse(&file, text).unwrap();
+        let mut inputs = schema::decode_document(&node, &mut diags).unwrap();
+        let entry = |inputs: &ClusterInputs| inputs.spec.mirrors.image_digest_mirrors[0].clone();
+        let set = |kind, name: &str, source: &str| {
+            let mut e = entry(&inputs);
+            e.source.value = source.to_string();
+            MirrorSet { kind, name: name.to_string(), entries: vec![e] }
+        };
+        let mut sets = vec![
+            set(MirrorKind::Tag, "z", "1"),
+            set(MirrorKind::Digest, "b", "2"),
+            set(MirrorKind::Digest, "", "3"),
+            set(MirrorKind::Digest, "b", "4"),
+            set(MirrorKind::Tag, "a", "5"),
+            MirrorSet { kind: MirrorKind::Tag, name: "empty".into(), entries: Vec::new() },
+        ];
+        let borrowed = serde_json::to_string(&merge_order(&inputs, &sets)).unwrap();
+        take_inline(&mut inputs, &mut sets);
+        assert_eq!(borrowed, serde_json::to_string(&sets).unwrap());
+        let order: Vec<(&str, &str)> = sets.iter().map(|s| (s.name.as_str(), s.entries[0].source.as_str())).collect();
+        assert_eq!(order, [("", "a.io/x"), ("", "3"), ("b", "2"), ("b", "4"), ("", "b.io/y"), ("a", "5"), ("z", "1")]);
+        assert!(
+            inputs.spec.mirrors.image_digest_mirrors.is_empty() && inputs.spec.mirrors.image_tag_mirrors.is_empty()
+        );
+    }
+}
