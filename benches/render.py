@@ -10,7 +10,7 @@ mirror entries); and mirror scaling: 1,000, 10,000 and 100,000 mirror entries ov
 hosts.toml each). Each step is ten times the last, so the ratio of their times shows whether growth is linear.
 "B/mirror" is the peak RSS above that of the same input with one mirror entry, divided by the number of entries.
 
-Usage: python3 benches/render.py [--runs N] [--bin PATH]
+Usage: python3 benches/render.py [--runs N] [--bin PATH]   (TMPDIR=/dev/shm to measure on tmpfs)
 Without --bin it builds the release binary first (into $CARGO_TARGET_DIR, default target/). Needs GNU time
 (apt install time); the time of its own fork and exec is in both columns alike.
 """
