@@ -2,12 +2,17 @@
 """Render benchmark: median wall time and peak RSS of `wmrender render`, against `cp -r` of the same output tree
 measured in the same run as the floor (the least any tool that writes that tree must spend).
 
-Cases: the shipped AWS example; generated inputs with 200 and 2,000 BYOH hosts (5 and 50 MachineSets, 50 and 500
-mirror entries); and mirror scaling: 1,000 and 10,000 mirror entries over 500 registry hosts (one hosts.toml each).
-Each pair is ten times apart, so the ratio of their times shows whether growth is linear.
+Both columns do the same work: each run writes the whole tree into a directory that does not exist yet (the
+previous run's tree is deleted first, outside the timing).
 
-Usage: python3 benches/render.py [--runs N]   (builds the release binary first; needs GNU time: apt install time)
-The time of GNU time's own fork and exec is in both columns alike.
+Cases: the shipped AWS example; generated inputs with 200 and 2,000 BYOH hosts (5 and 50 MachineSets, 50 and 500
+mirror entries); and mirror scaling: 1,000, 10,000 and 100,000 mirror entries over 500 registry hosts (one
+hosts.toml each). Each step is ten times the last, so the ratio of their times shows whether growth is linear.
+"B/mirror" is the peak RSS above that of the same input with one mirror entry, divided by the number of entries.
+
+Usage: python3 benches/render.py [--runs N] [--bin PATH]   (TMPDIR=/dev/shm to measure on tmpfs)
+Without --bin it builds the release binary first (into $CARGO_TARGET_DIR, default target/). Needs GNU time
+(apt install time); the time of its own fork and exec is in both columns alike.
 """
 import argparse
 import os
@@ -19,7 +24,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "target", "release", "wmrender")
+TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
 
 
 def generate(path, hosts, sets, mirrors, registries=50):
@@ -75,36 +80,47 @@ def measure(argv, runs, before=None):
     return statistics.median(walls), rss
 
 
+def fresh(path):
+    """Runs before each timed run: the command writes into a directory that does not exist."""
+    return lambda: shutil.rmtree(path, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=21)
+    ap.add_argument("--bin", help="a wmrender binary to measure instead of building the release one")
     args = ap.parse_args()
-    subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
+    binary = args.bin
+    if binary is None:
+        subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
+        binary = os.path.join(os.path.abspath(os.path.join(ROOT, TARGET)), "release", "wmrender")
     work = tempfile.mkdtemp(prefix="wmrender-bench-")
     try:
         large = os.path.join(work, "large.yaml")
         small = os.path.join(work, "small.yaml")
         generate(large, 2000, 50, 500)
         generate(small, 200, 5, 50)
-        m1k = os.path.join(work, "m1k.yaml")
-        m10k = os.path.join(work, "m10k.yaml")
-        generate(m1k, 1, 1, 1000, registries=500)
-        generate(m10k, 1, 1, 10000, registries=500)
-        cases = [("examples/aws", os.path.join(ROOT, "examples/aws/wmrender.yaml")),
-                 ("generated 200 hosts / 5 sets / 50 mirrors", small),
-                 ("generated 2000 hosts / 50 sets / 500 mirrors", large),
-                 ("1,000 mirror entries / 500 registry hosts", m1k),
-                 ("10,000 mirror entries / 500 registry hosts", m10k)]
-        print(f"{'case':<46} {'render median':>14} {'cp -r median':>13} {'ratio':>7} {'peak RSS':>10}")
-        for name, inputs in cases:
-            out = os.path.join(work, "out")
-            copy = os.path.join(work, "copy")
-            render_wall, rss = measure([BIN, "render", "-f", inputs, "-o", out], args.runs)
+        cases = [("examples/aws", os.path.join(ROOT, "examples/aws/wmrender.yaml"), 0),
+                 ("generated 200 hosts / 5 sets / 50 mirrors", small, 0),
+                 ("generated 2000 hosts / 50 sets / 500 mirrors", large, 0)]
+        for n in (1000, 10000, 100000):
+            path = os.path.join(work, f"m{n}.yaml")
+            generate(path, 1, 1, n, registries=500)
+            cases.append((f"{n:,} mirror entries / 500 registry hosts", path, n))
+        out = os.path.join(work, "out")
+        copy = os.path.join(work, "copy")
+        one = os.path.join(work, "m1.yaml")
+        generate(one, 1, 1, 1, registries=500)
+        _, one_rss = measure([binary, "render", "-f", one, "-o", out], args.runs, before=fresh(out))
+        print(f"{'case':<46} {'render median':>14} {'cp -r median':>13} {'ratio':>7} {'peak RSS':>10} "
+              f"{'B/mirror':>9}")
+        for name, inputs, mirrors in cases:
+            render_wall, rss = measure([binary, "render", "-f", inputs, "-o", out], args.runs, before=fresh(out))
             files = sum(len(f) for _, _, f in os.walk(out))
-            cp_wall, _ = measure(["cp", "-r", out, copy], args.runs,
-                                 before=lambda: shutil.rmtree(copy, ignore_errors=True))
+            cp_wall, _ = measure(["cp", "-r", out, copy], args.runs, before=fresh(copy))
+            per_mirror = f"{(rss - one_rss) * 1024 / (mirrors - 1):>9.0f}" if mirrors else f"{'':>9}"
             print(f"{name:<46} {render_wall * 1000:>11.2f} ms {cp_wall * 1000:>10.2f} ms "
-                  f"{render_wall / cp_wall:>6.1f}x {rss / 1024:>7.1f} MiB   ({files} files)")
+                  f"{render_wall / cp_wall:>6.1f}x {rss / 1024:>7.1f} MiB {per_mirror}   ({files} files)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -11,6 +11,7 @@
 
 use crate::error::Error;
 use crate::render::Artifact;
+use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::fs;
 use std::io::ErrorKind;
@@ -123,12 +124,18 @@ fn remove_stale_temporaries(parent: &Path, name: &OsStr) -> Result<(), Error> {
 }
 
 fn write_tree(root: &Path, files: &[Artifact]) -> Result<(), Error> {
-    fs::create_dir(root).map_err(|e| Error::io(format!("creating {}", root.display()), e))?;
+    // Every directory once, parents first (a path sorts before the paths under it), rather than a
+    // `create_dir_all` per file that mostly finds its directory already there.
+    let dirs: BTreeSet<&Path> = files
+        .iter()
+        .flat_map(|f| Path::new(&f.path).ancestors().skip(1))
+        .filter(|d| !d.as_os_str().is_empty())
+        .collect();
+    for dir in std::iter::once(root.to_path_buf()).chain(dirs.into_iter().map(|d| root.join(d))) {
+        fs::create_dir(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    }
     for f in files {
         let path = root.join(&f.path);
-        if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-        }
         fs::write(&path, &f.bytes).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
     }
     Ok(())

@@ -37,20 +37,53 @@ pub struct MirrorFile {
     pub shown: String,
 }
 
-/// All mirror sets in merge order. `files` are the resolved `spec.mirrors.files`, in the same order.
-pub fn load(inputs: &ClusterInputs, files: &[MirrorFile], diags: &mut Diagnostics) -> Vec<MirrorSet> {
-    let m = &inputs.spec.mirrors;
-    let mut sets = vec![
-        MirrorSet { kind: MirrorKind::Digest, name: String::new(), entries: m.image_digest_mirrors.clone() },
-        MirrorSet { kind: MirrorKind::Tag, name: String::new(), entries: m.image_tag_mirrors.clone() },
+/// The mirror sets of the referenced files, in the order of `files`; [`take_inline`] adds the inline ones and
+/// puts them all in merge order.
+pub fn load_files(files: &[MirrorFile], diags: &mut Diagnostics) -> Vec<MirrorSet> {
+    files.iter().flat_map(|f| load_file(f, diags)).collect()
+}
+
+/// Moves the inline entries of `inputs` into `sets` and sorts them all into merge order.
+pub fn take_inline(inputs: &mut ClusterInputs, sets: &mut Vec<MirrorSet>) {
+    let m = &mut inputs.spec.mirrors;
+    let inline = [
+        MirrorSet {
+            kind: MirrorKind::Digest,
+            name: String::new(),
+            entries: std::mem::take(&mut m.image_digest_mirrors),
+        },
+        MirrorSet { kind: MirrorKind::Tag, name: String::new(), entries: std::mem::take(&mut m.image_tag_mirrors) },
     ];
-    for f in files {
-        sets.extend(load_file(f, diags));
-    }
-    // Stable sort: inline (empty name) first within a kind, objects by name, files' own order breaking ties.
-    sets.sort_by(|a, b| (a.kind, !a.name.is_empty(), &a.name).cmp(&(b.kind, !b.name.is_empty(), &b.name)));
+    sets.splice(0..0, inline);
+    sets.sort_by(|a, b| merge_key(a.kind, &a.name).cmp(&merge_key(b.kind, &b.name)));
+    sets.retain(|s| !s.entries.is_empty());
+}
+
+/// What [`take_inline`] makes of `inputs` and `file_sets`, borrowed: the mirror sets as the inputs digest counts
+/// them, taken before the inline entries move.
+pub fn merge_order<'a>(inputs: &'a ClusterInputs, file_sets: &'a [MirrorSet]) -> Vec<MirrorSetRef<'a>> {
+    let m = &inputs.spec.mirrors;
+    let inline = [(MirrorKind::Digest, &m.image_digest_mirrors), (MirrorKind::Tag, &m.image_tag_mirrors)]
+        .map(|(kind, entries)| MirrorSetRef { kind, name: "", entries });
+    let files = file_sets.iter().map(|s| MirrorSetRef { kind: s.kind, name: &s.name, entries: &s.entries });
+    let mut sets: Vec<MirrorSetRef> = inline.into_iter().chain(files).collect();
+    sets.sort_by(|a, b| merge_key(a.kind, a.name).cmp(&merge_key(b.kind, b.name)));
     sets.retain(|s| !s.entries.is_empty());
     sets
+}
+
+/// A [`MirrorSet`] by reference; serialises the same.
+#[derive(Serialize)]
+pub struct MirrorSetRef<'a> {
+    kind: MirrorKind,
+    name: &'a str,
+    entries: &'a [MirrorEntry],
+}
+
+/// Digest sets before tag sets; within a kind the inline entries (no name) first, then objects by name. Sorts
+/// are stable: the files' own order breaks ties.
+fn merge_key(kind: MirrorKind, name: &str) -> (MirrorKind, bool, &str) {
+    (kind, !name.is_empty(), name)
 }
 
 fn load_file(mf: &MirrorFile, diags: &mut Diagnostics) -> Vec<MirrorSet> {
@@ -144,5 +177,46 @@ impl Decode for SpecOf {
         let tag = f.opt("imageTagMirrors", diags).unwrap_or_default();
         f.finish(diags);
         Some(SpecOf { digest, tag })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inputs::schema;
+
+    /// The digest is taken from [`merge_order`] before [`take_inline`] moves the inline entries: both must give
+    /// the same sets in the same order, ties between same-named objects included.
+    #[test]
+    fn the_borrowed_order_is_the_moved_order() {
+        let text = "apiVersion: wmrender.dev/v1alpha1\nkind: ClusterInputs\nmetadata: {name: t}\nspec:\n  mirrors:\n    \
+                    imageDigestMirrors: [{source: a.io/x, mirrors: [m.io/x]}]\n    \
+                    imageTagMirrors: [{source: b.io/y, mirrors: [m.io/y]}]\n";
+        let file: Arc<str> = Arc::from("t.yaml");
+        let mut diags = Diagnostics::default();
+        let node = yaml::parse(&file, text).unwrap();
+        let mut inputs = schema::decode_document(&node, &mut diags).unwrap();
+        let entry = |inputs: &ClusterInputs| inputs.spec.mirrors.image_digest_mirrors[0].clone();
+        let set = |kind, name: &str, source: &str| {
+            let mut e = entry(&inputs);
+            e.source.value = source.to_string();
+            MirrorSet { kind, name: name.to_string(), entries: vec![e] }
+        };
+        let mut sets = vec![
+            set(MirrorKind::Tag, "z", "1"),
+            set(MirrorKind::Digest, "b", "2"),
+            set(MirrorKind::Digest, "", "3"),
+            set(MirrorKind::Digest, "b", "4"),
+            set(MirrorKind::Tag, "a", "5"),
+            MirrorSet { kind: MirrorKind::Tag, name: "empty".into(), entries: Vec::new() },
+        ];
+        let borrowed = serde_json::to_string(&merge_order(&inputs, &sets)).unwrap();
+        take_inline(&mut inputs, &mut sets);
+        assert_eq!(borrowed, serde_json::to_string(&sets).unwrap());
+        let order: Vec<(&str, &str)> = sets.iter().map(|s| (s.name.as_str(), s.entries[0].source.as_str())).collect();
+        assert_eq!(order, [("", "a.io/x"), ("", "3"), ("b", "2"), ("b", "4"), ("", "b.io/y"), ("a", "5"), ("z", "1")]);
+        assert!(
+            inputs.spec.mirrors.image_digest_mirrors.is_empty() && inputs.spec.mirrors.image_tag_mirrors.is_empty()
+        );
     }
 }

@@ -1,34 +1,33 @@
 //! Stage 1: read the inputs file, decode it with source locations, and check the files it references.
 
+mod digest;
 pub mod mirrors;
 pub mod schema;
 pub mod yaml;
 
 use crate::diagnostics::{Diagnostic, Diagnostics, Loc};
 use schema::ClusterInputs;
-use sha2::{Digest, Sha256};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 /// The inputs as read from disk.
 #[derive(Clone, Debug)]
 pub struct Loaded {
+    /// The inputs file. Its inline mirror entries (`spec.mirrors.imageDigestMirrors`, `imageTagMirrors`) are
+    /// moved into `mirror_sets`, so that a large list is held once; the digest counts them where they were written.
     pub inputs: ClusterInputs,
     /// The inline mirror entries and those of the referenced IDMS/ITMS files, in merge order.
     pub mirror_sets: Vec<mirrors::MirrorSet>,
     /// What reading found (errors included: see [`from_node`]), and the source text for snippets.
     pub diagnostics: Diagnostics,
+    digest: String,
 }
 
 impl Loaded {
     /// `sha256:<hex>` of the inputs' meaning (canonical JSON, keys sorted): the same whatever the key order,
-    /// comments or formatting of the file.
+    /// comments or formatting of the file. The referenced files count through their content, not their names.
     pub fn digest(&self) -> String {
-        // Serialising the inputs (strings, numbers, lists) to a JSON value cannot fail. The referenced files count
-        // through their content, not their names.
-        let value = serde_json::json!({ "inputs": &self.inputs, "mirrorSets": &self.mirror_sets });
-        let canonical = serde_json::to_string(&value).unwrap_or_default();
-        format!("sha256:{}", crate::hex(&Sha256::digest(canonical.as_bytes())))
+        self.digest.clone()
     }
 }
 
@@ -68,9 +67,14 @@ fn load_text(path: &Path, file: &Arc<str>, text: &str, mut diags: Diagnostics) -
             return Err(diags);
         }
     };
+    let Some(inputs) = schema::decode_document(&node, &mut diags) else {
+        return Err(diags);
+    };
+    // The tree is done with: free it before the mirror files are read.
+    drop(node);
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
-    from_node(&node, &base, diags)
+    Ok(with_files(inputs, &base, diags))
 }
 
 /// Decodes a ClusterInputs document already parsed (the inputs file, or a KRM functionConfig) and loads the files
@@ -83,6 +87,11 @@ pub fn from_node(node: &yaml::Node, base: &Path, mut diags: Diagnostics) -> Resu
     let Some(inputs) = schema::decode_document(node, &mut diags) else {
         return Err(diags);
     };
+    Ok(with_files(inputs, base, diags))
+}
+
+/// Loads the mirror files the decoded inputs reference, relative to `base`.
+fn with_files(mut inputs: ClusterInputs, base: &Path, mut diags: Diagnostics) -> Loaded {
     let base = base.to_path_buf();
     let root = repository_root(&base);
     let mut mirror_files = Vec::new();
@@ -100,8 +109,11 @@ pub fn from_node(node: &yaml::Node, base: &Path, mut diags: Diagnostics) -> Resu
             Err(e) => diags.push(e),
         }
     }
-    let mirror_sets = mirrors::load(&inputs, &mirror_files, &mut diags);
-    Ok(Loaded { inputs, mirror_sets, diagnostics: diags })
+    let mut mirror_sets = mirrors::load_files(&mirror_files, &mut diags);
+    // Hashed while the inline entries are still in the inputs, where the user wrote them.
+    let digest = digest::inputs_digest(&inputs, &mirrors::merge_order(&inputs, &mirror_sets));
+    mirrors::take_inline(&mut inputs, &mut mirror_sets);
+    Loaded { inputs, mirror_sets, diagnostics: diags, digest }
 }
 
 fn one(d: Diagnostic) -> Diagnostics {

@@ -115,7 +115,12 @@ pub fn generated(by: &str) -> Loc {
 fn best_effort_list<T: Decode>(node: &Node, field: &str, diags: &mut Diagnostics) -> Vec<T> {
     match &node.value {
         Value::Seq(items) => {
-            items.iter().enumerate().filter_map(|(i, item)| T::decode(item, &format!("{field}[{i}]"), diags)).collect()
+            // Sized up front: a long list (mirror entries) collected from `filter_map` grows to twice its size.
+            let mut list = Vec::with_capacity(items.len());
+            list.extend(
+                items.iter().enumerate().filter_map(|(i, item)| T::decode(item, &format!("{field}[{i}]"), diags)),
+            );
+            list
         }
         _ => Vec::<T>::decode(node, field, diags).unwrap_or_default(),
     }

@@ -263,26 +263,27 @@ fn convert(file: &Arc<str>, text: &str, raw: Spanned<RawNode>) -> Node {
         RawNode::Int(i) => Value::Int(i),
         RawNode::Float(f) => Value::Float(f),
         RawNode::Str(s) => Value::Str(s),
-        RawNode::Seq(items) => Value::Seq(items.into_iter().map(|n| convert(file, text, n)).collect()),
-        RawNode::Map(entries) => Value::Map(
-            entries
-                .into_iter()
-                .map(|(k, v)| {
-                    let kloc = Loc {
-                        file: file.clone(),
-                        line: k.referenced.line() as u32,
-                        column: k.referenced.column() as u32,
-                    };
-                    let name = key_name(text, k);
-                    let mut value = convert(file, text, v);
-                    // A mapping or list is reported at its key (`spec:`), not at its first entry.
-                    if matches!(value.value, Value::Map(_) | Value::Seq(_)) {
-                        value.loc = kloc.clone();
-                    }
-                    (Key { name, loc: kloc }, value)
-                })
-                .collect(),
-        ),
+        // Into new vectors of the exact size: collecting in place would keep the raw tree's larger buffers.
+        RawNode::Seq(items) => {
+            let mut nodes = Vec::with_capacity(items.len());
+            nodes.extend(items.into_iter().map(|n| convert(file, text, n)));
+            Value::Seq(nodes)
+        }
+        RawNode::Map(entries) => Value::Map({
+            let mut map = Vec::with_capacity(entries.len());
+            map.extend(entries.into_iter().map(|(k, v)| {
+                let kloc =
+                    Loc { file: file.clone(), line: k.referenced.line() as u32, column: k.referenced.column() as u32 };
+                let name = key_name(text, k);
+                let mut value = convert(file, text, v);
+                // A mapping or list is reported at its key (`spec:`), not at its first entry.
+                if matches!(value.value, Value::Map(_) | Value::Seq(_)) {
+                    value.loc = kloc.clone();
+                }
+                (Key { name, loc: kloc }, value)
+            }));
+            map
+        }),
     };
     Node { value, loc, plain }
 }

@@ -1,0 +1,253 @@
+//! The inputs digest: sha256 of the inputs as canonical JSON (compact, object keys sorted), streamed into the
+//! hash as it is written. It used to go through a `serde_json::Value` and a `String`; the bytes hashed are the
+//! same, so digests recorded in existing `manifest.json` files stay valid.
+
+use serde::Serialize;
+use serde_json::ser::{CharEscape, CompactFormatter, Formatter};
+use sha2::{Digest, Sha256};
+use std::io::{self, Write};
+
+/// `sha256:<hex>` of `{"inputs":…,"mirrorSets":…}` in canonical JSON.
+pub fn inputs_digest(inputs: &impl Serialize, mirror_sets: &impl Serialize) -> String {
+    let mut hasher = Hasher(Sha256::new());
+    // Serialising the inputs (strings, numbers, lists, structs) cannot fail, nor can hashing; should it ever,
+    // the digest of what was written still changes with the inputs.
+    let written = write_canonical(&mut hasher, inputs, mirror_sets);
+    debug_assert!(written.is_ok());
+    format!("sha256:{}", crate::hex(&hasher.0.finalize()))
+}
+
+fn write_canonical(out: &mut impl Write, inputs: &impl Serialize, mirror_sets: &impl Serialize) -> io::Result<()> {
+    // The two top-level keys are written in sorted order by hand, so the bulk streams through and only one
+    // object at a time (a mirror set, say) is held for sorting.
+    out.write_all(b"{\"inputs\":")?;
+    inputs.serialize(&mut serde_json::Serializer::with_formatter(&mut *out, SortedKeys::default()))?;
+    out.write_all(b",\"mirrorSets\":")?;
+    mirror_sets.serialize(&mut serde_json::Serializer::with_formatter(&mut *out, SortedKeys::default()))?;
+    out.write_all(b"}")
+}
+
+struct Hasher(Sha256);
+
+impl Write for Hasher {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// serde_json's compact output with every object's keys in byte order, as `serde_json::Value`'s sorted map
+/// writes them. An object is collected entry by entry and written, sorted, when it ends; everything outside
+/// objects goes straight to the writer.
+#[derive(Default)]
+struct SortedKeys {
+    objects: Vec<Object>,
+}
+
+#[derive(Default)]
+struct Object {
+    /// The finished entries: the key (unescaped, for sorting) and `"key":value` as written.
+    entries: Vec<(String, Vec<u8>)>,
+    key: String,
+    current: Vec<u8>,
+}
+
+impl SortedKeys {
+    /// Where the next bytes go: the innermost open object's current entry, or the writer.
+    fn sink<'a, W: ?Sized + Write>(&'a mut self, writer: &'a mut W) -> Sink<'a, W> {
+        match self.objects.last_mut() {
+            Some(o) => Sink::Object(&mut o.current),
+            None => Sink::Out(writer),
+        }
+    }
+}
+
+enum Sink<'a, W: ?Sized> {
+    Object(&'a mut Vec<u8>),
+    Out(&'a mut W),
+}
+
+impl<W: ?Sized + Write> Write for Sink<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Sink::Object(v) => v.write(buf),
+            Sink::Out(w) => w.write(buf),
+        }
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Sink::Object(v) => v.write_all(buf),
+            Sink::Out(w) => w.write_all(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Value writers that need no sorting: the compact formatter's own, into the current sink.
+macro_rules! forward {
+    ($($name:ident($t:ty)),*) => {$(
+        fn $name<W: ?Sized + Write>(&mut self, writer: &mut W, value: $t) -> io::Result<()> {
+            CompactFormatter.$name(&mut self.sink(writer), value)
+        }
+    )*};
+}
+
+impl Formatter for SortedKeys {
+    forward!(
+        write_bool(bool),
+        write_i8(i8),
+        write_i16(i16),
+        write_i32(i32),
+        write_i64(i64),
+        write_i128(i128),
+        write_u8(u8),
+        write_u16(u16),
+        write_u32(u32),
+        write_u64(u64),
+        write_u128(u128),
+        write_f32(f32),
+        write_f64(f64),
+        write_number_str(&str),
+        write_byte_array(&[u8]),
+        write_raw_fragment(&str)
+    );
+
+    fn write_null<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        CompactFormatter.write_null(&mut self.sink(writer))
+    }
+
+    fn begin_string<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        CompactFormatter.begin_string(&mut self.sink(writer))
+    }
+
+    fn end_string<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        CompactFormatter.end_string(&mut self.sink(writer))
+    }
+
+    fn write_string_fragment<W: ?Sized + Write>(&mut self, writer: &mut W, fragment: &str) -> io::Result<()> {
+        CompactFormatter.write_string_fragment(&mut self.sink(writer), fragment)
+    }
+
+    fn write_char_escape<W: ?Sized + Write>(&mut self, writer: &mut W, escape: CharEscape) -> io::Result<()> {
+        CompactFormatter.write_char_escape(&mut self.sink(writer), escape)
+    }
+
+    fn begin_array<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        CompactFormatter.begin_array(&mut self.sink(writer))
+    }
+
+    fn end_array<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        CompactFormatter.end_array(&mut self.sink(writer))
+    }
+
+    fn begin_array_value<W: ?Sized + Write>(&mut self, writer: &mut W, first: bool) -> io::Result<()> {
+        CompactFormatter.begin_array_value(&mut self.sink(writer), first)
+    }
+
+    fn begin_object<W: ?Sized + Write>(&mut self, _writer: &mut W) -> io::Result<()> {
+        self.objects.push(Object::default());
+        Ok(())
+    }
+
+    /// The separating comma is written when the sorted object is.
+    fn begin_object_key<W: ?Sized + Write>(&mut self, _writer: &mut W, _first: bool) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn end_object_key<W: ?Sized + Write>(&mut self, _writer: &mut W) -> io::Result<()> {
+        // The entry so far is the key as a JSON string (map keys that are numbers are written quoted too).
+        if let Some(o) = self.objects.last_mut() {
+            let written = o.current.as_slice();
+            o.key = match written.strip_prefix(b"\"").and_then(|k| k.strip_suffix(b"\"")) {
+                Some(plain) if !plain.contains(&b'\\') => String::from_utf8_lossy(plain).into_owned(),
+                _ => serde_json::from_slice(written).map_err(io::Error::other)?,
+            };
+        }
+        Ok(())
+    }
+
+    fn begin_object_value<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        CompactFormatter.begin_object_value(&mut self.sink(writer))
+    }
+
+    fn end_object_value<W: ?Sized + Write>(&mut self, _writer: &mut W) -> io::Result<()> {
+        if let Some(o) = self.objects.last_mut() {
+            let entry = (std::mem::take(&mut o.key), std::mem::take(&mut o.current));
+            o.entries.push(entry);
+        }
+        Ok(())
+    }
+
+    fn end_object<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        let Some(mut object) = self.objects.pop() else { return Ok(()) };
+        // A map keeps the last value given for a key; a stable sort leaves it last among its equals.
+        object.entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut entries = object.entries.iter().peekable();
+        let mut out = self.sink(writer);
+        out.write_all(b"{")?;
+        let mut first = true;
+        while let Some((key, bytes)) = entries.next() {
+            if entries.peek().is_some_and(|(next, _)| next == key) {
+                continue;
+            }
+            if !first {
+                out.write_all(b",")?;
+            }
+            first = false;
+            out.write_all(bytes)?;
+        }
+        out.write_all(b"}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// The canonical JSON as it was written before streaming: through a `serde_json::Value`, whose map sorts its
+    /// keys.
+    fn through_value(inputs: &impl Serialize, mirror_sets: &impl Serialize) -> String {
+        let value = serde_json::json!({ "inputs": inputs, "mirrorSets": mirror_sets });
+        serde_json::to_string(&value).unwrap()
+    }
+
+    fn streamed(inputs: &impl Serialize, mirror_sets: &impl Serialize) -> String {
+        let mut out = Vec::new();
+        write_canonical(&mut out, inputs, mirror_sets).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[derive(Serialize)]
+    struct Entry {
+        zeta: Vec<String>,
+        alpha: Option<f64>,
+        #[serde(rename = "Mid\"dle\n")]
+        middle: BTreeMap<String, (u64, i8, bool)>,
+        numbered: BTreeMap<u32, u8>,
+        nested: Vec<Entry>,
+    }
+
+    #[test]
+    fn the_same_bytes_as_through_a_json_value() {
+        let leaf = |i: u64| Entry {
+            zeta: vec![format!("z{i}\u{1}\\"), "é/ü".into()],
+            alpha: [Some(0.1 * i as f64), None, Some(f64::NAN), Some(1e300)][i as usize % 4],
+            middle: [("b".to_string(), (i, -3, true)), ("a\t".to_string(), (u64::MAX, 0, false))].into(),
+            numbered: if i == 3 { BTreeMap::new() } else { [(10, 1), (9, 2)].into() },
+            nested: Vec::new(),
+        };
+        let inputs = Entry { nested: (0..6).map(leaf).collect(), ..leaf(7) };
+        let sets = vec![leaf(1), leaf(2)];
+        assert_eq!(streamed(&inputs, &sets), through_value(&inputs, &sets));
+        assert_eq!(streamed(&(), &Vec::<u8>::new()), through_value(&(), &Vec::<u8>::new()));
+        let canonical = through_value(&inputs, &sets);
+        let expected = format!("sha256:{}", crate::hex(&Sha256::digest(canonical.as_bytes())));
+        assert_eq!(inputs_digest(&inputs, &sets), expected);
+    }
+}
