@@ -136,9 +136,14 @@ impl Rig {
     }
 }
 
-fn token_of(kubeconfig: &[u8]) -> (String, String) {
-    let v: Value = serde_json::from_slice(kubeconfig).expect("the pushed kubeconfig is JSON");
-    let token = v["users"][0]["user"]["token"].as_str().unwrap().to_string();
+/// The token and API server of the cloud-node-manager credentials pushed under `root`: the kubeconfig names the
+/// token file (re-read by the service while it runs), which holds the token.
+fn token_of(root: &Path) -> (String, String) {
+    let kubeconfig = std::fs::read(root.join("C/k/cloud-node-manager.kubeconfig")).unwrap();
+    let v: Value = serde_json::from_slice(&kubeconfig).expect("the pushed kubeconfig is JSON");
+    assert_eq!(v["users"][0]["user"]["tokenFile"], r"C:\k\cloud-node-manager.token", "{v}");
+    assert!(v["users"][0]["user"]["token"].is_null(), "the kubeconfig holds no token itself");
+    let token = std::fs::read_to_string(root.join("C/k/cloud-node-manager.token")).unwrap();
     (token, v["clusters"][0]["cluster"]["server"].as_str().unwrap().to_string())
 }
 
@@ -159,8 +164,7 @@ fn the_cloud_node_managers_kubeconfig_holds_a_token_minted_for_its_service_accou
     let (rc, report, out, err) = rig.sync(&inv, &[]);
     assert_eq!(rc, 0, "{err}\n{out}");
     assert_eq!(report["nodes"][0]["status"], "synced");
-    let pushed = std::fs::read(rig.path("node-00/C/k/cloud-node-manager.kubeconfig")).unwrap();
-    let (token, server) = token_of(&pushed);
+    let (token, server) = token_of(&rig.path("node-00"));
     assert_eq!(server, API_INT, "the API server kubelet's bootstrap kubeconfig names");
     // The stand-in issued exactly this token, for exactly that ServiceAccount.
     assert_eq!(rig.api.with_state(|s| s.tokens.get(&token).cloned()).as_deref(), Some(SA_USER));
@@ -180,13 +184,17 @@ fn the_cloud_node_managers_kubeconfig_holds_a_token_minted_for_its_service_accou
     // A later sync refreshes it; --dry-run mints nothing and keeps the node's as it is.
     let (rc, _, _, err) = rig.sync(&inv, &[]);
     assert_eq!(rc, 0, "{err}");
-    let (again, _) = token_of(&std::fs::read(rig.path("node-00/C/k/cloud-node-manager.kubeconfig")).unwrap());
+    let (again, _) = token_of(&rig.path("node-00"));
     assert_ne!(again, token);
     assert_eq!(rig.api.with_state(|s| s.tokens.get(&again).cloned()).as_deref(), Some(SA_USER));
     let before = rig.api.requests().len();
     let (_, report, _, err) = rig.sync(&inv, &["--dry-run"]);
     assert!(rig.api.requests()[before..].iter().all(|r| r.method == "GET"), "{err}");
-    assert_eq!(report["nodes"][0]["kept"], json!([r"C:\k\cloud-node-manager.kubeconfig"]), "{report}");
+    assert_eq!(
+        report["nodes"][0]["kept"],
+        json!([r"C:\k\cloud-node-manager.kubeconfig", r"C:\k\cloud-node-manager.token"]),
+        "{report}"
+    );
 }
 
 fn machine(name: &str, os_label: bool, node: Option<&str>, addresses: Value) -> Value {

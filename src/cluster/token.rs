@@ -1,10 +1,13 @@
 //! The Azure cloud-node-manager's kubeconfig (mode without the operator): a short-lived token for the rendered
 //! ServiceAccount `wmrender/cloud-node-manager`, minted with TokenRequest, and the API server (api-int) and its CA
-//! the bootstrap kubeconfig names. The token is a secret: it lives in memory and in the bytes pushed to
-//! `C:\k\cloud-node-manager.kubeconfig`, never in output, logs, messages or local files.
+//! the bootstrap kubeconfig names. The kubeconfig (`C:\k\cloud-node-manager.kubeconfig`) names the token by file
+//! (`C:\k\cloud-node-manager.token`), which the service's client re-reads while it runs: a token a later sync pushes
+//! is picked up without a restart. The token is a secret: it lives in memory and in the bytes pushed, never in
+//! output, logs, messages or local files.
 
 use super::{Cluster, ClusterError, api_error};
 use crate::render::cloud_node_manager::{NAMESPACE, SERVICE_ACCOUNT};
+use crate::render::node::paths::CLOUD_NODE_MANAGER_TOKEN;
 use crate::sync::secrets::Secret;
 use serde_json::{Value, json};
 
@@ -46,9 +49,18 @@ pub fn endpoint_from_bootstrap(bootstrap_kubeconfig: &[u8]) -> Option<Endpoint> 
     (url_ok && !ca_data.is_empty() && ca_data.chars().all(base64)).then_some(Endpoint { server, ca_data })
 }
 
-/// Mints a token for `wmrender/cloud-node-manager` (audience: the API server's own) and returns the kubeconfig
-/// holding it. A missing ServiceAccount means the rendered `cluster/` objects are not applied yet.
-pub async fn cloud_node_manager_kubeconfig(cluster: &Cluster, endpoint: &Endpoint) -> Result<Secret, ClusterError> {
+/// The service's credentials: its kubeconfig and the token file it names.
+pub struct Credentials {
+    pub kubeconfig: Secret,
+    pub token: Secret,
+}
+
+/// Mints a token for `wmrender/cloud-node-manager` (audience: the API server's own) and returns the kubeconfig and
+/// token file. A missing ServiceAccount means the rendered `cluster/` objects are not applied yet.
+pub async fn cloud_node_manager_credentials(
+    cluster: &Cluster,
+    endpoint: &Endpoint,
+) -> Result<Credentials, ClusterError> {
     let path = format!("/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{SERVICE_ACCOUNT}/token");
     let what = format!("TokenRequest for ServiceAccount {NAMESPACE}/{SERVICE_ACCOUNT}");
     let body = json!({
@@ -76,18 +88,18 @@ pub async fn cloud_node_manager_kubeconfig(cluster: &Cluster, endpoint: &Endpoin
     let Some(token) = answer["status"]["token"].as_str().filter(|t| !t.is_empty()) else {
         return Err(ClusterError::Api { what, why: "the answer holds no status.token".into() });
     };
-    Ok(Secret::new(kubeconfig(endpoint, token)))
+    Ok(Credentials { kubeconfig: Secret::new(kubeconfig(endpoint)), token: Secret::new(token.as_bytes().to_vec()) })
 }
 
-/// A kubeconfig with one cluster, one user (the token) and one context. JSON, which every kubeconfig reader
-/// takes, so no value needs YAML quoting.
-fn kubeconfig(endpoint: &Endpoint, token: &str) -> Vec<u8> {
+/// A kubeconfig with one cluster, one user (the token file) and one context. JSON, which every kubeconfig reader
+/// takes, so no value needs YAML quoting. It holds no secret and stays the same from one sync to the next.
+fn kubeconfig(endpoint: &Endpoint) -> Vec<u8> {
     let doc = json!({
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{ "name": "cluster", "cluster": {
             "server": endpoint.server, "certificate-authority-data": endpoint.ca_data } }],
-        "users": [{ "name": SERVICE_ACCOUNT, "user": { "token": token } }],
+        "users": [{ "name": SERVICE_ACCOUNT, "user": { "tokenFile": CLOUD_NODE_MANAGER_TOKEN } }],
         "contexts": [{ "name": SERVICE_ACCOUNT, "context": { "cluster": "cluster", "user": SERVICE_ACCOUNT } }],
         "current-context": SERVICE_ACCOUNT,
     });
@@ -106,8 +118,8 @@ mod tests {
     fn the_endpoint_is_the_bootstrap_kubeconfigs_current_cluster() {
         let e = endpoint_from_bootstrap(BOOTSTRAP.as_bytes()).unwrap();
         assert_eq!((e.server.as_str(), e.ca_data.as_str()), ("https://api-int.x.example.com:6443", "TFMwdExTMUNSVWRK"));
-        let written: Value = serde_json::from_slice(&kubeconfig(&e, "t0k")).unwrap();
-        assert_eq!(written["users"][0]["user"]["token"], "t0k");
+        let written: Value = serde_json::from_slice(&kubeconfig(&e)).unwrap();
+        assert_eq!(written["users"][0]["user"]["tokenFile"], CLOUD_NODE_MANAGER_TOKEN);
         assert_eq!(written["clusters"][0]["cluster"]["server"], "https://api-int.x.example.com:6443");
     }
 

@@ -74,7 +74,9 @@ impl ClusterSide {
     /// The Azure cloud-node-manager's kubeconfig with a fresh token, when the rendered services wait for it. A
     /// TokenRequest issues a credential: not for `--dry-run`, which keeps the node's kubeconfig as it is.
     pub async fn mint_tokens(&self, rendered: &Rendered, secrets: &mut Secrets, dry_run: bool) -> Result<(), Error> {
-        use crate::render::node::paths::{BOOTSTRAP_KUBECONFIG, CLOUD_NODE_MANAGER_KUBECONFIG};
+        use crate::render::node::paths::{
+            BOOTSTRAP_KUBECONFIG, CLOUD_NODE_MANAGER_KUBECONFIG, CLOUD_NODE_MANAGER_TOKEN,
+        };
         let path = wmrender_contract::NodePath::known(CLOUD_NODE_MANAGER_KUBECONFIG);
         let needed = rendered.manifest.mode == Some(wmrender_contract::Mode::WithoutOperator)
             && rendered.services.services.iter().any(|s| s.requires.contains(&path));
@@ -92,8 +94,9 @@ impl ClusterSide {
                      inline CA (certificate-authority-data)"
                 ))
             })?;
-        let kubeconfig = crate::cluster::token::cloud_node_manager_kubeconfig(&self.cluster, &endpoint).await?;
-        secrets.files.insert(CLOUD_NODE_MANAGER_KUBECONFIG, kubeconfig);
+        let minted = crate::cluster::token::cloud_node_manager_credentials(&self.cluster, &endpoint).await?;
+        secrets.files.insert(CLOUD_NODE_MANAGER_KUBECONFIG, minted.kubeconfig);
+        secrets.files.insert(CLOUD_NODE_MANAGER_TOKEN, minted.token);
         Ok(())
     }
 

@@ -34,8 +34,12 @@ pub const KUBELET_CA: &str = r"C:\k\kubelet-ca.crt";
 pub const BOOTSTRAP_CA: &str = r"C:\k\bootstrap-ca.crt";
 pub const EXPORTER_TLS_CERT: &str = r"C:\k\tls\certs\tls.crt";
 pub const EXPORTER_TLS_KEY: &str = r"C:\k\tls\certs\tls.key";
-/// Kubeconfig with a short-lived ServiceAccount token for the Azure cloud-node-manager (mode without the operator).
+/// Kubeconfig of the Azure cloud-node-manager's own identity (mode without the operator): its ServiceAccount's
+/// short-lived token, by file.
 pub const CLOUD_NODE_MANAGER_KUBECONFIG: &str = r"C:\k\cloud-node-manager.kubeconfig";
+/// The token that kubeconfig names (`tokenFile`). The service's client re-reads a token file while it runs (client-go
+/// reads `tokenFile` again every minute), so a token a later sync pushes is used without restarting the service.
+pub const CLOUD_NODE_MANAGER_TOKEN: &str = r"C:\k\cloud-node-manager.token";
 /// Written by kubelet's TLS bootstrap; hybrid-overlay, kube-proxy and Azure's cloud-node-manager use it.
 pub const KUBECONFIG: &str = r"C:\k\kubeconfig";
 
