@@ -26,6 +26,7 @@
 //! client did with [`ApiServer::requests`]. [`ApiServer::write_kubeconfig`] writes a kubeconfig for it.
 
 pub mod csr;
+pub mod eviction;
 pub mod http;
 pub mod patch;
 pub mod select;
@@ -134,6 +135,7 @@ impl ApiServer {
         };
         server.register(Arc::new(csr::Approval));
         server.register(Arc::new(csr::StatusKeepsApproval));
+        server.register(Arc::new(eviction::Eviction));
         let (state, subs, stop, conns) =
             (server.state.clone(), server.subresources.clone(), server.stop.clone(), server.connections.clone());
         std::thread::spawn(move || {
