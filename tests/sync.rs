@@ -423,6 +423,8 @@ fn connections_cut_mid_upload_leave_old_or_new_files_and_the_next_sync_converges
             rig.path("known_proxy").to_str().unwrap(),
             "--payload",
             &payload_s,
+            // kubelet.exe changes: a binary upgrade, without a cluster to drain the node through.
+            "--allow-undrained-upgrade",
             "--connect-timeout",
             "3",
         ]);
@@ -456,7 +458,7 @@ fn connections_cut_mid_upload_leave_old_or_new_files_and_the_next_sync_converges
     // half-pushed files, so they are pushed again.
     std::fs::write(payload.join("C/k/kubelet.exe"), &v1).unwrap();
     rig.render(INPUTS);
-    let (rc, _, err) = rig.sync(&inv, &["--payload", &payload_s]);
+    let (rc, _, err) = rig.sync(&inv, &["--payload", &payload_s, "--allow-undrained-upgrade"]);
     assert_eq!(rc, 0, "{err}");
     for (path, bytes) in node_files(&rig.path("node-00")) {
         if !path.ends_with(".wmrender-tmp") && path != "k/wmrender/manifest.json" {
@@ -466,7 +468,7 @@ fn connections_cut_mid_upload_leave_old_or_new_files_and_the_next_sync_converges
     std::fs::write(payload.join("C/k/kubelet.exe"), &v2).unwrap();
     rig.render(&new_inputs);
 
-    let (rc, _, err) = rig.sync(&inv, &["--payload", &payload_s]);
+    let (rc, _, err) = rig.sync(&inv, &["--payload", &payload_s, "--allow-undrained-upgrade"]);
     assert_eq!(rc, 0, "{err}");
     let now: BTreeMap<String, String> = node_files(&rig.path("node-00"))
         .into_iter()

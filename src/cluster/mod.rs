@@ -5,7 +5,11 @@
 //! [`ClusterError`] is compiled with or without the feature, so a build without it can say which command needs it.
 
 #[cfg(feature = "cluster")]
+pub mod drain;
+#[cfg(feature = "cluster")]
 pub mod import;
+#[cfg(feature = "cluster")]
+pub mod reboot;
 
 use std::path::PathBuf;
 

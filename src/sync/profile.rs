@@ -39,6 +39,20 @@ impl Profile {
         }
     }
 
+    /// The command that restarts the node and returns before it goes down (so the SSH session ends cleanly): on
+    /// Windows `shutdown.exe` with a 5 s delay (planned, maintenance: what `Restart-Computer -Force` does, run by
+    /// cmd.exe, the SSH server's default shell). A posix host is never restarted: it stands in for a node, so it
+    /// only records the request in `<root>/reboot-requested` for whatever plays the node (a test) to act on.
+    pub fn reboot_command(&self) -> String {
+        match self {
+            Profile::Windows => r#"shutdown.exe /r /t 5 /d p:4:1 /c "wmrender: graceful reboot""#.to_string(),
+            Profile::Posix { root } => format!(
+                "sh -c 'date +%s > \"$1/reboot-requested\"' wmrender-reboot {}",
+                sh_quote(root.trim_end_matches('/'))
+            ),
+        }
+    }
+
     /// A command that replaces `target` by `temp` atomically, for SFTP servers without posix-rename.
     pub fn replace_command(&self, temp: &NodePath, target: &NodePath) -> String {
         match self {

@@ -180,8 +180,14 @@ mod tests {
         assert!(selects(&json!({"matchLabels": {"app": "web"}}), &labels));
         assert!(!selects(&json!({"matchLabels": {"app": "db"}}), &labels));
         assert!(!selects(&json!({}), &labels), "an empty selector matches nothing");
-        assert!(selects(&json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["front"]}]}), &labels));
-        assert!(!selects(&json!({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["front"]}]}), &labels));
+        assert!(selects(
+            &json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["front"]}]}),
+            &labels
+        ));
+        assert!(!selects(
+            &json!({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["front"]}]}),
+            &labels
+        ));
         assert!(selects(&json!({"matchExpressions": [{"key": "x", "operator": "DoesNotExist"}]}), &labels));
     }
 }
