@@ -18,6 +18,7 @@
 
 use super::{Cluster, ClusterError, api_error};
 use serde_json::{Value, json};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The annotation that says wmrender cordoned a Node (its value: why). Only such a Node is uncordoned.
@@ -98,8 +99,21 @@ pub(crate) fn node_path(node: &str) -> String {
     format!("/api/v1/nodes/{node}")
 }
 
-/// The Node, or `None` when the cluster has no Node of that name.
+/// Whether `name` can be a Node's name (a DNS-1123 subdomain), so that it can go into a URL path as it is. Names come
+/// from the inventory or the BYOH list (addresses), not all of which are.
+pub fn can_be_node_name(name: &str) -> bool {
+    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
+    !name.is_empty()
+        && name.len() <= 253
+        && name.chars().all(ok_char)
+        && name.split('.').all(|l| !l.is_empty() && l.len() <= 63 && !l.starts_with('-') && !l.ends_with('-'))
+}
+
+/// The Node, or `None` when the cluster has no Node of that name (or none can have it).
 pub async fn get_node(cluster: &Cluster, node: &str) -> Result<Option<Value>, ClusterError> {
+    if !can_be_node_name(node) {
+        return Ok(None);
+    }
     let path = node_path(node);
     match call(cluster, http::Method::GET, &path, None).await {
         Ok(v) => Ok(Some(v)),
@@ -144,14 +158,15 @@ fn cordoned_by_us(node: &Value) -> bool {
 
 /// Cordons the Node (`why` goes into the annotation). A Node someone else cordoned stays theirs.
 pub async fn cordon(cluster: &Cluster, node: &str, why: &str) -> Result<Cordon, ClusterError> {
-    let ours = std::sync::atomic::AtomicBool::new(false);
+    // Atomic only because the future must be Send: the closure runs on this task, one call at a time.
+    let ours = AtomicBool::new(false);
     patch_node(cluster, node, |current| {
         if unschedulable(current) {
             // A cordon of ours left by an earlier run that stopped is still ours to undo.
-            ours.store(cordoned_by_us(current), std::sync::atomic::Ordering::SeqCst);
+            ours.store(cordoned_by_us(current), Ordering::Relaxed);
             return None;
         }
-        ours.store(true, std::sync::atomic::Ordering::SeqCst);
+        ours.store(true, Ordering::Relaxed);
         Some(json!({ "metadata": { "annotations": { CORDONED_BY: why } }, "spec": { "unschedulable": true } }))
     })
     .await?;
@@ -322,4 +337,19 @@ async fn evict_and_wait(cluster: &Cluster, pod: &Value, deadline: Instant) -> Re
 /// The time left before `deadline`, `None` once it has passed (so the last try is made at the deadline itself).
 pub(crate) fn remaining(deadline: Instant) -> Option<Duration> {
     deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::can_be_node_name;
+
+    #[test]
+    fn node_names() {
+        for ok in ["win-a", "ip-10-0-0-5.ec2.internal", "10.0.0.5", "node-00"] {
+            assert!(can_be_node_name(ok), "{ok}");
+        }
+        for bad in ["", "Win-A", "a/b", "a?watch=1", "fd00::5", "-a", "a..b", "a b"] {
+            assert!(!can_be_node_name(bad), "{bad}");
+        }
+    }
 }

@@ -112,6 +112,14 @@ pub async fn rollout(cluster: &Cluster, nodes: &[Node], opts: &RebootOptions) ->
             reports.push(r);
         }
     }
+    // A task that died leaves its node without a report: say so rather than drop it.
+    for (i, node) in nodes.iter().enumerate() {
+        if !reports.iter().any(|(j, _)| *j == i) {
+            let mut r = RebootReport::new(node, Outcome::Failed);
+            r.error = Some("the reboot task died".into());
+            reports.push((i, r));
+        }
+    }
     reports.sort_by_key(|(i, _)| *i);
     reports.into_iter().map(|(_, r)| r).collect()
 }

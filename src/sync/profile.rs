@@ -115,6 +115,18 @@ mod tests {
     }
 
     #[test]
+    fn reboot_commands() {
+        // cmd.exe runs it: one program, and a delay so the SSH session ends before the node goes down.
+        assert_eq!(
+            Profile::Windows.reboot_command(),
+            r#"shutdown.exe /r /t 5 /d p:4:1 /c "wmrender: graceful reboot""#
+        );
+        // A posix host is never restarted: it only records the request.
+        let posix = Profile::Posix { root: "/srv/n 1/".into() };
+        assert_eq!(posix.reboot_command(), r#"sh -c 'date +%s > "$1/reboot-requested"' wmrender-reboot '/srv/n 1'"#);
+    }
+
+    #[test]
     fn clixml_noise_is_removed() {
         let noisy = "#< CLIXML\n<Objs Version=\"1.1.0.1\"><Obj S=\"progress\"></Obj><S S=\"Error\">boom_x000D__x000A_</S></Objs>\nreal line\n";
         assert_eq!(strip_clixml(noisy), "boom\nreal line\n");
