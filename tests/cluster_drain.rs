@@ -322,10 +322,13 @@ fn a_pod_without_a_controller_stops_the_drain_unless_forced() {
     let rig = Rig::new(1);
     rig.api.put_object(pod("bare", "node-00", None, json!({})));
     rig.api.put_object(pod("web", "node-00", Some(("ReplicaSet", "web-5d9")), json!({})));
+    // A DaemonSet pod whose DaemonSet is gone is an orphan: kubectl refuses it too without --force.
+    rig.api.put_object(pod("orphan", "node-00", Some(("DaemonSet", "gone")), json!({})));
     let ((rc, report, err), kubelets) = rig.with_kubelets(&[], || rig.reboot(&["node-00"], &[]));
     assert_eq!(rc, 3, "{err}");
     assert_eq!(outcomes(&report), [("node-00".to_string(), "failed".to_string())]);
     assert!(err.contains("apps/bare: it declares no controller (use --force"), "{err}");
+    assert!(err.contains("apps/orphan: its DaemonSet gone is gone"), "{err}");
     // Nothing evicted, nothing rebooted, and wmrender's own cordon undone.
     assert!(rig.api.requests().iter().all(|r| !r.target.ends_with("/eviction")));
     assert!(kubelets.reboots.is_empty());
@@ -334,7 +337,7 @@ fn a_pod_without_a_controller_stops_the_drain_unless_forced() {
 
     let ((rc, _, err), kubelets) = rig.with_kubelets(&[], || rig.reboot(&["node-00"], &["--force"]));
     assert_eq!(rc, 0, "{err}");
-    assert!(rig.pod("bare").is_none() && rig.pod("web").is_none());
+    assert!(rig.pod("bare").is_none() && rig.pod("web").is_none() && rig.pod("orphan").is_none());
     assert_eq!(kubelets.reboots.len(), 1);
 }
 
@@ -407,6 +410,28 @@ fn a_cordon_that_conflicts_is_read_again_and_retried() {
     let patches: Vec<u16> =
         rig.calls("nodes/node-00").into_iter().filter(|(m, _)| m == "PATCH").map(|(_, c)| c).collect();
     assert_eq!(patches, [409, 409, 200, 200], "cordon twice refused then made, uncordon");
+
+    // The cordon carries the resourceVersion it read as a precondition: a Node read stale (another writer got in
+    // between) is refused by the server itself, read again and patched.
+    let mut stale = rig.node("node-00");
+    stale["metadata"]["resourceVersion"] = "1".into();
+    rig.api.inject(Fault {
+        method: Some("GET".into()),
+        resource: "nodes".into(),
+        name: Some("node-00".into()),
+        subresource: None,
+        times: 2,
+        response: kube_standin::Response::ok(stale),
+    });
+    let before = rig.api.requests().len();
+    let ((rc, _, err), _) = rig.with_kubelets(&[], || rig.reboot(&["node-00"], &[]));
+    assert_eq!(rc, 0, "{err}");
+    let patches: Vec<u16> = rig.api.requests()[before..]
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.target.ends_with("nodes/node-00"))
+        .map(|r| r.code)
+        .collect();
+    assert_eq!(patches, [409, 200, 200], "the stale read's patch is refused by its precondition");
 
     // A conflict that never ends is bounded and reported.
     rig.api.inject(Fault::conflicts("PATCH", "nodes", "node-00", 100));
