@@ -395,6 +395,13 @@ fn max_unavailable_is_honoured() {
     assert_eq!(kubelets.reboots.len(), 3);
     assert_eq!(kubelets.peak_cordoned, 2, "never more than 2 down at once, and 2 at once");
 
+    // A name sync does not know is the user's to fix, before any node is touched.
+    let before = rig.api.requests().len();
+    let (rc, _, err) = rig.reboot(&["node-00", "win-zz"], &[]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("win-zz is not a node of") && err.contains("known: node-00, node-01, node-02"), "{err}");
+    assert_eq!(rig.api.requests().len(), before);
+
     let ((rc, _, err), kubelets) = rig.with_kubelets(&[], || rig.reboot(&["node-02", "node-00"], &[]));
     assert_eq!(rc, 0, "{err}");
     assert_eq!(kubelets.peak_cordoned, 1, "one node at a time by default");
