@@ -34,7 +34,9 @@ wmrender sync --rendered out --inventory nodes.yaml --identity key.pem --payload
 --agent wmrender-node.exe --pull-secret pull-secret.json --bootstrap-kubeconfig bootstrap-kubeconfig \\\n      \
 --kubelet-ca kubelet-ca.crt --bootstrap-ca bootstrap-ca.crt --parallel 8 --max-unavailable 2\n  \
 wmrender sync --rendered out --inventory nodes.yaml --identity key.pem --dry-run --prune-payload   # config only; \
-show what pruning the payload removes\n\n\
+show what pruning the payload removes\n  \
+wmrender sync --rendered out --identity key.pem --payload payload --kubeconfig kc --reboot   # drained upgrades, \
+graceful reboots (docs/reboot.md)\n\n\
 Nodes: the BYOH hosts of the rendered windows-instances ConfigMap (unless the render installs WMCO, which then \
 owns them) plus --inventory. Exit codes: 0 all synced, unchanged or pending; 1 --dry-run found changes; \
 2 invalid input or usage; 3 a node failed.")]
