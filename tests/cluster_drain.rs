@@ -6,6 +6,8 @@
 //! the Node goes NotReady, then comes back Ready with a new boot ID; it also finishes terminating evicted pods, a
 //! second later, so a client that does not wait for them sees them still there.
 
+#![cfg(feature = "cluster")]
+
 mod support;
 
 use kube_standin::{ApiServer, Fault, Key};

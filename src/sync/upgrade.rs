@@ -48,6 +48,7 @@ pub struct Held {
 
 impl Guard {
     /// The guard for these options: connects to the cluster when a kubeconfig is given.
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
     pub async fn new(
         kubeconfig: Option<&Path>,
         allow_undrained: bool,
@@ -63,14 +64,12 @@ impl Guard {
                 reboot: None,
             }))),
             #[cfg(not(feature = "cluster"))]
-            Some(_) => {
-                let _ = settings;
-                Err(crate::cluster::ClusterError::NotBuilt("sync --kubeconfig").into())
-            }
+            Some(_) => Err(crate::cluster::ClusterError::NotBuilt("sync --kubeconfig").into()),
         }
     }
 
     /// Asks for the reboots of `--reboot` (through these SSH options, `max_unavailable` at a time).
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
     pub fn with_reboots(self, connect: &super::ssh::ConnectOptions, max_unavailable: usize) -> Result<Guard, Error> {
         match self {
             #[cfg(feature = "cluster")]
@@ -78,12 +77,9 @@ impl Guard {
                 with.reboot = Some((connect.clone(), max_unavailable));
                 Ok(Guard::Cluster(with))
             }
-            _ => {
-                let _ = (connect, max_unavailable);
-                Err(Error::Usage(
-                    "sync --reboot needs --kubeconfig: the reboots cordon and drain through the cluster".into(),
-                ))
-            }
+            _ => Err(Error::Usage(
+                "sync --reboot needs --kubeconfig: the reboots cordon and drain through the cluster".into(),
+            )),
         }
     }
 
@@ -115,6 +111,7 @@ impl Guard {
     }
 
     /// After the upgrade is applied: wait for the Node to be Ready, then uncordon it.
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
     pub async fn after_upgrade(&self, held: Option<Held>) -> Result<(), SyncError> {
         let Some(held) = held else { return Ok(()) };
         match self {
@@ -125,15 +122,13 @@ impl Guard {
                     .await
                     .map_err(|e| SyncError::Remote(e.to_string()))
             }
-            _ => {
-                let _ = held;
-                Ok(())
-            }
+            _ => Ok(()),
         }
     }
 
     /// `--reboot`: the nodes whose apply asked for a reboot (and did not fail) are rebooted gracefully, in inventory
     /// order; the reports say which were rebooted, and which failed or were not started.
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
     pub async fn reboot(&self, reports: &mut [NodeReport], nodes: &[Node]) {
         #[cfg(feature = "cluster")]
         if let Guard::Cluster(with) = self
@@ -165,6 +160,5 @@ impl Guard {
                 }
             }
         }
-        let _ = (reports, nodes);
     }
 }
