@@ -37,6 +37,7 @@ def generate(path, hosts, sets, mirrors, registries=50):
         "spec:",
         "  infrastructureID: bench-1a2b3",
         "  apiServerInternalURL: https://api-int.bench.example.com:6443",
+        "  sshPublicKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEivnOQOwpFfgIiplCNH1jWkEmNppWw2KdSLHn7d3tKp",
         "  platform:",
         "    aws:",
         "      region: us-east-1",

@@ -34,11 +34,22 @@ wmrender sync --rendered out --inventory nodes.yaml --identity key.pem --payload
 --agent wmrender-node.exe --pull-secret pull-secret.json --bootstrap-kubeconfig bootstrap-kubeconfig \\\n      \
 --kubelet-ca kubelet-ca.crt --bootstrap-ca bootstrap-ca.crt --parallel 8 --max-unavailable 2\n  \
 wmrender sync --rendered out --inventory nodes.yaml --identity key.pem --dry-run --prune-payload   # config only; \
-show what pruning the payload removes\n\n\
+show what pruning the payload removes\n  \
+wmrender sync --rendered out --identity key.pem --payload payload --kubeconfig kc --reboot   # drained upgrades, \
+graceful reboots (docs/reboot.md)\n\n\
 Nodes: the BYOH hosts of the rendered windows-instances ConfigMap (unless the render installs WMCO, which then \
 owns them) plus --inventory. Exit codes: 0 all synced, unchanged or pending; 1 --dry-run found changes; \
 2 invalid input or usage; 3 a node failed.")]
     Sync(Box<SyncArgs>),
+    /// Reboot nodes gracefully: cordon, drain through the Eviction API, reboot over SSH, wait, uncordon.
+    #[command(after_help = "Examples:\n  \
+wmrender reboot win-a win-b --kubeconfig ~/.kube/config --rendered out --identity key.pem\n  \
+wmrender reboot win-a --kubeconfig kc --rendered out --inventory nodes.yaml --identity key.pem --max-unavailable 2\n\n\
+Each node: cordon (a node someone else cordoned stays cordoned), evict its pods as `oc adm drain \
+--ignore-daemonsets --delete-emptydir-data` does (PodDisruptionBudgets respected), reboot over SSH, wait for a new \
+boot ID and Ready (--reboot-timeout), uncordon. The first node that fails or does not come back stops the rollout. \
+Exit codes: 0 all rebooted; 2 invalid input or usage; 3 a node failed or did not come back.")]
+    Reboot(Box<RebootArgs>),
     /// Review what a render would change (against a rendered directory or a git revision): deletions first.
     #[command(after_help = "Examples:\n  \
 wmrender diff -f wmrender.yaml --against rendered            # paste the output into the pull request\n  \
@@ -151,21 +162,8 @@ pub enum OutputFormat {
 
 #[derive(Args, Debug)]
 pub struct SyncArgs {
-    /// The directory `wmrender render -o` wrote (its node/ bundle and manifest.json are pushed).
-    #[arg(long, value_name = "DIR")]
-    pub rendered: PathBuf,
-    /// More nodes: a YAML file with `nodes: [{address, name, port, user, profile: windows|posix, root}]`.
-    #[arg(long, value_name = "FILE")]
-    pub inventory: Option<PathBuf>,
-    /// The SSH private key (OpenSSH or PEM RSA, ed25519; no passphrase), e.g. WMCO's cloud-private-key.
-    #[arg(long, value_name = "FILE")]
-    pub identity: PathBuf,
-    /// Host keys are checked strictly against this file.
-    #[arg(long, value_name = "FILE", default_value_os_t = default_known_hosts())]
-    pub known_hosts: PathBuf,
-    /// Pin the host key of a node seen for the first time (like OpenSSH's accept-new); a changed key is still refused.
-    #[arg(long)]
-    pub accept_new: bool,
+    #[command(flatten)]
+    pub access: NodeAccess,
     /// The Windows binaries the services run, laid out by node path (DIR/C/k/kubelet.exe is C:\k\kubelet.exe).
     #[arg(long, value_name = "DIR")]
     pub payload: Option<PathBuf>,
@@ -204,8 +202,9 @@ pub struct SyncArgs {
     #[arg(long, value_name = "FILE")]
     pub trusted_ca_bundle: Option<PathBuf>,
     /// Use the cluster: fetch the bootstrap kubeconfig, bootstrap and kubelet CAs, trusted CA bundle and pull secret
-    /// (files given above win), then approve the configured nodes' kubelet CSRs and label them. Read-only but for
-    /// the CSR approvals and the labels. Needs the `cluster` build feature (on by default).
+    /// (files given above win), sync the Windows Machines' nodes too, then approve the configured nodes' kubelet
+    /// CSRs and label them. Writes only CSR approvals, labels and annotations, plus what --reboot, a drained binary
+    /// upgrade (cordon, evictions) and --prune-nodes do. Needs the `cluster` build feature (on by default).
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
     /// With --kubeconfig: seconds to wait for each configured node's kubelet CSRs and Node (0: one pass, no wait).
@@ -219,8 +218,8 @@ pub struct SyncArgs {
     /// How many nodes to connect to at once (at least 1).
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = at_least_one())]
     pub parallel: usize,
-    /// How many nodes may be changed (files replaced, services restarted) at once (at least 1; to change no node,
-    /// use --dry-run).
+    /// How many nodes may be changed (files replaced, services restarted, drained, rebooted) at once (at least 1;
+    /// to change no node, use --dry-run).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = at_least_one())]
     pub max_unavailable: usize,
     /// Go on with the other nodes after a node fails (by default no new node is started).
@@ -229,10 +228,18 @@ pub struct SyncArgs {
     /// Connect and show each node's plan (files to add, change, remove; services to restart) without changing it.
     #[arg(long)]
     pub dry_run: bool,
-    /// Seconds to wait for a node's TCP and SSH answer. A silent node is not tried again; a refused or dropped
-    /// connection is, up to 3 times.
-    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub connect_timeout: u64,
+    /// Reboot, gracefully, the nodes whose apply reports that a reboot is needed (`rebootRequired`), after every
+    /// node is synced: cordon, drain, reboot, wait for a new boot and Ready, uncordon; --max-unavailable at a time,
+    /// stopping at the first node that does not come back. Needs --kubeconfig.
+    #[arg(long)]
+    pub reboot: bool,
+    /// Replace the binary of a running service (kubelet.exe, containerd.exe, ...) without --kubeconfig, that is
+    /// without cordoning and draining the node first: its pods lose their node while the services restart.
+    /// Without it such an upgrade is refused unless --kubeconfig is given.
+    #[arg(long, conflicts_with = "kubeconfig")]
+    pub allow_undrained_upgrade: bool,
+    #[command(flatten)]
+    pub drain: DrainArgs,
     /// `human`: progress, a line per finished node and a summary table, on stderr. `json`: the report on stdout and
     /// nothing on stderr but errors and the --dry-run plan (unless -v).
     #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
@@ -240,6 +247,71 @@ pub struct SyncArgs {
     /// With --output json, also print a line per finished node and the summary table on stderr.
     #[arg(short, long)]
     pub verbose: bool,
+}
+
+/// Which nodes there are and how to reach them over SSH: shared by `sync` and `reboot`.
+#[derive(Args, Debug)]
+pub struct NodeAccess {
+    /// The directory `wmrender render -o` wrote: sync pushes its node/ bundle; the BYOH hosts of its
+    /// windows-instances ConfigMap are nodes (unless the render installs WMCO, which then owns them).
+    #[arg(long, value_name = "DIR")]
+    pub rendered: PathBuf,
+    /// More nodes: a YAML file with `nodes: [{address, name, port, user, profile: windows|posix, root}]`.
+    #[arg(long, value_name = "FILE")]
+    pub inventory: Option<PathBuf>,
+    /// The SSH private key (OpenSSH or PEM RSA, ed25519; no passphrase), e.g. WMCO's cloud-private-key.
+    #[arg(long, value_name = "FILE")]
+    pub identity: PathBuf,
+    /// Host keys are checked strictly against this file.
+    #[arg(long, value_name = "FILE", default_value_os_t = default_known_hosts())]
+    pub known_hosts: PathBuf,
+    /// Pin the host key of a node seen for the first time (like OpenSSH's accept-new); a changed key is still refused.
+    #[arg(long)]
+    pub accept_new: bool,
+    /// Seconds to wait for a node's TCP and SSH answer. A silent node is not tried again; a refused or dropped
+    /// connection is, up to 3 times.
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub connect_timeout: u64,
+}
+
+/// How a node is drained and waited for, as `oc adm drain --ignore-daemonsets --delete-emptydir-data` drains it:
+/// shared by `reboot`, `sync --reboot` and sync's binary upgrades.
+#[derive(Args, Debug)]
+pub struct DrainArgs {
+    /// Also evict pods that declare no controller (nothing recreates them: they are gone for good) and pods whose
+    /// DaemonSet no longer exists, as `oc adm drain --force`. Without it such a pod stops the drain before anything
+    /// is evicted, and the node is uncordoned again.
+    #[arg(long)]
+    pub force: bool,
+    /// Seconds to evict a node's pods and wait until they are gone. An eviction a PodDisruptionBudget forbids
+    /// (429) is tried again with a growing pause until then.
+    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub drain_timeout: u64,
+    /// Seconds to wait for a rebooted node to come back (a new boot ID and Ready), or an upgraded one to be Ready.
+    /// A node that does not stops the rollout and stays cordoned.
+    #[arg(long, value_name = "SECS", default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub reboot_timeout: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct RebootArgs {
+    /// The Nodes to reboot, by name, in this order. Each must be a node sync knows (a BYOH host of --rendered or
+    /// in --inventory): that is where the SSH address comes from.
+    #[arg(value_name = "NODE", required = true)]
+    pub nodes: Vec<String>,
+    /// The cluster the nodes are in: cordon, drain, the wait for the node and uncordon go through it.
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: PathBuf,
+    #[command(flatten)]
+    pub access: NodeAccess,
+    /// How many nodes may be cordoned and rebooting at once (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = at_least_one())]
+    pub max_unavailable: usize,
+    #[command(flatten)]
+    pub drain: DrainArgs,
+    /// `human`: a line per node on stderr. `json`: the report on stdout.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub output: OutputFormat,
 }
 
 /// A count that must be at least 1 (0 nodes at once would never finish).

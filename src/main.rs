@@ -5,7 +5,9 @@ mod progress;
 
 use clap::CommandFactory;
 use clap::Parser;
-use cli::{Cli, Command, DiffArgs, ImportArgs, KrmArgs, OnlyPart, OutputFormat, RenderArgs, SyncArgs, ValidateArgs};
+use cli::{
+    Cli, Command, DiffArgs, ImportArgs, KrmArgs, OnlyPart, OutputFormat, RebootArgs, RenderArgs, SyncArgs, ValidateArgs,
+};
 use std::io::Write;
 use std::process::ExitCode;
 use wmrender::Part;
@@ -23,6 +25,7 @@ fn main() -> ExitCode {
         Command::Render(args) => render(args),
         Command::Validate(args) => validate(args),
         Command::Sync(args) => sync(*args),
+        Command::Reboot(args) => reboot(*args),
         Command::Diff(args) => diff(args),
         Command::Krm(args) => krm(args),
         Command::Import(args) => import(args),
@@ -132,11 +135,11 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
         .map_err(|e| Error::io("starting the async runtime", e))?;
     let progress = std::sync::Arc::new(progress::SyncProgress::new(chatty));
     let opts = sync::SyncOptions {
-        rendered: args.rendered,
-        inventory: args.inventory,
-        identity: args.identity,
-        known_hosts: args.known_hosts,
-        accept_new: args.accept_new,
+        rendered: args.access.rendered,
+        inventory: args.access.inventory,
+        identity: args.access.identity,
+        known_hosts: args.access.known_hosts,
+        accept_new: args.access.accept_new,
         payload: args.payload,
         agent: args.agent,
         prune_payload: args.prune_payload,
@@ -155,11 +158,14 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
         max_unavailable: args.max_unavailable,
         keep_going: args.keep_going,
         dry_run: args.dry_run,
-        connect_timeout: std::time::Duration::from_secs(args.connect_timeout),
+        connect_timeout: std::time::Duration::from_secs(args.access.connect_timeout),
         progress: Some(progress.clone()),
         kubeconfig: args.kubeconfig.clone(),
         csr_timeout: std::time::Duration::from_secs(args.csr_timeout),
         prune_nodes: args.prune_nodes,
+        reboot: args.reboot,
+        allow_undrained_upgrade: args.allow_undrained_upgrade,
+        drain: drain_settings(&args.drain),
     };
     let result = runtime.block_on(sync::run(opts));
     progress.finish();
@@ -223,6 +229,90 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
     } else {
         OK
     })
+}
+
+fn drain_settings(args: &cli::DrainArgs) -> wmrender::sync::upgrade::DrainSettings {
+    wmrender::sync::upgrade::DrainSettings {
+        force: args.force,
+        drain_timeout: std::time::Duration::from_secs(args.drain_timeout),
+        reboot_timeout: std::time::Duration::from_secs(args.reboot_timeout),
+    }
+}
+
+#[cfg(not(feature = "cluster"))]
+fn reboot(_: RebootArgs) -> Result<u8, Error> {
+    Err(ClusterError::NotBuilt("reboot").into())
+}
+
+/// `wmrender reboot`: the nodes named, found as sync finds them, rebooted gracefully through the cluster.
+#[cfg(feature = "cluster")]
+fn reboot(args: RebootArgs) -> Result<u8, Error> {
+    use wmrender::cluster::reboot::{self, Outcome};
+    use wmrender::sync;
+    let rendered = sync::read_rendered(&args.access.rendered)?;
+    // The BYOH hosts and the inventory; a Machine-backed node is named in the inventory to be rebooted this way.
+    let known = sync::nodes(&rendered, args.access.inventory.as_deref(), vec![])?;
+    let mut nodes = Vec::new();
+    for name in &args.nodes {
+        match known.iter().find(|n| &n.name == name) {
+            Some(n) if !nodes.iter().any(|m: &sync::inventory::Node| &m.name == name) => nodes.push(n.clone()),
+            Some(_) => {}
+            None => {
+                return Err(Error::Usage(format!(
+                    "{name} is not a node of {} or the inventory (known: {}); the inventory's `name` must be the \
+                     Node's name",
+                    args.access.rendered.display(),
+                    known.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")
+                )));
+            }
+        }
+    }
+    let key = sync::ssh::load_identity(&args.access.identity).map_err(Error::Usage)?;
+    let settings = drain_settings(&args.drain);
+    let opts = reboot::RebootOptions {
+        drain: wmrender::cluster::drain::DrainOptions { force: settings.force, timeout: settings.drain_timeout },
+        reboot_timeout: settings.reboot_timeout,
+        max_unavailable: args.max_unavailable,
+        connect: sync::connect_options(
+            key,
+            &args.access.known_hosts,
+            args.access.accept_new,
+            false,
+            std::time::Duration::from_secs(args.access.connect_timeout),
+        ),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("starting the async runtime", e))?;
+    let reports = runtime.block_on(async {
+        let cluster = wmrender::cluster::Cluster::connect(&args.kubeconfig).await?;
+        Ok::<_, Error>(reboot::rollout(&cluster, &nodes, &opts).await)
+    })?;
+    for r in &reports {
+        let outcome = serde_json::to_value(r.outcome).ok().and_then(|v| v.as_str().map(str::to_string));
+        let mut line = format!("{}: {}", r.name, outcome.unwrap_or_default());
+        if !r.evicted.is_empty() {
+            line.push_str(&format!(", evicted {}", r.evicted.join(" ")));
+        }
+        if r.cordon_kept {
+            line.push_str(", kept cordoned (it was cordoned before)");
+        }
+        if r.left_cordoned {
+            line.push_str(&format!(", left cordoned: `oc adm uncordon {}` once it is healthy", r.name));
+        }
+        if let Some(e) = &r.error {
+            line.push_str(&format!(": {e}"));
+        }
+        eprintln!("{line}");
+    }
+    if args.output == OutputFormat::Json {
+        let json = serde_json::to_string_pretty(&serde_json::json!({ "nodes": reports }))
+            .map_err(|e| Error::Operational(format!("cannot write the report: {e}")))?;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{json}").and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
+    }
+    Ok(if reports.iter().all(|r| r.outcome == Outcome::Rebooted) { OK } else { FAILED })
 }
 
 fn diff(args: DiffArgs) -> Result<u8, Error> {

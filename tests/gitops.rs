@@ -250,7 +250,7 @@ fn completions_for_every_shell() {
         let text = String::from_utf8_lossy(&o.stdout);
         assert!(text.contains("wmrender") && text.contains("render") && text.contains("sync"), "{shell}");
     }
-    for sub in ["render", "validate", "diff", "sync", "krm", "import", "completions"] {
+    for sub in ["render", "validate", "diff", "sync", "reboot", "krm", "import", "completions"] {
         let o = wmrender(&[sub, "--help"]);
         assert!(String::from_utf8_lossy(&o.stdout).contains("Examples:"), "{sub} --help has examples");
     }

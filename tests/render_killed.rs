@@ -26,6 +26,7 @@ fn generate(path: &Path, generation: u32) {
     let mut s = String::from(
         "apiVersion: wmrender.dev/v1alpha1\nkind: ClusterInputs\nmetadata:\n  name: kill\nspec:\n  \
          infrastructureID: kill-1a2b3\n  apiServerInternalURL: https://api-int.kill.example.com:6443\n  \
+         sshPublicKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEivnOQOwpFfgIiplCNH1jWkEmNppWw2KdSLHn7d3tKp\n  \
          platform:\n    aws:\n      region: us-east-1\n",
     );
     s += &format!("      ami: ami-{:017x}\n  machineSets:\n", 0xabc0 + generation);

@@ -423,6 +423,8 @@ fn connections_cut_mid_upload_leave_old_or_new_files_and_the_next_sync_converges
             rig.path("known_proxy").to_str().unwrap(),
             "--payload",
             &payload_s,
+            // kubelet.exe changes: a binary upgrade, without a cluster to drain the node through.
+            "--allow-undrained-upgrade",
             "--connect-timeout",
             "3",
         ]);
@@ -456,7 +458,7 @@ fn connections_cut_mid_upload_leave_old_or_new_files_and_the_next_sync_converges
     // half-pushed files, so they are pushed again.
     std::fs::write(payload.join("C/k/kubelet.exe"), &v1).unwrap();
     rig.render(INPUTS);
-    let (rc, _, err) = rig.sync(&inv, &["--payload", &payload_s]);
+    let (rc, _, err) = rig.sync(&inv, &["--payload", &payload_s, "--allow-undrained-upgrade"]);
     assert_eq!(rc, 0, "{err}");
     for (path, bytes) in node_files(&rig.path("node-00")) {
         if !path.ends_with(".wmrender-tmp") && path != "k/wmrender/manifest.json" {
@@ -466,7 +468,7 @@ fn connections_cut_mid_upload_leave_old_or_new_files_and_the_next_sync_converges
     std::fs::write(payload.join("C/k/kubelet.exe"), &v2).unwrap();
     rig.render(&new_inputs);
 
-    let (rc, _, err) = rig.sync(&inv, &["--payload", &payload_s]);
+    let (rc, _, err) = rig.sync(&inv, &["--payload", &payload_s, "--allow-undrained-upgrade"]);
     assert_eq!(rc, 0, "{err}");
     let now: BTreeMap<String, String> = node_files(&rig.path("node-00"))
         .into_iter()
@@ -616,6 +618,8 @@ fn cuts_in_either_direction_of_a_version_change_are_finished_by_the_next_sync() 
     let payload = rig.path("payload");
     std::fs::create_dir_all(payload.join("C/k")).unwrap();
     let (p, inv) = (payload.to_str().unwrap().to_string(), rig.inventory(1, rig.sshd.port));
+    // kubelet.exe changes between versions: binary upgrades, without a cluster to drain the node through.
+    let upgrade = ["--payload", &p, "--allow-undrained-upgrade"];
     // Version 2 has a registry (and its folder) and a payload file version 1 does not have, and changes others.
     let v2_inputs = INPUTS.replace("mirror.example.com:5000", "mirror-b.example.com:5000")
         + "    - source: registry.example.com/only-v2\n      mirrors: [mirror-b.example.com:5000/only-v2]\n";
@@ -633,7 +637,7 @@ fn cuts_in_either_direction_of_a_version_change_are_finished_by_the_next_sync() 
         for budget in [6_000, 40_000, 150_000, 350_000, 520_000] {
             // Start clean at `from`.
             let rendered = write_v(from);
-            let (rc, _, err) = rig.sync(&inv, &["--payload", &p]);
+            let (rc, _, err) = rig.sync(&inv, &upgrade);
             assert_eq!(rc, 0, "{err}");
             assert_eq!(delivered(&rig.path("node-00")), expected(&rendered, &payload), "at v{from}");
             // A push of `to` cut after `budget` bytes…
@@ -652,6 +656,7 @@ fn cuts_in_either_direction_of_a_version_change_are_finished_by_the_next_sync() 
                 rig.path("known_proxy").to_str().unwrap(),
                 "--payload",
                 &p,
+                "--allow-undrained-upgrade",
                 "--connect-timeout",
                 "3",
             ]);
@@ -659,14 +664,14 @@ fn cuts_in_either_direction_of_a_version_change_are_finished_by_the_next_sync() 
             let _ = o;
             // …then a clean push of `from` again: the node holds exactly `from`, no temporary file, no leftover.
             let rendered = write_v(from);
-            let (rc, _, err) = rig.sync(&inv, &["--payload", &p]);
+            let (rc, _, err) = rig.sync(&inv, &upgrade);
             assert_eq!(rc, 0, "v{from}→v{to} cut at {budget}: {err}");
             assert_eq!(
                 delivered(&rig.path("node-00")),
                 expected(&rendered, &payload),
                 "v{from}→v{to} cut at {budget}, then v{from}"
             );
-            let (rc, report, _) = rig.sync(&inv, &["--payload", &p]);
+            let (rc, report, _) = rig.sync(&inv, &upgrade);
             assert_eq!((rc, nodes(&report)[0]["status"].as_str()), (0, Some("unchanged")), "then a no-op");
         }
     }

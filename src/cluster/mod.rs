@@ -10,6 +10,8 @@ pub mod credentials;
 #[cfg(feature = "cluster")]
 pub mod csr;
 #[cfg(feature = "cluster")]
+pub mod drain;
+#[cfg(feature = "cluster")]
 pub mod import;
 #[cfg(feature = "cluster")]
 pub mod join;
@@ -19,6 +21,8 @@ pub mod label;
 pub mod machines;
 #[cfg(feature = "cluster")]
 pub mod prune;
+#[cfg(feature = "cluster")]
+pub mod reboot;
 #[cfg(feature = "cluster")]
 pub mod token;
 

@@ -3,8 +3,12 @@
 # the agent's JSON result line. Paths are read one per line, never split.
 root=$1
 manifest="$root/C/k/wmrender/manifest.json"
+# A host that stands in for a node needing a reboot (as Windows' pending-reboot flag would say) has a
+# $root/reboot-pending file; whatever plays the node removes it when it "reboots" (see the profile's reboot command).
+reboot=false
+if [ -f "$root/reboot-pending" ]; then reboot=true; fi
 result() { # $1 status, $2 errors (JSON strings, comma-separated), $3 files checked
-  printf '{"status":"%s","created":[],"updated":[],"deleted":[],"started":[],"restarted":[],"rebootRequired":false,"pending":[],"missing":[],"errors":[%s],"checked":%d}\n' "$1" "$2" "$3"
+  printf '{"status":"%s","created":[],"updated":[],"deleted":[],"started":[],"restarted":[],"rebootRequired":%s,"pending":[],"missing":[],"errors":[%s],"checked":%d}\n' "$1" "$reboot" "$2" "$3"
 }
 if [ ! -f "$manifest" ]; then
   result failed '"no manifest"' 0

@@ -58,6 +58,11 @@ pub async fn connect(kubeconfig: Option<&Path>) -> Result<Option<ClusterSide>, E
 
 #[cfg(feature = "cluster")]
 impl ClusterSide {
+    /// The client, for the steps that run beside the nodes' sync (drained upgrades, reboots).
+    pub fn cluster(&self) -> &crate::cluster::Cluster {
+        &self.cluster
+    }
+
     /// The credentials nodes need (bootstrap kubeconfig, CAs, trusted CA bundle, pull secret), in memory.
     pub async fn credentials(&self) -> Result<Fetched, Error> {
         Ok(crate::cluster::credentials::fetch(&self.cluster).await?)
@@ -115,11 +120,12 @@ impl ClusterSide {
             let reached: Vec<Node> =
                 (nodes.iter().zip(reports)).filter(|(_, r)| prune::reached(r.status)).map(|(n, _)| n.clone()).collect();
             prune::record_logins(&self.cluster, &reached).await?;
-            // A node waiting for a reboot has no kubelet to ask yet: it joins after the reboot, on the next sync.
+            // A node waiting for a reboot has no kubelet to ask yet: it joins after the reboot (`--reboot`, or the
+            // next sync).
             let expected: Vec<crate::cluster::csr::Expected> = reports
                 .iter()
                 .filter(|r| matches!(r.status, Status::Synced | Status::Unchanged | Status::Pending))
-                .filter(|r| !r.reboot_required)
+                .filter(|r| !r.reboot_required || r.rebooted)
                 .map(|r| crate::cluster::csr::Expected {
                     name: r.node_name(),
                     addresses: [Some(r.address.clone()), r.apply.as_ref().map(|a| a.node_ip.clone())]

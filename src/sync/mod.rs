@@ -11,6 +11,7 @@ pub mod plan;
 pub mod profile;
 pub mod secrets;
 pub mod ssh;
+pub mod upgrade;
 
 use crate::error::Error;
 use inventory::Node;
@@ -55,6 +56,11 @@ pub struct SyncOptions {
     pub csr_timeout: Duration,
     /// `--prune-nodes`: deconfigure the managed nodes that left the targets and delete their Nodes.
     pub prune_nodes: bool,
+    /// `--reboot`: reboot gracefully the nodes whose apply asks for it.
+    pub reboot: bool,
+    /// `--allow-undrained-upgrade`.
+    pub allow_undrained_upgrade: bool,
+    pub drain: upgrade::DrainSettings,
 }
 
 /// What a sync did: each target's report and, with `--kubeconfig`, what happened in the cluster.
@@ -223,23 +229,18 @@ pub async fn run(mut opts: SyncOptions) -> Result<SyncReport, Error> {
         prune_payload: opts.prune_payload,
         prune_credentials: opts.prune_credentials,
     };
-    let connect = ssh::ConnectOptions {
-        key: Arc::new(key),
-        known_hosts: opts.known_hosts.clone(),
-        accept_new: opts.accept_new,
-        dry_run: opts.dry_run,
-        connect_timeout: opts.connect_timeout,
-        idle_timeout: Duration::from_secs(60),
-        attempts: 3,
-        known_hosts_lock: Arc::new(std::sync::Mutex::new(())),
-    };
+    let connect = connect_options(key, &opts.known_hosts, opts.accept_new, opts.dry_run, opts.connect_timeout);
+    let mut guard = upgrade::Guard::new(cluster.as_ref(), opts.allow_undrained_upgrade, &opts.drain);
+    if opts.reboot && !opts.dry_run {
+        guard = guard.with_reboots(&connect, opts.max_unavailable)?;
+    }
     if let Some(p) = &opts.progress {
         p.planned(&nodes);
     }
     let connections = Arc::new(Semaphore::new(opts.parallel.max(1)));
     let unavailable = Arc::new(Semaphore::new(opts.max_unavailable.max(1)));
     let stop = Arc::new(AtomicBool::new(false));
-    let shared = Arc::new((desired, given, rendered.services, connect, opts));
+    let shared = Arc::new((desired, given, rendered.services, connect, opts, guard));
     let mut tasks = tokio::task::JoinSet::new();
     let mut reports: Vec<(usize, NodeReport)> = Vec::new();
     for (i, node) in nodes.iter().cloned().enumerate() {
@@ -258,11 +259,11 @@ pub async fn run(mut opts: SyncOptions) -> Result<SyncReport, Error> {
         let (unavailable, stop, shared) = (unavailable.clone(), stop.clone(), shared.clone());
         tasks.spawn(async move {
             let _slot = slot;
-            let (desired, given, services, connect, opts) = &*shared;
+            let (desired, given, services, connect, opts, guard) = &*shared;
             if let Some(p) = &opts.progress {
                 p.started(&node);
             }
-            let job = Job { node: &node, desired, given, services, connect, dry_run: opts.dry_run, unavailable };
+            let job = Job { node: &node, desired, given, services, connect, dry_run: opts.dry_run, unavailable, guard };
             let report = node::sync(job).await;
             if report.status == Status::Failed {
                 stop.store(true, Ordering::SeqCst);
@@ -277,12 +278,33 @@ pub async fn run(mut opts: SyncOptions) -> Result<SyncReport, Error> {
         reports.push(done.map_err(|e| Error::Operational(format!("a sync task failed: {e}")))?);
     }
     reports.sort_by_key(|(i, _)| *i);
-    let nodes_reports: Vec<NodeReport> = reports.into_iter().map(|(_, r)| r).collect();
+    let mut node_reports: Vec<NodeReport> = reports.into_iter().map(|(_, r)| r).collect();
+    shared.5.reboot(&mut node_reports, &nodes).await;
     let cluster = match cluster {
-        Some(c) => c.after_sync(&nodes, &nodes_reports, &shared.4, &shared.3).await?,
+        Some(c) => c.after_sync(&nodes, &node_reports, &shared.4, &shared.3).await?,
         None => Default::default(),
     };
-    Ok(SyncReport { nodes: nodes_reports, cluster })
+    Ok(SyncReport { nodes: node_reports, cluster })
+}
+
+/// How to reach and trust nodes over SSH, for every connection of a run (sync's and reboot's).
+pub fn connect_options(
+    key: russh::keys::PrivateKey,
+    known_hosts: &Path,
+    accept_new: bool,
+    dry_run: bool,
+    connect_timeout: Duration,
+) -> ssh::ConnectOptions {
+    ssh::ConnectOptions {
+        key: Arc::new(key),
+        known_hosts: known_hosts.to_path_buf(),
+        accept_new,
+        dry_run,
+        connect_timeout,
+        idle_timeout: Duration::from_secs(60),
+        attempts: 3,
+        known_hosts_lock: Arc::new(std::sync::Mutex::new(())),
+    }
 }
 
 /// The per-node summary table (stderr).
@@ -295,7 +317,9 @@ pub fn table(reports: &[NodeReport]) -> String {
         let result =
             serde_json::to_value(r.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
         let mut notes = r.restarted.join(",");
-        if r.reboot_required {
+        if r.rebooted {
+            notes.push_str(" rebooted");
+        } else if r.reboot_required {
             notes.push_str(" REBOOT NEEDED");
         }
         for p in &r.pending {

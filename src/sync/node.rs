@@ -49,6 +49,12 @@ pub struct NodeReport {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub created: Vec<String>,
     pub reboot_required: bool,
+    /// `sync --reboot` rebooted the node gracefully.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub rebooted: bool,
+    /// `namespace/name` of the pods evicted before an upgrade or a reboot.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub evicted: Vec<String>,
     /// Why the node is not converged yet (`pending`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<String>,
@@ -78,6 +84,8 @@ impl NodeReport {
             restarted: vec![],
             created: vec![],
             reboot_required: false,
+            rebooted: false,
+            evicted: vec![],
             pending: vec![],
             error: None,
             apply: None,
@@ -95,6 +103,8 @@ pub struct Job<'a> {
     pub dry_run: bool,
     /// `--max-unavailable`: a node holds a permit while it is being changed.
     pub unavailable: Arc<Semaphore>,
+    /// What to do before replacing a running service's binary (cordon and drain, or refuse).
+    pub guard: &'a super::upgrade::Guard,
 }
 
 pub async fn sync(job: Job<'_>) -> NodeReport {
@@ -150,6 +160,10 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
         return Ok(());
     }
     let _permit = job.unavailable.clone().acquire_owned().await.map_err(|e| SyncError::Local(e.to_string()))?;
+    // A changed service binary is an upgrade: the agent stops the service to swap it, under the node's pods.
+    let replaced: Vec<&NodePath> = changes.changed.iter().filter(|p| binaries.contains(p)).collect();
+    let held = job.guard.before_upgrade(job.node, &replaced).await?;
+    report.evicted = held.as_ref().map(|h| h.evicted.clone()).unwrap_or_default();
     report.bytes_sent = push(profile, &conn, &sftp, &on_node, &changes).await?;
     let result = apply(&conn, profile).await?;
     report.restarted = result.restarted.clone();
@@ -167,6 +181,7 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
         // apply() turns a failed result into an error; kept as one here too rather than trusted.
         ApplyStatus::Failed => return Err(SyncError::Apply("the apply step failed".into())),
     }
+    job.guard.after_upgrade(held).await?;
     conn.close().await;
     Ok(())
 }

@@ -57,6 +57,20 @@ impl Profile {
         }
     }
 
+    /// The command that restarts the node and returns before it goes down (so the SSH session ends cleanly): on
+    /// Windows `shutdown.exe` with a 5 s delay (planned, maintenance: what `Restart-Computer -Force` does, run by
+    /// cmd.exe, the SSH server's default shell). A posix host is never restarted: it stands in for a node, so it
+    /// only records the request in `<root>/reboot-requested` for whatever plays the node (a test) to act on.
+    pub fn reboot_command(&self) -> String {
+        match self {
+            Profile::Windows => r#"shutdown.exe /r /t 5 /d p:4:1 /c "wmrender: graceful reboot""#.to_string(),
+            Profile::Posix { root } => format!(
+                "sh -c 'date +%s > \"$1/reboot-requested\"' wmrender-reboot {}",
+                sh_quote(root.trim_end_matches('/'))
+            ),
+        }
+    }
+
     /// A command that replaces `target` by `temp` atomically, for SFTP servers without posix-rename.
     pub fn replace_command(&self, temp: &NodePath, target: &NodePath) -> String {
         match self {
@@ -117,6 +131,18 @@ mod tests {
     fn windows_apply_is_one_program_invocation() {
         assert_eq!(Profile::Windows.apply_command(), r"C:\k\wmrender\wmrender-node.exe apply");
         assert_eq!(Profile::Windows.deconfigure_command(), r"C:\k\wmrender\wmrender-node.exe deconfigure");
+    }
+
+    #[test]
+    fn reboot_commands() {
+        // cmd.exe runs it: one program, and a delay so the SSH session ends before the node goes down.
+        assert_eq!(
+            Profile::Windows.reboot_command(),
+            r#"shutdown.exe /r /t 5 /d p:4:1 /c "wmrender: graceful reboot""#
+        );
+        // A posix host is never restarted: it only records the request.
+        let posix = Profile::Posix { root: "/srv/n 1/".into() };
+        assert_eq!(posix.reboot_command(), r#"sh -c 'date +%s > "$1/reboot-requested"' wmrender-reboot '/srv/n 1'"#);
     }
 
     #[test]

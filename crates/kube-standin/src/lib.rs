@@ -44,6 +44,7 @@
 //! A kind the stand-in does not know is added with [`ApiServer::register_kind`].
 
 pub mod csr;
+pub mod eviction;
 pub mod http;
 pub mod patch;
 pub mod select;
@@ -154,6 +155,7 @@ impl ApiServer {
         server.register(Arc::new(csr::Approval));
         server.register(Arc::new(csr::StatusKeepsApproval));
         server.register(Arc::new(token::TokenRequest));
+        server.register(Arc::new(eviction::Eviction));
         let (state, subs, stop, conns) =
             (server.state.clone(), server.subresources.clone(), server.stop.clone(), server.connections.clone());
         std::thread::spawn(move || {

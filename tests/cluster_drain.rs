@@ -1,0 +1,530 @@
+//! Graceful reboots and drained upgrades (`wmrender reboot`, `sync --reboot`, sync's binary upgrades) against a
+//! **stand-in** API server on 127.0.0.1 (crates/kube-standin: no kube-apiserver can be installed where these tests
+//! run) that enforces what the client relies on — 409 on a stale resourceVersion, Eviction answering 429 while a
+//! PodDisruptionBudget allows no disruption, graceful pod deletion — and a real OpenSSH server with posix-profile
+//! nodes. A thread plays the kubelets: when a node's reboot command has run (it writes `<root>/reboot-requested`),
+//! the Node goes NotReady, then comes back Ready with a new boot ID; it also finishes terminating evicted pods, a
+//! second later, so a client that does not wait for them sees them still there.
+
+#![cfg(feature = "cluster")]
+
+mod support;
+
+use kube_standin::{ApiServer, Fault, Key};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use support::sshd::Sshd;
+use support::{code, stderr, wmrender};
+
+/// With the operator installed, WMCO owns the ConfigMap's BYOH host: the nodes are the inventory's.
+const INPUTS: &str = "apiVersion: wmrender.dev/v1alpha1
+kind: ClusterInputs
+metadata:
+  name: drain-test
+spec:
+  infrastructureID: drain-00000
+  apiServerInternalURL: https://api-int.drain.example.com:6443
+  platform:
+    none: {}
+  byoh:
+  - address: 10.0.0.5
+    username: Administrator
+  network:
+    hybridClusterNetwork: [10.132.0.0/14]
+  operator:
+    install: true
+";
+
+struct Rig {
+    sshd: Sshd,
+    api: ApiServer,
+    work: tempfile::TempDir,
+    nodes: usize,
+}
+
+impl Rig {
+    fn new(nodes: usize) -> Rig {
+        let rig = Rig { sshd: Sshd::start(), api: ApiServer::start(), work: tempfile::tempdir().unwrap(), nodes };
+        rig.api.write_kubeconfig(&rig.path("kubeconfig")).unwrap();
+        // What sync --kubeconfig fetches before it touches a node.
+        rig.api.put_object(json!({
+            "apiVersion": "config.openshift.io/v1", "kind": "Infrastructure", "metadata": { "name": "cluster" },
+            "status": { "platformStatus": { "type": "None" }, "apiServerInternalURL": "https://api-int.drain.example.com:6443" },
+        }));
+        support::cluster::seed_credentials(&rig.api, "bootstrap-token");
+        let inputs = rig.path("wmrender.yaml");
+        std::fs::write(&inputs, INPUTS).unwrap();
+        let o = wmrender(&["render", "-f", inputs.to_str().unwrap(), "-o", rig.path("rendered").to_str().unwrap()]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let mut text = String::from("nodes:\n");
+        for i in 0..nodes {
+            let name = format!("node-{i:02}");
+            let root = rig.path(&name);
+            std::fs::create_dir_all(&root).unwrap();
+            text.push_str(&format!(
+                "- name: {name}\n  address: 127.0.0.1\n  port: {}\n  user: root\n  profile: posix\n  root: {}\n",
+                rig.sshd.port,
+                root.display()
+            ));
+            rig.api.put_object(json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": { "name": name, "labels": { "kubernetes.io/os": "windows" } },
+                "spec": {},
+                "status": {
+                    "nodeInfo": { "bootID": format!("{name}-boot-0") },
+                    "conditions": [{ "type": "Ready", "status": "True" }],
+                },
+            }));
+        }
+        std::fs::write(rig.path("nodes.yaml"), text).unwrap();
+        rig
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.work.path().join(name)
+    }
+
+    fn s(&self, name: &str) -> String {
+        self.path(name).to_str().unwrap().to_string()
+    }
+
+    /// The flags every command here needs to reach the nodes.
+    fn access(&self) -> Vec<String> {
+        let mut v: Vec<String> =
+            vec!["--rendered".into(), self.s("rendered"), "--inventory".into(), self.s("nodes.yaml")];
+        v.extend(["--identity".into(), self.sshd.path("client_ed25519").to_str().unwrap().into()]);
+        v.extend(["--known-hosts".into(), self.sshd.path("known_hosts").to_str().unwrap().into()]);
+        v.extend(["--connect-timeout".into(), "5".into()]);
+        v
+    }
+
+    /// `wmrender reboot NODES... ` with `extra`; (exit code, JSON report, stderr).
+    fn reboot(&self, nodes: &[&str], extra: &[&str]) -> (i32, Value, String) {
+        let mut args: Vec<String> = vec!["reboot".into()];
+        args.extend(nodes.iter().map(|n| n.to_string()));
+        args.extend(["--kubeconfig".into(), self.s("kubeconfig"), "--output".into(), "json".into()]);
+        if !extra.contains(&"--reboot-timeout") {
+            args.extend(["--reboot-timeout".into(), "30".into()]);
+        }
+        args.extend(["--drain-timeout".into(), "60".into()]);
+        args.extend(self.access());
+        args.extend(extra.iter().map(|e| e.to_string()));
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = wmrender(&refs);
+        (code(&o), serde_json::from_slice(&o.stdout).unwrap_or(Value::Null), stderr(&o))
+    }
+
+    fn sync(&self, extra: &[&str]) -> (i32, Value, String) {
+        let mut args: Vec<String> = vec!["sync".into(), "--output".into(), "json".into()];
+        args.extend(["--reboot-timeout".into(), "30".into(), "--drain-timeout".into(), "60".into()]);
+        args.extend(self.access());
+        args.extend(extra.iter().map(|e| e.to_string()));
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = wmrender(&refs);
+        (code(&o), serde_json::from_slice(&o.stdout).unwrap_or(Value::Null), stderr(&o))
+    }
+
+    fn node(&self, name: &str) -> Value {
+        self.api.object("v1", "nodes", "", name).expect("the Node")
+    }
+
+    fn pod(&self, name: &str) -> Option<Value> {
+        self.api.object("v1", "pods", "apps", name)
+    }
+
+    /// Requests for `path_part` (e.g. `pods/web-1/eviction`) as (method, code).
+    fn calls(&self, path_part: &str) -> Vec<(String, u16)> {
+        self.api.requests().into_iter().filter(|r| r.target.contains(path_part)).map(|r| (r.method, r.code)).collect()
+    }
+
+    /// Plays the kubelets while `f` runs: reboots the nodes that asked for it (except `never_back`), finishes
+    /// terminating pods a second after they were evicted. Returns `f`'s result and what the kubelets saw.
+    fn with_kubelets<T>(&self, never_back: &[&str], f: impl FnOnce() -> T) -> (T, Kubelets) {
+        let stop = AtomicBool::new(false);
+        let seen = Mutex::new(Kubelets::default());
+        let out = std::thread::scope(|scope| {
+            scope.spawn(|| self.kubelets(never_back, &stop, &seen));
+            let out = f();
+            stop.store(true, Ordering::SeqCst);
+            out
+        });
+        (out, seen.into_inner().unwrap())
+    }
+
+    fn kubelets(&self, never_back: &[&str], stop: &AtomicBool, seen: &Mutex<Kubelets>) {
+        let mut last_finish = Instant::now();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
+            if last_finish.elapsed() > Duration::from_secs(1) {
+                self.api.with_state(kube_standin::eviction::finish_terminating);
+                last_finish = Instant::now();
+            }
+            let cordoned =
+                (0..self.nodes).filter(|i| self.node(&format!("node-{i:02}"))["spec"]["unschedulable"] == true).count();
+            let mut s = seen.lock().unwrap();
+            s.peak_cordoned = s.peak_cordoned.max(cordoned);
+            drop(s);
+            for i in 0..self.nodes {
+                let name = format!("node-{i:02}");
+                let request = self.path(&name).join("reboot-requested");
+                if !request.exists() {
+                    continue;
+                }
+                std::fs::remove_file(&request).unwrap();
+                let on_node: Vec<String> = self
+                    .api
+                    .with_state(|st| st.store.list("v1", "pods", None).into_iter().cloned().collect::<Vec<_>>())
+                    .into_iter()
+                    .filter(|p| p["spec"]["nodeName"] == name.as_str())
+                    .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+                    .collect();
+                let unschedulable = self.node(&name)["spec"]["unschedulable"] == true;
+                let boot = self.node(&name)["status"]["nodeInfo"]["bootID"].as_str().unwrap().to_string();
+                let (prefix, n) = boot.rsplit_once('-').unwrap();
+                let next = format!("{prefix}-{}", n.parse::<u32>().unwrap() + 1);
+                seen.lock().unwrap().reboots.push((name.clone(), on_node, unschedulable));
+                if never_back.contains(&name.as_str()) {
+                    continue;
+                }
+                self.set_status(&name, None, "False");
+                std::thread::sleep(Duration::from_millis(700));
+                let _ = std::fs::remove_file(self.path(&name).join("reboot-pending"));
+                self.set_status(&name, Some(&next), "True");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn set_status(&self, node: &str, boot_id: Option<&str>, ready: &str) {
+        self.api.with_state(|s| {
+            let key = Key::new("v1", "nodes", "", node);
+            let mut n = s.store.get(&key).cloned().unwrap();
+            if let Some(b) = boot_id {
+                n["status"]["nodeInfo"]["bootID"] = b.into();
+            }
+            n["status"]["conditions"] = json!([{ "type": "Ready", "status": ready }]);
+            s.store.replace(&key, n);
+        });
+    }
+}
+
+#[derive(Default, Debug)]
+struct Kubelets {
+    /// (node, the pods bound to it when its reboot command ran, whether it was cordoned then).
+    reboots: Vec<(String, Vec<String>, bool)>,
+    /// The most nodes cordoned at once.
+    peak_cordoned: usize,
+}
+
+fn pod(name: &str, node: &str, owner: Option<(&str, &str)>, extra: Value) -> Value {
+    let mut p = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": name, "namespace": "apps", "labels": { "app": name } },
+        "spec": { "nodeName": node, "containers": [{ "name": "c", "image": "mcr.microsoft.com/windows/nanoserver" }] },
+        "status": { "phase": "Running" },
+    });
+    if let Some((kind, owner)) = owner {
+        let api_version = "apps/v1";
+        p["metadata"]["ownerReferences"] =
+            json!([{ "apiVersion": api_version, "kind": kind, "name": owner, "uid": "u-1", "controller": true }]);
+    }
+    kube_standin::patch::merge(&mut p, &extra);
+    p
+}
+
+fn budget(allowed: i64) -> Value {
+    json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": { "name": "web", "namespace": "apps", "generation": 1 },
+        "spec": { "minAvailable": 1, "selector": { "matchLabels": { "app": "web" } } },
+        "status": { "observedGeneration": 1, "disruptionsAllowed": allowed, "currentHealthy": 1, "desiredHealthy": 1,
+                    "expectedPods": 1 },
+    })
+}
+
+fn outcomes(report: &Value) -> Vec<(String, String)> {
+    report["nodes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no report: {report}"))
+        .iter()
+        .map(|n| (n["name"].as_str().unwrap().to_string(), n["outcome"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+#[test]
+fn a_drain_waits_on_the_budget_skips_daemonsets_and_mirror_pods_and_the_node_reboots_and_returns() {
+    let rig = Rig::new(1);
+    rig.api.put_object(json!({ "apiVersion": "apps/v1", "kind": "DaemonSet",
+                               "metadata": { "name": "exporter", "namespace": "apps" } }));
+    rig.api.put_object(pod("web", "node-00", Some(("ReplicaSet", "web-5d9")), json!({})));
+    rig.api.put_object(pod("exporter-x", "node-00", Some(("DaemonSet", "exporter")), json!({})));
+    rig.api.put_object(pod(
+        "static-kube-proxy",
+        "node-00",
+        None,
+        json!({ "metadata": { "annotations": { "kubernetes.io/config.mirror": "abc" } } }),
+    ));
+    // emptyDir data is deleted (--delete-emptydir-data); it terminates gracefully, so the drain must wait.
+    rig.api.put_object(pod(
+        "cache",
+        "node-00",
+        Some(("StatefulSet", "cache")),
+        json!({ "spec": { "terminationGracePeriodSeconds": 30, "volumes": [{ "name": "scratch", "emptyDir": {} }] } }),
+    ));
+    rig.api.put_object(pod("done-job", "node-00", None, json!({ "status": { "phase": "Succeeded" } })));
+    rig.api.put_object(pod("elsewhere", "node-99", None, json!({})));
+    rig.api.put_object(budget(0));
+
+    let started = Instant::now();
+    let ((rc, report, err), kubelets) = rig.with_kubelets(&[], || {
+        std::thread::scope(|scope| {
+            // The disruption controller allows one disruption after 2 s (another replica became healthy).
+            scope.spawn(|| {
+                std::thread::sleep(Duration::from_secs(2));
+                rig.api.put_object(budget(1));
+            });
+            rig.reboot(&["node-00"], &[])
+        })
+    });
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(outcomes(&report), [("node-00".to_string(), "rebooted".to_string())]);
+    assert!(started.elapsed() >= Duration::from_secs(2), "the drain did not wait for the budget");
+    let web = rig.calls("pods/web/eviction");
+    assert!(web.len() >= 2 && web[0] == ("POST".into(), 429), "{web:?}");
+    assert_eq!(web.last(), Some(&("POST".into(), 201)));
+    assert_eq!(
+        rig.api.object("policy/v1", "poddisruptionbudgets", "apps", "web").unwrap()["status"]["disruptionsAllowed"],
+        0
+    );
+    // Evicted: web, cache (emptyDir), done-job (finished); left: the DaemonSet's and the mirror pod.
+    let evicted: BTreeSet<&str> =
+        report["nodes"][0]["evicted"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert_eq!(evicted, BTreeSet::from(["apps/cache", "apps/done-job", "apps/web"]));
+    assert!(
+        rig.calls("pods/exporter-x/eviction").is_empty() && rig.calls("pods/static-kube-proxy/eviction").is_empty()
+    );
+    assert!(
+        rig.pod("exporter-x").is_some() && rig.pod("static-kube-proxy").is_some() && rig.pod("elsewhere").is_some()
+    );
+    // The reboot ran on a cordoned node whose evicted pods were all gone (the terminating one too).
+    assert_eq!(kubelets.reboots.len(), 1);
+    let (_, on_node, cordoned) = &kubelets.reboots[0];
+    assert!(cordoned);
+    assert_eq!(
+        on_node.iter().map(String::as_str).collect::<BTreeSet<_>>(),
+        BTreeSet::from(["exporter-x", "static-kube-proxy"])
+    );
+    // Back with a new boot and uncordoned, the annotation gone.
+    let node = rig.node("node-00");
+    assert_eq!(node["status"]["nodeInfo"]["bootID"], "node-00-boot-1");
+    assert!(node["spec"]["unschedulable"].is_null(), "{node}");
+    assert!(node["metadata"]["annotations"]["wmrender.dev/cordoned"].is_null(), "{node}");
+}
+
+#[test]
+fn a_pod_without_a_controller_stops_the_drain_unless_forced() {
+    let rig = Rig::new(1);
+    rig.api.put_object(pod("bare", "node-00", None, json!({})));
+    rig.api.put_object(pod("web", "node-00", Some(("ReplicaSet", "web-5d9")), json!({})));
+    // A DaemonSet pod whose DaemonSet is gone is an orphan: kubectl refuses it too without --force.
+    rig.api.put_object(pod("orphan", "node-00", Some(("DaemonSet", "gone")), json!({})));
+    let ((rc, report, err), kubelets) = rig.with_kubelets(&[], || rig.reboot(&["node-00"], &[]));
+    assert_eq!(rc, 3, "{err}");
+    assert_eq!(outcomes(&report), [("node-00".to_string(), "failed".to_string())]);
+    assert!(err.contains("apps/bare: it declares no controller (use --force"), "{err}");
+    assert!(err.contains("apps/orphan: its DaemonSet gone is gone"), "{err}");
+    // Nothing evicted, nothing rebooted, and wmrender's own cordon undone.
+    assert!(rig.api.requests().iter().all(|r| !r.target.ends_with("/eviction")));
+    assert!(kubelets.reboots.is_empty());
+    assert!(rig.pod("bare").is_some() && rig.pod("web").is_some());
+    assert!(rig.node("node-00")["spec"]["unschedulable"].is_null());
+
+    let ((rc, _, err), kubelets) = rig.with_kubelets(&[], || rig.reboot(&["node-00"], &["--force"]));
+    assert_eq!(rc, 0, "{err}");
+    assert!(rig.pod("bare").is_none() && rig.pod("web").is_none() && rig.pod("orphan").is_none());
+    assert_eq!(kubelets.reboots.len(), 1);
+}
+
+#[test]
+fn a_node_that_does_not_come_back_stops_the_rollout_and_the_next_node_is_not_touched() {
+    let rig = Rig::new(2);
+    let started = Instant::now();
+    let ((rc, report, err), kubelets) =
+        rig.with_kubelets(&["node-00"], || rig.reboot(&["node-00", "node-01"], &["--reboot-timeout", "3"]));
+    assert_eq!(rc, 3, "{err}");
+    assert!(started.elapsed() >= Duration::from_secs(3), "it did not wait for the node: {err}");
+    assert_eq!(
+        outcomes(&report),
+        [("node-00".to_string(), "not-back".to_string()), ("node-01".to_string(), "skipped".to_string())]
+    );
+    assert!(err.contains("node-00 did not come back") && err.contains("oc adm uncordon node-00"), "{err}");
+    // node-00 stays cordoned (by wmrender, so a later run can undo it); node-01 was never patched nor rebooted.
+    let n0 = rig.node("node-00");
+    assert_eq!(
+        (n0["spec"]["unschedulable"].as_bool(), n0["metadata"]["annotations"]["wmrender.dev/cordoned"].as_str()),
+        (Some(true), Some("reboot"))
+    );
+    assert_eq!(rig.calls("nodes/node-01"), []);
+    assert_eq!(kubelets.reboots.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["node-00"]);
+    assert!(!rig.path("node-01/reboot-requested").exists());
+}
+
+#[test]
+fn a_node_someone_else_cordoned_stays_cordoned_after_the_reboot() {
+    let rig = Rig::new(1);
+    rig.api.with_state(|s| {
+        let key = Key::new("v1", "nodes", "", "node-00");
+        let mut n = s.store.get(&key).cloned().unwrap();
+        n["spec"]["unschedulable"] = true.into();
+        s.store.replace(&key, n);
+    });
+    let ((rc, report, err), kubelets) = rig.with_kubelets(&[], || rig.reboot(&["node-00"], &[]));
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(report["nodes"][0]["cordonKept"], true);
+    assert_eq!(kubelets.reboots.len(), 1);
+    let node = rig.node("node-00");
+    assert_eq!(node["status"]["nodeInfo"]["bootID"], "node-00-boot-1");
+    assert_eq!(node["spec"]["unschedulable"], true, "the user's cordon was undone");
+    assert!(node["metadata"]["annotations"]["wmrender.dev/cordoned"].is_null());
+    assert!(rig.calls("nodes/node-00").iter().all(|(m, _)| m == "GET"), "the Node was written");
+}
+
+#[test]
+fn max_unavailable_is_honoured() {
+    let rig = Rig::new(3);
+    let ((rc, report, err), kubelets) =
+        rig.with_kubelets(&[], || rig.reboot(&["node-00", "node-01", "node-02"], &["--max-unavailable", "2"]));
+    assert_eq!(rc, 0, "{err}");
+    assert!(outcomes(&report).iter().all(|(_, o)| o == "rebooted"), "{report}");
+    assert_eq!(kubelets.reboots.len(), 3);
+    assert_eq!(kubelets.peak_cordoned, 2, "never more than 2 down at once, and 2 at once");
+
+    // A name sync does not know is the user's to fix, before any node is touched.
+    let before = rig.api.requests().len();
+    let (rc, _, err) = rig.reboot(&["node-00", "win-zz"], &[]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("win-zz is not a node of") && err.contains("known: node-00, node-01, node-02"), "{err}");
+    assert_eq!(rig.api.requests().len(), before);
+
+    let ((rc, _, err), kubelets) = rig.with_kubelets(&[], || rig.reboot(&["node-02", "node-00"], &[]));
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(kubelets.peak_cordoned, 1, "one node at a time by default");
+    assert_eq!(kubelets.reboots.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["node-02", "node-00"]);
+}
+
+#[test]
+fn a_cordon_that_conflicts_is_read_again_and_retried() {
+    let rig = Rig::new(1);
+    rig.api.inject(Fault::conflicts("PATCH", "nodes", "node-00", 2));
+    let ((rc, _, err), _) = rig.with_kubelets(&[], || rig.reboot(&["node-00"], &[]));
+    assert_eq!(rc, 0, "{err}");
+    let patches: Vec<u16> =
+        rig.calls("nodes/node-00").into_iter().filter(|(m, _)| m == "PATCH").map(|(_, c)| c).collect();
+    assert_eq!(patches, [409, 409, 200, 200], "cordon twice refused then made, uncordon");
+
+    // The cordon carries the resourceVersion it read as a precondition: a Node read stale (another writer got in
+    // between) is refused by the server itself, read again and patched.
+    let mut stale = rig.node("node-00");
+    stale["metadata"]["resourceVersion"] = "1".into();
+    rig.api.inject(Fault {
+        method: Some("GET".into()),
+        resource: "nodes".into(),
+        name: Some("node-00".into()),
+        subresource: None,
+        times: 2,
+        response: kube_standin::Response::ok(stale),
+    });
+    let before = rig.api.requests().len();
+    let ((rc, _, err), _) = rig.with_kubelets(&[], || rig.reboot(&["node-00"], &[]));
+    assert_eq!(rc, 0, "{err}");
+    let patches: Vec<u16> = rig.api.requests()[before..]
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.target.ends_with("nodes/node-00"))
+        .map(|r| r.code)
+        .collect();
+    assert_eq!(patches, [409, 200, 200], "the stale read's patch is refused by its precondition");
+
+    // A conflict that never ends is bounded and reported.
+    rig.api.inject(Fault::conflicts("PATCH", "nodes", "node-00", 100));
+    let (rc, _, err) = rig.reboot(&["node-00"], &[]);
+    assert_eq!(rc, 3, "{err}");
+    assert!(err.contains("409 Conflict"), "{err}");
+}
+
+#[test]
+fn sync_drains_a_node_before_replacing_a_running_binary_and_refuses_without_the_cluster() {
+    let rig = Rig::new(1);
+    let payload = rig.path("payload");
+    std::fs::create_dir_all(payload.join("C/k")).unwrap();
+    std::fs::write(payload.join("C/k/kubelet.exe"), b"kubelet v1").unwrap();
+    let p = payload.to_str().unwrap().to_string();
+    let (rc, _, err) = rig.sync(&["--payload", &p]);
+    assert_eq!(rc, 0, "a first install replaces nothing: {err}");
+
+    std::fs::write(payload.join("C/k/kubelet.exe"), b"kubelet v2").unwrap();
+    let (rc, report, err) = rig.sync(&["--payload", &p]);
+    assert_eq!(rc, 3, "{err}");
+    assert!(
+        report["nodes"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("refusing to replace C:\\k\\kubelet.exe under running pods: give --kubeconfig"),
+        "{report}"
+    );
+    assert_eq!(std::fs::read(rig.path("node-00/C/k/kubelet.exe")).unwrap(), b"kubelet v1");
+
+    rig.api.put_object(pod(
+        "web",
+        "node-00",
+        Some(("ReplicaSet", "web-5d9")),
+        json!({ "spec": { "terminationGracePeriodSeconds": 30 } }),
+    ));
+    // What the node holds when the Node is first seen cordoned.
+    let at_cordon = Mutex::new(None);
+    let ((rc, report, err), _) = rig.with_kubelets(&[], || {
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !done.load(Ordering::SeqCst) && at_cordon.lock().unwrap().is_none() {
+                    if rig.node("node-00")["spec"]["unschedulable"] == true {
+                        *at_cordon.lock().unwrap() = Some(std::fs::read(rig.path("node-00/C/k/kubelet.exe")).unwrap());
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            });
+            let out = rig.sync(&["--payload", &p, "--kubeconfig", &rig.s("kubeconfig")]);
+            done.store(true, Ordering::SeqCst);
+            out
+        })
+    });
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(report["nodes"][0]["evicted"], json!(["apps/web"]), "{report}");
+    assert_eq!(at_cordon.into_inner().unwrap().as_deref(), Some(&b"kubelet v1"[..]), "cordoned before the swap");
+    assert_eq!(std::fs::read(rig.path("node-00/C/k/kubelet.exe")).unwrap(), b"kubelet v2");
+    assert!(rig.pod("web").is_none());
+    assert!(rig.node("node-00")["spec"]["unschedulable"].is_null(), "uncordoned once Ready");
+}
+
+#[test]
+fn sync_reboot_reboots_the_nodes_whose_apply_asks_for_it() {
+    let rig = Rig::new(2);
+    std::fs::write(rig.path("node-01/reboot-pending"), "").unwrap();
+    let kc = rig.s("kubeconfig");
+    let (rc, _, err) = rig.sync(&["--reboot"]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("sync --reboot needs --kubeconfig"), "{err}");
+
+    let ((rc, report, err), kubelets) = rig.with_kubelets(&[], || rig.sync(&["--reboot", "--kubeconfig", &kc]));
+    assert_eq!(rc, 0, "{err}");
+    let n = report["nodes"].as_array().unwrap();
+    assert_eq!((n[0]["rebootRequired"].as_bool(), n[0]["rebooted"].as_bool()), (Some(false), None));
+    assert_eq!((n[1]["rebootRequired"].as_bool(), n[1]["rebooted"].as_bool()), (Some(true), Some(true)), "{report}");
+    assert_eq!(kubelets.reboots.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["node-01"]);
+    assert_eq!(rig.node("node-01")["status"]["nodeInfo"]["bootID"], "node-01-boot-1");
+    assert_eq!(rig.node("node-00")["status"]["nodeInfo"]["bootID"], "node-00-boot-0");
+    assert!(rig.node("node-01")["spec"]["unschedulable"].is_null());
+}
