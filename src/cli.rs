@@ -36,10 +36,17 @@ wmrender sync --rendered out --inventory nodes.yaml --identity key.pem --payload
 wmrender sync --rendered out --inventory nodes.yaml --identity key.pem --dry-run --prune-payload   # config only; \
 show what pruning the payload removes\n  \
 wmrender sync --rendered out --identity key.pem --payload payload --kubeconfig kc --reboot   # drained upgrades, \
-graceful reboots (docs/reboot.md)\n\n\
+graceful reboots (docs/reboot.md)\n  \
+wmrender sync --rendered out --identity key.pem --kubeconfig kc --csr-timeout 300   # credentials from the cluster, \
+CSRs approved, nodes labelled\n  \
+wmrender sync --rendered out --identity key.pem --kubeconfig kc --prune-nodes --dry-run   # which nodes that left \
+would be deconfigured\n  \
+wmrender sync --rendered out --identity key.pem --trusted-ca-bundle ca-bundle.crt   # the cluster's additional CAs, \
+by hand\n\n\
 Nodes: the BYOH hosts of the rendered windows-instances ConfigMap (unless the render installs WMCO, which then \
-owns them) plus --inventory. Exit codes: 0 all synced, unchanged or pending; 1 --dry-run found changes; \
-2 invalid input or usage; 3 a node failed.")]
+owns them), --inventory, and with --kubeconfig the nodes of the Windows Machines. Exit codes: 0 all synced, \
+unchanged or pending; 1 --dry-run found changes; 2 invalid input or usage; 3 a node, the cluster or a join \
+failed.")]
     Sync(Box<SyncArgs>),
     /// Reboot nodes gracefully: cordon, drain through the Eviction API, reboot over SSH, wait, uncordon.
     #[command(after_help = "Examples:\n  \
@@ -77,8 +84,10 @@ mkdir dump && for o in infrastructure/cluster network.config/cluster network.ope
 oc get $o -o yaml > dump/$(echo $o | tr / -).yaml; done\n  \
 oc get imagedigestmirrorsets,imagetagmirrorsets -o yaml > dump/mirrors.yaml\n  \
 oc get machinesets -n openshift-machine-api -o yaml > dump/machinesets.yaml\n  \
-wmrender import --from-dir dump --image ami-0123456789abcdef0 -o clusters/prod/wmrender.yaml\n  \
-wmrender import --kubeconfig ~/.kube/config --image ami-0123456789abcdef0 -o clusters/prod/wmrender.yaml\n\n\
+wmrender import --from-dir dump --image ami-0123456789abcdef0 --ssh-public-key ~/.ssh/id_ed25519.pub \\\n      \
+-o clusters/prod/wmrender.yaml\n  \
+wmrender import --kubeconfig ~/.kube/config --image ami-0123456789abcdef0 --ssh-public-key ~/.ssh/id_ed25519.pub \\\n      \
+-o clusters/prod/wmrender.yaml\n\n\
 The Windows MachineSets copy network, placement and identity settings from the Linux worker MachineSets; \
 IDMS/ITMS objects are written under mirrors/ beside the inputs and referenced from spec.mirrors.files.")]
     Import(ImportArgs),
