@@ -3,6 +3,8 @@
 
 mod support;
 
+use support::powershell::powershell_problems;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -17,24 +19,6 @@ fn bundle(inputs: &Path) -> BTreeMap<String, String> {
 
 fn example(name: &str) -> std::path::PathBuf {
     support::root().join(format!("examples/{name}/wmrender.yaml"))
-}
-
-/// The ERROR and MISSING nodes of a PowerShell text, as `line:column kind`.
-fn powershell_problems(text: &str) -> Vec<String> {
-    let mut parser = tree_sitter::Parser::new();
-    parser.set_language(&tree_sitter_powershell::LANGUAGE.into()).expect("the PowerShell grammar loads");
-    let tree = parser.parse(text, None).expect("a parse tree");
-    let mut problems = Vec::new();
-    let mut cursor = tree.walk();
-    let mut stack = vec![tree.root_node()];
-    while let Some(node) = stack.pop() {
-        if node.is_error() || node.is_missing() {
-            let p = node.start_position();
-            problems.push(format!("{}:{} {}", p.row + 1, p.column + 1, node.kind()));
-        }
-        stack.extend(node.children(&mut cursor));
-    }
-    problems
 }
 
 #[test]

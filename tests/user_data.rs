@@ -5,6 +5,8 @@
 
 mod support;
 
+use support::powershell::powershell_problems;
+
 use std::path::Path;
 
 const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEivnOQOwpFfgIiplCNH1jWkEmNppWw2KdSLHn7d3tKp";
@@ -18,24 +20,6 @@ fn secret(inputs: &Path) -> Option<serde_json::Value> {
 
 fn user_data(secret: &serde_json::Value) -> String {
     secret["stringData"]["userData"].as_str().expect("stringData.userData").to_string()
-}
-
-/// The ERROR and MISSING nodes of a PowerShell text, as `line:column kind`.
-fn powershell_problems(text: &str) -> Vec<String> {
-    let mut parser = tree_sitter::Parser::new();
-    parser.set_language(&tree_sitter_powershell::LANGUAGE.into()).expect("the PowerShell grammar loads");
-    let tree = parser.parse(text, None).expect("a parse tree");
-    let mut problems = Vec::new();
-    let mut cursor = tree.walk();
-    let mut stack = vec![tree.root_node()];
-    while let Some(node) = stack.pop() {
-        if node.is_error() || node.is_missing() {
-            let p = node.start_position();
-            problems.push(format!("{}:{} {}", p.row + 1, p.column + 1, node.kind()));
-        }
-        stack.extend(node.children(&mut cursor));
-    }
-    problems
 }
 
 /// The script inside the platform's wrapping, and whether it was wrapped.

@@ -3,6 +3,7 @@
 
 pub mod cluster;
 pub mod openapi;
+pub mod powershell;
 pub mod sshd;
 pub mod wine;
 pub mod wine_bundle;
