@@ -42,7 +42,9 @@ CSRs approved, nodes labelled\n  \
 wmrender sync --rendered out --identity key.pem --kubeconfig kc --prune-nodes --dry-run   # which nodes that left \
 would be deconfigured\n  \
 wmrender sync --rendered out --identity key.pem --trusted-ca-bundle ca-bundle.crt   # the cluster's additional CAs, \
-by hand\n\n\
+by hand\n  \
+wmrender sync --rendered out --inventory staging.yaml --identity key.pem --payload payload --allow-undrained-upgrade   \
+# nodes with no pods to protect\n\n\
 Nodes: the BYOH hosts of the rendered windows-instances ConfigMap (unless the render installs WMCO, which then \
 owns them), --inventory, and with --kubeconfig the nodes of the Windows Machines. Exit codes: 0 all synced, \
 unchanged or pending; 1 --dry-run found changes; 2 invalid input or usage; 3 a node, the cluster or a join \
@@ -51,7 +53,9 @@ failed.")]
     /// Reboot nodes gracefully: cordon, drain through the Eviction API, reboot over SSH, wait, uncordon.
     #[command(after_help = "Examples:\n  \
 wmrender reboot win-a win-b --kubeconfig ~/.kube/config --rendered out --identity key.pem\n  \
-wmrender reboot win-a --kubeconfig kc --rendered out --inventory nodes.yaml --identity key.pem --max-unavailable 2\n\n\
+wmrender reboot win-a --kubeconfig kc --rendered out --inventory nodes.yaml --identity key.pem --max-unavailable 2\n  \
+wmrender reboot win-a --kubeconfig kc --rendered out --identity key.pem --force --drain-timeout 1200 \
+--reboot-timeout 1800   # evict bare pods too; slow PDBs and boots\n\n\
 Each node: cordon (a node someone else cordoned stays cordoned), evict its pods as `oc adm drain \
 --ignore-daemonsets --delete-emptydir-data` does (PodDisruptionBudgets respected), reboot over SSH, wait for a new \
 boot ID and Ready (--reboot-timeout), uncordon. The first node that fails or does not come back stops the rollout. \
