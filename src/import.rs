@@ -63,7 +63,8 @@ pub fn objects_from_dir(dir: &Path) -> Result<Vec<Value>, Error> {
             // Say what is wrong in wmrender's words, at its place.
             let file: std::sync::Arc<str> = std::sync::Arc::from(f.display().to_string());
             let mut diags = crate::diagnostics::Diagnostics::default();
-            diags.add_source(&file, &std::sync::Arc::from(text.as_str()));
+            let text: std::sync::Arc<str> = std::sync::Arc::from(text.as_str());
+            diags.add_source(&file, &text);
             if let Err(d) = crate::inputs::yaml::parse_all(&file, &text) {
                 diags.push(d);
             } else {
@@ -111,7 +112,7 @@ struct Make {
 
 impl Make {
     fn at<T>(&self, field: impl Into<String>, value: T) -> Located<T> {
-        Located { value, loc: self.loc.clone(), field: field.into() }
+        Located { value, loc: self.loc.clone(), field: field.into().into() }
     }
 
     /// A value import may lack: `None` stays unset.

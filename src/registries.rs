@@ -163,7 +163,7 @@ fn add_entry(entry: &MirrorEntry, kind: MirrorKind, hosts: &mut BTreeMap<String,
         && p.as_str() == NEVER_CONTACT_SOURCE
         && acc.never.is_none()
     {
-        acc.never = Some(p.clone());
+        acc.never = Some((**p).clone());
     }
     for mirror in &entry.mirrors {
         let m = mirror.as_str();
@@ -202,7 +202,7 @@ mod tests {
         MirrorEntry {
             source: at(source.to_string()),
             mirrors: mirrors.iter().map(|m| at(m.to_string())).collect(),
-            mirror_source_policy: policy.map(|p| at(p.to_string())),
+            mirror_source_policy: policy.map(|p| Box::new(at(p.to_string()))),
         }
     }
 

@@ -42,7 +42,7 @@ pub fn map(from: &Node, to: &Node, field: &str, loc: &Loc) -> Option<Loc> {
         let next = match (step, &a.value, &b.value) {
             (Step::Key(k), Value::Map(ma), Value::Map(mb)) => {
                 let (Some((ka, va)), Some((kb, vb))) =
-                    (ma.iter().find(|(key, _)| key.name == k), mb.iter().find(|(key, _)| key.name == k))
+                    (ma.iter().find(|(key, _)| *key.name == *k), mb.iter().find(|(key, _)| *key.name == *k))
                 else {
                     break;
                 };
@@ -71,7 +71,7 @@ mod tests {
     use std::sync::Arc;
 
     fn parse(name: &str, text: &str) -> Node {
-        crate::inputs::yaml::parse(&Arc::from(name), text).unwrap()
+        crate::inputs::yaml::parse(&Arc::from(name), &Arc::from(text)).unwrap()
     }
 
     #[test]

@@ -117,8 +117,9 @@ impl ConfigOrigin {
 pub fn run(input: &str, cwd: &Path) -> Outcome {
     let rl_file: Arc<str> = Arc::from(STDIN);
     let mut diags = Diagnostics::default();
-    diags.add_source(&rl_file, &Arc::from(input));
-    let list = match yaml::parse(&rl_file, input) {
+    let input: Arc<str> = Arc::from(input);
+    diags.add_source(&rl_file, &input);
+    let list = match yaml::parse(&rl_file, &input) {
         Ok(n) => n,
         Err(e) => {
             diags.push(e);
@@ -126,7 +127,7 @@ pub fn run(input: &str, cwd: &Path) -> Outcome {
         }
     };
     let get = |k: &str| match &list.value {
-        Value::Map(entries) => entries.iter().find(|(key, _)| key.name == k).map(|(_, v)| v),
+        Value::Map(entries) => entries.iter().find(|(key, _)| *key.name == *k).map(|(_, v)| v),
         _ => None,
     };
     let str_of = |k: &str| get(k).and_then(|n| as_str(n));
@@ -138,7 +139,7 @@ pub fn run(input: &str, cwd: &Path) -> Outcome {
         );
         return refuse(diags);
     }
-    let text = match ResourceListText::cut(input, &list) {
+    let text = match ResourceListText::cut(&input, &list) {
         Ok(t) => t,
         Err(e) => {
             diags.push(
@@ -198,7 +199,8 @@ pub(super) fn compile(
     base: &Path,
     diags: Diagnostics,
 ) -> Result<(Vec<ClusterObject>, Diagnostics), Diagnostics> {
-    let checked = crate::check_loaded(crate::inputs::from_node(config, base, diags), false)?;
+    // Decoding takes its tree; the functionConfig is still needed to place messages in the user's file.
+    let checked = crate::check_loaded(crate::inputs::from_node(config.clone(), base, diags), false)?;
     let plan = crate::plan::plan(&checked);
     Ok((crate::render::render(&plan).objects, checked.warnings))
 }
@@ -359,7 +361,7 @@ fn as_str(n: &Node) -> Option<&str> {
 
 pub(super) fn child<'n>(n: &'n Node, key: &str) -> Option<&'n Node> {
     match &n.value {
-        Value::Map(entries) => entries.iter().find(|(k, _)| k.name == key).map(|(_, v)| v),
+        Value::Map(entries) => entries.iter().find(|(k, _)| *k.name == *key).map(|(_, v)| v),
         _ => None,
     }
 }

@@ -49,7 +49,7 @@ impl<'t> ResourceListText<'t> {
             if k.loc.column != 1 {
                 return Err(LayoutError(format!("top-level key `{}` is not at the start of its line", k.name)));
             }
-            keys.push((k.name.clone(), offset_of_line(k.loc.line)));
+            keys.push((k.name.to_string(), offset_of_line(k.loc.line)));
         }
         let head_end = keys.first().map_or(text.len(), |k| k.1);
         let mut sections = Vec::new();
@@ -58,7 +58,7 @@ impl<'t> ResourceListText<'t> {
             sections.push((name.clone(), &text[*start..end]));
         }
         let mut items = None;
-        if let Some((_, node)) = entries.iter().find(|(k, _)| k.name == "items")
+        if let Some((_, node)) = entries.iter().find(|(k, _)| &*k.name == "items")
             && let Value::Seq(list) = &node.value
             && !list.is_empty()
         {
@@ -223,7 +223,7 @@ mod tests {
     use std::sync::Arc;
 
     fn parse(text: &str) -> Node {
-        crate::inputs::yaml::parse(&Arc::from("t"), text).unwrap()
+        crate::inputs::yaml::parse(&Arc::from("t"), &Arc::from(text)).unwrap()
     }
 
     #[test]

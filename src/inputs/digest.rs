@@ -5,25 +5,37 @@
 use serde::Serialize;
 use serde_json::ser::{CharEscape, CompactFormatter, Formatter};
 use sha2::{Digest, Sha256};
+use std::cell::Cell;
 use std::io::{self, Write};
 
 /// `sha256:<hex>` of `{"inputs":…,"mirrorSets":…}` in canonical JSON.
 pub fn inputs_digest(inputs: &impl Serialize, mirror_sets: &impl Serialize) -> String {
-    let mut hasher = Hasher(Sha256::new());
     // Serialising the inputs (strings, numbers, lists, structs) cannot fail, nor can hashing; should it ever,
     // the digest of what was written still changes with the inputs.
-    let written = write_canonical(&mut hasher, inputs, mirror_sets);
+    let mut hasher = Hasher(Sha256::new());
+    let out_of_order = Cell::new(false);
+    let written = write_canonical(&mut hasher, inputs, mirror_sets, || InOrder::new(&out_of_order));
     debug_assert!(written.is_ok());
+    if out_of_order.get() {
+        // Some object did not list its keys in order: write it all again, sorting as it goes.
+        hasher = Hasher(Sha256::new());
+        let written = write_canonical(&mut hasher, inputs, mirror_sets, SortedKeys::default);
+        debug_assert!(written.is_ok());
+    }
     format!("sha256:{}", crate::hex(&hasher.0.finalize()))
 }
 
-fn write_canonical(out: &mut impl Write, inputs: &impl Serialize, mirror_sets: &impl Serialize) -> io::Result<()> {
-    // The two top-level keys are written in sorted order by hand, so the bulk streams through and only one
-    // object at a time (a mirror set, say) is held for sorting.
+fn write_canonical<F: Formatter>(
+    out: &mut impl Write,
+    inputs: &impl Serialize,
+    mirror_sets: &impl Serialize,
+    formatter: impl Fn() -> F,
+) -> io::Result<()> {
+    // The two top-level keys are written in order by hand.
     out.write_all(b"{\"inputs\":")?;
-    inputs.serialize(&mut serde_json::Serializer::with_formatter(&mut *out, SortedKeys::default()))?;
+    inputs.serialize(&mut serde_json::Serializer::with_formatter(&mut *out, formatter()))?;
     out.write_all(b",\"mirrorSets\":")?;
-    mirror_sets.serialize(&mut serde_json::Serializer::with_formatter(&mut *out, SortedKeys::default()))?;
+    mirror_sets.serialize(&mut serde_json::Serializer::with_formatter(&mut *out, formatter()))?;
     out.write_all(b"}")
 }
 
@@ -36,6 +48,135 @@ impl Write for Hasher {
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// serde_json's compact output, written as it comes, for values whose objects list their keys in byte order (the
+/// inputs schema's `Serialize` impls do): then nothing is held, however long the mirror lists. A key that is not
+/// after the one before it in its object sets `out_of_order`, and the caller writes everything again through
+/// [`SortedKeys`].
+struct InOrder<'a> {
+    out_of_order: &'a Cell<bool>,
+    /// The last key of each open object.
+    last_keys: Vec<Option<String>>,
+    /// The key being written, held until it is complete and compared.
+    key: Option<Vec<u8>>,
+}
+
+impl<'a> InOrder<'a> {
+    fn new(out_of_order: &'a Cell<bool>) -> InOrder<'a> {
+        InOrder { out_of_order, last_keys: Vec::new(), key: None }
+    }
+
+    /// Where the next bytes go: the key being written, or the writer.
+    fn sink<'s, W: ?Sized + Write>(&'s mut self, writer: &'s mut W) -> Sink<'s, W> {
+        match &mut self.key {
+            Some(key) => Sink::Held(key),
+            None => Sink::Out(writer),
+        }
+    }
+}
+
+/// A key as written (a JSON string; map keys that are numbers are written quoted too), unescaped for comparing.
+fn key_text(written: &[u8]) -> io::Result<String> {
+    match written.strip_prefix(b"\"").and_then(|k| k.strip_suffix(b"\"")) {
+        Some(plain) if !plain.contains(&b'\\') => Ok(String::from_utf8_lossy(plain).into_owned()),
+        _ => serde_json::from_slice(written).map_err(io::Error::other),
+    }
+}
+
+/// Value writers that need no sorting: the compact formatter's own, into the current sink.
+macro_rules! forward {
+    ($($name:ident($t:ty)),*) => {$(
+        fn $name<W: ?Sized + Write>(&mut self, writer: &mut W, value: $t) -> io::Result<()> {
+            CompactFormatter.$name(&mut self.sink(writer), value)
+        }
+    )*};
+}
+
+/// The writers that are the same in [`InOrder`] and [`SortedKeys`]: into the current sink.
+macro_rules! forward_all {
+    () => {
+        forward!(
+            write_bool(bool),
+            write_i8(i8),
+            write_i16(i16),
+            write_i32(i32),
+            write_i64(i64),
+            write_i128(i128),
+            write_u8(u8),
+            write_u16(u16),
+            write_u32(u32),
+            write_u64(u64),
+            write_u128(u128),
+            write_f32(f32),
+            write_f64(f64),
+            write_number_str(&str),
+            write_byte_array(&[u8]),
+            write_raw_fragment(&str),
+            write_string_fragment(&str),
+            write_char_escape(CharEscape)
+        );
+
+        fn write_null<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
+            CompactFormatter.write_null(&mut self.sink(writer))
+        }
+
+        fn begin_string<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
+            CompactFormatter.begin_string(&mut self.sink(writer))
+        }
+
+        fn end_string<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
+            CompactFormatter.end_string(&mut self.sink(writer))
+        }
+
+        fn begin_array<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
+            CompactFormatter.begin_array(&mut self.sink(writer))
+        }
+
+        fn end_array<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
+            CompactFormatter.end_array(&mut self.sink(writer))
+        }
+
+        fn begin_array_value<W: ?Sized + Write>(&mut self, writer: &mut W, first: bool) -> io::Result<()> {
+            CompactFormatter.begin_array_value(&mut self.sink(writer), first)
+        }
+
+        fn begin_object_value<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
+            CompactFormatter.begin_object_value(&mut self.sink(writer))
+        }
+    };
+}
+
+impl Formatter for InOrder<'_> {
+    forward_all!();
+
+    fn begin_object<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.last_keys.push(None);
+        CompactFormatter.begin_object(&mut self.sink(writer))
+    }
+
+    fn begin_object_key<W: ?Sized + Write>(&mut self, writer: &mut W, first: bool) -> io::Result<()> {
+        CompactFormatter.begin_object_key(&mut self.sink(writer), first)?;
+        self.key = Some(Vec::new());
+        Ok(())
+    }
+
+    fn end_object_key<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        let written = self.key.take().unwrap_or_default();
+        let key = key_text(&written)?;
+        if let Some(last) = self.last_keys.last_mut() {
+            if last.as_ref().is_some_and(|l| *l >= key) {
+                self.out_of_order.set(true);
+            }
+            *last = Some(key);
+        }
+        writer.write_all(&written)
+    }
+
+    fn end_object<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.last_keys.pop();
+        CompactFormatter.end_object(&mut self.sink(writer))
     }
 }
 
@@ -59,27 +200,27 @@ impl SortedKeys {
     /// Where the next bytes go: the innermost open object's current entry, or the writer.
     fn sink<'a, W: ?Sized + Write>(&'a mut self, writer: &'a mut W) -> Sink<'a, W> {
         match self.objects.last_mut() {
-            Some(o) => Sink::Object(&mut o.current),
+            Some(o) => Sink::Held(&mut o.current),
             None => Sink::Out(writer),
         }
     }
 }
 
 enum Sink<'a, W: ?Sized> {
-    Object(&'a mut Vec<u8>),
+    Held(&'a mut Vec<u8>),
     Out(&'a mut W),
 }
 
 impl<W: ?Sized + Write> Write for Sink<'_, W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
-            Sink::Object(v) => v.write(buf),
+            Sink::Held(v) => v.write(buf),
             Sink::Out(w) => w.write(buf),
         }
     }
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         match self {
-            Sink::Object(v) => v.write_all(buf),
+            Sink::Held(v) => v.write_all(buf),
             Sink::Out(w) => w.write_all(buf),
         }
     }
@@ -88,66 +229,8 @@ impl<W: ?Sized + Write> Write for Sink<'_, W> {
     }
 }
 
-/// Value writers that need no sorting: the compact formatter's own, into the current sink.
-macro_rules! forward {
-    ($($name:ident($t:ty)),*) => {$(
-        fn $name<W: ?Sized + Write>(&mut self, writer: &mut W, value: $t) -> io::Result<()> {
-            CompactFormatter.$name(&mut self.sink(writer), value)
-        }
-    )*};
-}
-
 impl Formatter for SortedKeys {
-    forward!(
-        write_bool(bool),
-        write_i8(i8),
-        write_i16(i16),
-        write_i32(i32),
-        write_i64(i64),
-        write_i128(i128),
-        write_u8(u8),
-        write_u16(u16),
-        write_u32(u32),
-        write_u64(u64),
-        write_u128(u128),
-        write_f32(f32),
-        write_f64(f64),
-        write_number_str(&str),
-        write_byte_array(&[u8]),
-        write_raw_fragment(&str)
-    );
-
-    fn write_null<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        CompactFormatter.write_null(&mut self.sink(writer))
-    }
-
-    fn begin_string<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        CompactFormatter.begin_string(&mut self.sink(writer))
-    }
-
-    fn end_string<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        CompactFormatter.end_string(&mut self.sink(writer))
-    }
-
-    fn write_string_fragment<W: ?Sized + Write>(&mut self, writer: &mut W, fragment: &str) -> io::Result<()> {
-        CompactFormatter.write_string_fragment(&mut self.sink(writer), fragment)
-    }
-
-    fn write_char_escape<W: ?Sized + Write>(&mut self, writer: &mut W, escape: CharEscape) -> io::Result<()> {
-        CompactFormatter.write_char_escape(&mut self.sink(writer), escape)
-    }
-
-    fn begin_array<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        CompactFormatter.begin_array(&mut self.sink(writer))
-    }
-
-    fn end_array<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        CompactFormatter.end_array(&mut self.sink(writer))
-    }
-
-    fn begin_array_value<W: ?Sized + Write>(&mut self, writer: &mut W, first: bool) -> io::Result<()> {
-        CompactFormatter.begin_array_value(&mut self.sink(writer), first)
-    }
+    forward_all!();
 
     fn begin_object<W: ?Sized + Write>(&mut self, _writer: &mut W) -> io::Result<()> {
         self.objects.push(Object::default());
@@ -162,17 +245,9 @@ impl Formatter for SortedKeys {
     fn end_object_key<W: ?Sized + Write>(&mut self, _writer: &mut W) -> io::Result<()> {
         // The entry so far is the key as a JSON string (map keys that are numbers are written quoted too).
         if let Some(o) = self.objects.last_mut() {
-            let written = o.current.as_slice();
-            o.key = match written.strip_prefix(b"\"").and_then(|k| k.strip_suffix(b"\"")) {
-                Some(plain) if !plain.contains(&b'\\') => String::from_utf8_lossy(plain).into_owned(),
-                _ => serde_json::from_slice(written).map_err(io::Error::other)?,
-            };
+            o.key = key_text(&o.current)?;
         }
         Ok(())
-    }
-
-    fn begin_object_value<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        CompactFormatter.begin_object_value(&mut self.sink(writer))
     }
 
     fn end_object_value<W: ?Sized + Write>(&mut self, _writer: &mut W) -> io::Result<()> {
@@ -208,6 +283,7 @@ impl Formatter for SortedKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inputs::{mirrors, schema, yaml};
     use std::collections::BTreeMap;
 
     /// The canonical JSON as it was written before streaming: through a `serde_json::Value`, whose map sorts its
@@ -217,10 +293,17 @@ mod tests {
         serde_json::to_string(&value).unwrap()
     }
 
-    fn streamed(inputs: &impl Serialize, mirror_sets: &impl Serialize) -> String {
+    /// What each formatter writes, and whether the one that streams found every object's keys in order.
+    fn streamed(inputs: &impl Serialize, mirror_sets: &impl Serialize) -> (String, bool) {
         let mut out = Vec::new();
-        write_canonical(&mut out, inputs, mirror_sets).unwrap();
-        String::from_utf8(out).unwrap()
+        let out_of_order = Cell::new(false);
+        write_canonical(&mut out, inputs, mirror_sets, || InOrder::new(&out_of_order)).unwrap();
+        let mut sorted = Vec::new();
+        write_canonical(&mut sorted, inputs, mirror_sets, SortedKeys::default).unwrap();
+        if !out_of_order.get() {
+            assert_eq!(out, sorted, "keys in order: both formatters write the same");
+        }
+        (String::from_utf8(sorted).unwrap(), !out_of_order.get())
     }
 
     #[derive(Serialize)]
@@ -244,10 +327,44 @@ mod tests {
         };
         let inputs = Entry { nested: (0..6).map(leaf).collect(), ..leaf(7) };
         let sets = vec![leaf(1), leaf(2)];
-        assert_eq!(streamed(&inputs, &sets), through_value(&inputs, &sets));
-        assert_eq!(streamed(&(), &Vec::<u8>::new()), through_value(&(), &Vec::<u8>::new()));
+        // `Entry` lists its keys out of order: the digest is written again, sorted.
+        assert_eq!(streamed(&inputs, &sets), (through_value(&inputs, &sets), false));
+        assert_eq!(streamed(&(), &Vec::<u8>::new()), (through_value(&(), &Vec::<u8>::new()), true));
         let canonical = through_value(&inputs, &sets);
         let expected = format!("sha256:{}", crate::hex(&Sha256::digest(canonical.as_bytes())));
         assert_eq!(inputs_digest(&inputs, &sets), expected);
+    }
+
+    /// The inputs schema writes every object's keys in order, so a real digest streams and holds nothing: a
+    /// large mirror list is never copied into a buffer.
+    #[test]
+    fn the_inputs_stream_in_key_order() {
+        let text = "apiVersion: wmrender.dev/v1alpha1\nkind: ClusterInputs\nmetadata: {name: t}\nspec:\n  \
+                    infrastructureID: x-1\n  apiServerInternalURL: https://api-int.x:6443\n  \
+                    platform: {aws: {region: us-east-1, ami: ami-1}}\n  windowsVersion: \"2022\"\n  \
+                    machineSets: [{name: x-1-w, zone: us-east-1a, replicas: auto}]\n  \
+                    byoh: [{address: h.example.com, username: Administrator}]\n  \
+                    network: {hybridClusterNetwork: [10.132.0.0/14], hybridOverlayVXLANPort: 9898}\n  \
+                    proxy: {httpProxy: http://p:3128, noProxy: [a.example.com]}\n  \
+                    operator: {install: true, channel: stable}\n  \
+                    mirrors:\n    imageDigestMirrors: [{source: a.io/x, mirrors: [m.io/x], mirrorSourcePolicy: \
+                    NeverContactSource}]\n    imageTagMirrors: [{source: b.io/y, mirrors: [m.io/y]}]\n";
+        let examples = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples")).unwrap();
+        let examples = examples.map(|e| e.unwrap().path().join("wmrender.yaml")).filter(|p| p.is_file());
+        let mut texts: Vec<(String, String)> =
+            examples.map(|p| (p.display().to_string(), std::fs::read_to_string(&p).unwrap())).collect();
+        assert!(!texts.is_empty());
+        texts.push(("every section".into(), text.into()));
+        for (name, text) in texts {
+            let file: std::sync::Arc<str> = std::sync::Arc::from(name.as_str());
+            let node = yaml::parse(&file, &std::sync::Arc::from(text)).unwrap();
+            let mut diags = crate::diagnostics::Diagnostics::default();
+            let inputs = schema::decode_document(node, &mut diags).unwrap();
+            assert!(!diags.has_errors(), "{}", diags.render_human());
+            let sets = mirrors::merge_order(&inputs, &[]);
+            let (written, in_order) = streamed(&inputs, &sets);
+            assert!(in_order, "{name}: an object of the inputs lists its keys out of order: {written}");
+            assert_eq!(written, through_value(&inputs, &sets));
+        }
     }
 }

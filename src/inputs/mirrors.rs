@@ -19,10 +19,11 @@ pub enum MirrorKind {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct MirrorSet {
+    // Fields in key order, as the inputs digest writes them (see `digest`).
+    pub entries: Vec<MirrorEntry>,
     pub kind: MirrorKind,
     /// `metadata.name` of the object; empty for the inline entries of the inputs file.
     pub name: String,
-    pub entries: Vec<MirrorEntry>,
 }
 
 const API_VERSION: &str = "config.openshift.io/v1";
@@ -75,9 +76,9 @@ pub fn merge_order<'a>(inputs: &'a ClusterInputs, file_sets: &'a [MirrorSet]) ->
 /// A [`MirrorSet`] by reference; serialises the same.
 #[derive(Serialize)]
 pub struct MirrorSetRef<'a> {
+    entries: &'a [MirrorEntry],
     kind: MirrorKind,
     name: &'a str,
-    entries: &'a [MirrorEntry],
 }
 
 /// Digest sets before tag sets; within a kind the inline entries (no name) first, then objects by name. Sorts
@@ -103,7 +104,7 @@ fn load_file(mf: &MirrorFile, diags: &mut Diagnostics) -> Vec<MirrorSet> {
         }
     };
     let mut sets = Vec::new();
-    for (i, doc) in docs.iter().enumerate() {
+    for (i, doc) in docs.into_iter().enumerate() {
         if matches!(doc.value, Value::Null) {
             continue; // an empty document, e.g. after a trailing `---`
         }
@@ -113,17 +114,18 @@ fn load_file(mf: &MirrorFile, diags: &mut Diagnostics) -> Vec<MirrorSet> {
 }
 
 /// One object: an IDMS, an ITMS, or a `List` of them.
-fn object(node: &Node, what: &str, field: &str, diags: &mut Diagnostics, out: &mut Vec<MirrorSet>) {
+fn object(node: Node, what: &str, field: &str, diags: &mut Diagnostics, out: &mut Vec<MirrorSet>) {
+    let at = node.loc.clone();
     let Some(mut f) = Fields::new(node, field, diags) else { return };
     let kind: Option<String> = f.opt("kind", diags);
     let api_version: Option<Located<String>> = f.opt("apiVersion", diags);
     let expected = "an ImageDigestMirrorSet or ImageTagMirrorSet (config.openshift.io/v1), or a List of them";
     match kind.as_deref() {
         Some("List") => {
-            let items: Option<&Node> = f.node("items");
+            let items: Option<Node> = f.node("items");
             f.ignore_rest();
             if let Some(Node { value: Value::Seq(items), .. }) = items {
-                for (i, item) in items.iter().enumerate() {
+                for (i, item) in items.into_iter().enumerate() {
                     object(item, &format!("{what}, items[{i}]"), &f_items(field, i), diags, out);
                 }
             }
@@ -155,7 +157,7 @@ fn object(node: &Node, what: &str, field: &str, diags: &mut Diagnostics, out: &m
         }
         other => {
             let found = other.map(|k| format!("a {k}")).unwrap_or_else(|| "an object without `kind`".into());
-            diags.push(Diagnostic::error(&node.loc, &f.path("kind"), format!("{what} is {found}")).expected(expected));
+            diags.push(Diagnostic::error(&at, &f.path("kind"), format!("{what} is {found}")).expected(expected));
         }
     }
 }
@@ -171,7 +173,7 @@ struct SpecOf {
 }
 
 impl Decode for SpecOf {
-    fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
+    fn decode(node: Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
         let mut f = Fields::new(node, field, diags)?;
         let digest = f.opt("imageDigestMirrors", diags).unwrap_or_default();
         let tag = f.opt("imageTagMirrors", diags).unwrap_or_default();
@@ -194,8 +196,8 @@ mod tests {
                     imageTagMirrors: [{source: b.io/y, mirrors: [m.io/y]}]\n";
         let file: Arc<str> = Arc::from("t.yaml");
         let mut diags = Diagnostics::default();
-        let node = yaml::parse(&file, text).unwrap();
-        let mut inputs = schema::decode_document(&node, &mut diags).unwrap();
+        let node = yaml::parse(&file, &Arc::from(text)).unwrap();
+        let mut inputs = schema::decode_document(node, &mut diags).unwrap();
         let entry = |inputs: &ClusterInputs| inputs.spec.mirrors.image_digest_mirrors[0].clone();
         let set = |kind, name: &str, source: &str| {
             let mut e = entry(&inputs);

@@ -52,7 +52,7 @@ pub fn load(path: &Path) -> Result<Loaded, Diagnostics> {
     load_text(path, &file, &text, diags)
 }
 
-fn load_text(path: &Path, file: &Arc<str>, text: &str, mut diags: Diagnostics) -> Result<Loaded, Diagnostics> {
+fn load_text(path: &Path, file: &Arc<str>, text: &Arc<str>, mut diags: Diagnostics) -> Result<Loaded, Diagnostics> {
     if text.trim().is_empty() {
         diags.push(
             Diagnostic::error(&Loc::file_only(file), "", "the inputs file is empty")
@@ -67,11 +67,10 @@ fn load_text(path: &Path, file: &Arc<str>, text: &str, mut diags: Diagnostics) -
             return Err(diags);
         }
     };
-    let Some(inputs) = schema::decode_document(&node, &mut diags) else {
+    // Decoding takes the tree, freeing it as it goes: it is gone before the mirror files are read.
+    let Some(inputs) = schema::decode_document(node, &mut diags) else {
         return Err(diags);
     };
-    // The tree is done with: free it before the mirror files are read.
-    drop(node);
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
     Ok(with_files(inputs, &base, diags))
@@ -83,7 +82,7 @@ fn load_text(path: &Path, file: &Arc<str>, text: &str, mut diags: Diagnostics) -
 /// Decoding goes as far as it can: the `Loaded` may carry errors in its diagnostics (a missing field, a wrong
 /// type), so that validation still runs every rule on what was read and every error is reported in one run.
 /// `Err` only when there is nothing to validate: the document is not a mapping.
-pub fn from_node(node: &yaml::Node, base: &Path, mut diags: Diagnostics) -> Result<Loaded, Diagnostics> {
+pub fn from_node(node: yaml::Node, base: &Path, mut diags: Diagnostics) -> Result<Loaded, Diagnostics> {
     let Some(inputs) = schema::decode_document(node, &mut diags) else {
         return Err(diags);
     };

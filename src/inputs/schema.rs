@@ -29,7 +29,7 @@ pub trait Placeholder {
 
 impl<T: Default> Placeholder for Located<T> {
     fn placeholder(at: &Loc, field: &str) -> Self {
-        Located { value: T::default(), loc: at.clone(), field: field.to_string() }
+        Located { value: T::default(), loc: at.clone(), field: field.into() }
     }
 }
 
@@ -96,6 +96,15 @@ impl<T: Written> Written for Vec<T> {
     }
 }
 
+impl<T: Written> Written for Box<T> {
+    fn is_unset(&self) -> bool {
+        (**self).is_unset()
+    }
+    fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (**self).write(s)
+    }
+}
+
 impl<T: Written> Written for Located<T> {
     fn is_unset(&self) -> bool {
         self.value.is_unset()
@@ -112,22 +121,23 @@ pub fn generated(by: &str) -> Loc {
 }
 
 /// A list read item by item: the items that decode are kept, each bad one has its error.
-fn best_effort_list<T: Decode>(node: &Node, field: &str, diags: &mut Diagnostics) -> Vec<T> {
-    match &node.value {
+fn best_effort_list<T: Decode>(node: Node, field: &str, diags: &mut Diagnostics) -> Vec<T> {
+    match node.value {
         Value::Seq(items) => {
             // Sized up front: a long list (mirror entries) collected from `filter_map` grows to twice its size.
             let mut list = Vec::with_capacity(items.len());
             list.extend(
-                items.iter().enumerate().filter_map(|(i, item)| T::decode(item, &format!("{field}[{i}]"), diags)),
+                items.into_iter().enumerate().filter_map(|(i, item)| T::decode(item, &format!("{field}[{i}]"), diags)),
             );
             list
         }
-        _ => Vec::<T>::decode(node, field, diags).unwrap_or_default(),
+        value => Vec::<T>::decode(Node { value, ..node }, field, diags).unwrap_or_default(),
     }
 }
 
-fn decode_or_placeholder<T: Decode + Placeholder>(node: &Node, field: &str, diags: &mut Diagnostics) -> T {
-    T::decode(node, field, diags).unwrap_or_else(|| T::placeholder(&node.loc, field))
+fn decode_or_placeholder<T: Decode + Placeholder>(node: Node, field: &str, diags: &mut Diagnostics) -> T {
+    let at = node.loc.clone();
+    T::decode(node, field, diags).unwrap_or_else(|| T::placeholder(&at, field))
 }
 
 /// How one field is read from its mapping; see [`schema!`].
@@ -165,13 +175,22 @@ macro_rules! read_field {
     }};
     // A mapping of optional settings; left out reads as an empty one, placed at the enclosing mapping.
     ($f:ident, $d:ident, section($key:literal)) => {{
-        let empty = Node { value: Value::Null, loc: $f.loc().clone(), plain: None };
-        let node = $f.node($key).unwrap_or(&empty);
+        let node = $f.node($key).unwrap_or_else(|| Node { value: Value::Null, loc: $f.loc().clone() });
         Decode::decode(node, &$f.path($key), $d).unwrap_or_else(|| Placeholder::placeholder($f.loc(), &$f.path($key)))
     }};
     // Where this mapping itself is, for rules about it as a whole.
     ($f:ident, $d:ident, here) => {
         $f.at()
+    };
+}
+
+/// The key a field is read from; `here` has none.
+macro_rules! field_key {
+    (here) => {
+        None::<&'static str>
+    };
+    ($how:ident($key:literal $(, $rest:tt)*)) => {
+        Some($key)
     };
 }
 
@@ -226,7 +245,7 @@ macro_rules! schema {
         }
 
         impl Decode for $name {
-            fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
+            fn decode(node: Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
                 let mut f = Fields::new(node, field, diags)?;
                 let value = $name { $( $field: read_field!(f, diags, $how $( ( $($arg),* ) )?), )* };
                 $($( f.node($ignored); )*)?
@@ -238,9 +257,9 @@ macro_rules! schema {
         impl Placeholder for $name {
             /// Every field a placeholder or empty; the errors of reading `null` as this mapping are not repeated.
             fn placeholder(at: &Loc, field: &str) -> Self {
-                let empty = Node { value: Value::Null, loc: at.clone(), plain: None };
+                let empty = Node { value: Value::Null, loc: at.clone() };
                 let mut ignored = Diagnostics::default();
-                match Self::decode(&empty, field, &mut ignored) {
+                match Self::decode(empty, field, &mut ignored) {
                     Some(v) => v,
                     None => unreachable!("null reads as an empty mapping"),
                 }
@@ -248,9 +267,16 @@ macro_rules! schema {
         }
 
         impl Serialize for $name {
+            /// Keys in byte order, as canonical JSON has them, so the inputs digest streams instead of sorting.
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let mut s = s.serialize_struct(stringify!($name), [$(stringify!($field)),*].len())?;
-                $( serialize_field!(s, &self.$field, $how $( ( $($arg),* ) )?); )*
+                let mut keys = [$(field_key!($how $( ( $($arg),* ) )?)),*];
+                keys.sort_unstable();
+                let mut s = s.serialize_struct(stringify!($name), keys.len())?;
+                for key in keys.into_iter().flatten() {
+                    $( if field_key!($how $( ( $($arg),* ) )?) == Some(key) {
+                        serialize_field!(s, &self.$field, $how $( ( $($arg),* ) )?);
+                    } )*
+                }
                 s.end()
             }
         }
@@ -430,7 +456,8 @@ schema! {
     pub struct MirrorEntry {
         source: Located<String> = required("source", "a registry or repository, e.g. registry.redhat.io/ubi9"),
         mirrors: Vec<Located<String>> = list("mirrors"),
-        mirror_source_policy: Option<Located<String>> = optional("mirrorSourcePolicy"),
+        /// Boxed: rarely written, and a long mirror list would otherwise hold room for it in every entry.
+        mirror_source_policy: Option<Box<Located<String>>> = optional("mirrorSourcePolicy"),
     }
 
     pub struct Operator {
@@ -454,7 +481,7 @@ pub struct ClusterInputs {
 
 /// Reads the whole document, as far as it can be read; `diags` says what could not. `None` only when the
 /// document is not a mapping at all.
-pub fn decode_document(node: &Node, diags: &mut Diagnostics) -> Option<ClusterInputs> {
+pub fn decode_document(node: Node, diags: &mut Diagnostics) -> Option<ClusterInputs> {
     let mut f = Fields::new(node, "", diags)?;
     let api_version: Option<Located<String>> = f.req("apiVersion", API_VERSION, diags);
     let kind: Option<Located<String>> = f.req("kind", KIND, diags);
@@ -554,7 +581,7 @@ impl Platform {
         self.kind().key()
     }
 
-    fn decode_kind(kind: PlatformKind, node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Platform> {
+    fn decode_kind(kind: PlatformKind, node: Node, field: &str, diags: &mut Diagnostics) -> Option<Platform> {
         match kind {
             // A platform block of the wrong type (`aws: 5`) is still that platform, with placeholder settings
             // below its failed path: the rules know the platform and skip its settings.
@@ -573,7 +600,7 @@ impl Platform {
 }
 
 impl Decode for Platform {
-    fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
+    fn decode(node: Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
         let mut f = Fields::new(node, field, diags)?;
         let mut found: Vec<(PlatformKind, Option<Platform>)> = Vec::new();
         for kind in PlatformKind::ALL {
@@ -644,28 +671,28 @@ impl Serialize for Replicas {
 }
 
 impl Decode for Replicas {
-    fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
+    fn decode(node: Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
         let expected = format!(
             "a whole number of Machines from 0 to {} (MachineSet replicas is an int32), or `auto` (an autoscaler owns the count)",
             i32::MAX
         );
-        let written = || node.plain.clone().unwrap_or_default();
+        let written = || node.plain().unwrap_or_default().to_string();
         let problem = match &node.value {
             Value::Str(s) if s == "auto" => return Some(Replicas::Auto),
-            Value::Int(i) => match u32::try_from(*i) {
+            Value::Int(i, _) => match u32::try_from(*i) {
                 Ok(n) if n <= i32::MAX as u32 => return Some(Replicas::Count(n)),
                 _ if *i < 0 => format!("{i} is negative"),
                 _ => format!("{i} is more than a MachineSet can hold"),
             },
             // Whole numbers beyond 64 bits arrive as floats; the digits written say what the user meant.
-            Value::Float(_) if written().trim_start_matches('+').bytes().all(|b| b.is_ascii_digit()) => {
+            Value::Float(..) if written().trim_start_matches('+').bytes().all(|b| b.is_ascii_digit()) => {
                 format!("{} is more than a MachineSet can hold", written())
             }
             Value::Str(s) => format!("`{}` is not a whole number", s.escape_debug()),
             Value::Seq(_) => "expected a number or `auto`, found a list".to_string(),
             Value::Map(_) => "expected a number or `auto`, found a mapping".to_string(),
             Value::Null => "expected a number or `auto`, found null".to_string(),
-            Value::Bool(_) | Value::Float(_) => format!("`{}` is not a whole number", written()),
+            Value::Bool(..) | Value::Float(..) => format!("`{}` is not a whole number", written()),
         };
         diags.push(Diagnostic::error(&node.loc, field, problem).expected(expected));
         None
@@ -673,12 +700,13 @@ impl Decode for Replicas {
 }
 
 impl Decode for WindowsVersion {
-    fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
+    fn decode(node: Node, field: &str, diags: &mut Diagnostics) -> Option<Self> {
+        let loc = node.loc.clone();
         let s = String::decode(node, field, diags)?;
         let v = WindowsVersion::parse(&s);
         if v.is_none() {
             diags.push(
-                Diagnostic::error(&node.loc, field, format!("unknown Windows Server version `{s}`"))
+                Diagnostic::error(&loc, field, format!("unknown Windows Server version `{s}`"))
                     .expected("\"2019\", \"2022\" or \"2025\""),
             );
         }
@@ -693,9 +721,9 @@ mod tests {
 
     fn decode(name: &str, text: &str) -> ClusterInputs {
         let file: Arc<str> = Arc::from(name);
-        let node = super::super::yaml::parse(&file, text).unwrap();
+        let node = super::super::yaml::parse(&file, &Arc::from(text)).unwrap();
         let mut diags = Diagnostics::default();
-        let inputs = decode_document(&node, &mut diags).unwrap();
+        let inputs = decode_document(node, &mut diags).unwrap();
         assert!(!diags.has_errors(), "{name}: {}", diags.render_human());
         inputs
     }

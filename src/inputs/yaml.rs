@@ -16,17 +16,26 @@ use std::sync::Arc;
 pub struct Node {
     pub value: Value,
     pub loc: Loc,
-    /// The source text of a plain (unquoted) number or boolean, so a string field given `2022` or `1` reads the
-    /// digits the user wrote rather than a re-printed number.
-    pub plain: Option<String>,
 }
 
+impl Node {
+    /// The source text of a plain (unquoted) number or boolean, so a string field given `2022` or `1` reads the
+    /// digits the user wrote rather than a re-printed number.
+    pub fn plain(&self) -> Option<&str> {
+        match &self.value {
+            Value::Bool(_, written) | Value::Int(_, written) | Value::Float(_, written) => Some(written),
+            _ => None,
+        }
+    }
+}
+
+/// A YAML value. Booleans and numbers keep the text written (see [`Node::plain`]).
 #[derive(Clone, Debug)]
 pub enum Value {
     Null,
-    Bool(bool),
-    Int(i64),
-    Float(f64),
+    Bool(bool, Box<str>),
+    Int(i64, Box<str>),
+    Float(f64, Box<str>),
     Str(String),
     Seq(Vec<Node>),
     Map(Vec<(Key, Node)>),
@@ -34,7 +43,8 @@ pub enum Value {
 
 #[derive(Clone, Debug)]
 pub struct Key {
-    pub name: String,
+    /// Shared by every key of the same name in one parse: a long list of mappings repeats the same few keys.
+    pub name: Arc<str>,
     pub loc: Loc,
 }
 
@@ -42,9 +52,9 @@ impl Value {
     fn type_name(&self) -> &'static str {
         match self {
             Value::Null => "null",
-            Value::Bool(_) => "a boolean",
-            Value::Int(_) => "an integer",
-            Value::Float(_) => "a number",
+            Value::Bool(..) => "a boolean",
+            Value::Int(..) => "an integer",
+            Value::Float(..) => "a number",
             Value::Str(_) => "a string",
             Value::Seq(_) => "a list",
             Value::Map(_) => "a mapping",
@@ -61,17 +71,22 @@ pub fn read_source(path: &std::path::Path, shown: &Arc<str>, diags: &mut Diagnos
 }
 
 /// Parses one YAML document. A syntax error comes back as a diagnostic pointing at the offending place.
-pub fn parse(file: &Arc<str>, text: &str) -> Result<Node, Diagnostic> {
-    let raw: Spanned<RawNode> =
-        serde_saphyr::from_str_with_options(text, options(text)).map_err(|e| yaml_error(file, text, &e))?;
-    Ok(convert(file, text, raw))
+pub fn parse(file: &Arc<str>, text: &Arc<str>) -> Result<Node, Diagnostic> {
+    build(file, text).map_err(|e| yaml_error(file, text, &e))
+}
+
+/// [`parse`] with the library's error, for reading what precedes a syntax error without wording another one.
+fn build(file: &Arc<str>, text: &Arc<str>) -> Result<Node, serde_saphyr::Error> {
+    let _source = Source::enter(file, text);
+    serde_saphyr::from_str_with_options::<Spanned<Built>>(text, options(text)).map(Node::from)
 }
 
 /// Parses every document of a multi-document stream (`---` separated), as `oc get -o yaml` and kustomize write.
-pub fn parse_all(file: &Arc<str>, text: &str) -> Result<Vec<Node>, Diagnostic> {
-    let raws: Vec<Spanned<RawNode>> =
+pub fn parse_all(file: &Arc<str>, text: &Arc<str>) -> Result<Vec<Node>, Diagnostic> {
+    let _source = Source::enter(file, text);
+    let roots: Vec<Spanned<Built>> =
         serde_saphyr::from_multiple_with_options(text, options(text)).map_err(|e| yaml_error(file, text, &e))?;
-    Ok(raws.into_iter().map(|r| convert(file, text, r)).collect())
+    Ok(roots.into_iter().map(Node::from).collect())
 }
 
 /// How wmrender reads YAML:
@@ -209,8 +224,7 @@ fn field_before(file: &Arc<str>, text: &str, line: u32, column: u32) -> Option<S
     let mut end: usize = text.lines().take(line.saturating_sub(1) as usize).map(|l| l.len() + 1).sum();
     for _ in 0..4 {
         let prefix = text.get(..end.min(text.len())).unwrap_or("");
-        if let Ok(raw) = serde_saphyr::from_str_with_options::<Spanned<RawNode>>(prefix, options(prefix)) {
-            let node = convert(file, prefix, raw);
+        if let Ok(node) = build(file, &Arc::from(prefix)) {
             let mut best = None;
             last_key_at_most(&node, "", column, &mut best);
             return best.or(Some(String::new()));
@@ -225,7 +239,7 @@ fn last_key_at_most(node: &Node, path: &str, column: u32, best: &mut Option<Stri
     match &node.value {
         Value::Map(entries) => {
             for (k, v) in entries {
-                let p = if path.is_empty() { k.name.clone() } else { format!("{path}.{}", k.name) };
+                let p = if path.is_empty() { k.name.to_string() } else { format!("{path}.{}", k.name) };
                 if k.loc.column <= column {
                     *best = Some(p.clone());
                 }
@@ -246,129 +260,171 @@ fn last_key_at_most(node: &Node, path: &str, column: u32, best: &mut Option<Stri
     }
 }
 
-fn convert(file: &Arc<str>, text: &str, raw: Spanned<RawNode>) -> Node {
-    let loc = Loc { file: file.clone(), line: raw.referenced.line() as u32, column: raw.referenced.column() as u32 };
-    let span = raw.referenced.span();
-    let plain = match raw.value {
-        RawNode::Bool(_) | RawNode::Int(_) | RawNode::Float(_) => {
-            let start = span.byte_offset().unwrap_or(0) as usize;
-            let len = span.byte_len().unwrap_or(0) as usize;
-            text.get(start..start + len).map(str::to_string)
+// Nodes are built bottom-up while serde-saphyr parses: each finished child becomes a `Node` at once, so no second
+// tree of the library's values ever exists beside this one (for a long mirror list, that tree was the peak of a
+// render's memory). serde hands a `Deserialize` impl no context, so the file and text of the parse in progress,
+// which a `Node` needs for its `Loc` and its plain text, are set for that parse by `Source::enter`.
+
+thread_local! {
+    static SOURCE: std::cell::RefCell<Option<Parsing>> = const { std::cell::RefCell::new(None) };
+}
+
+/// What building nodes needs to know of the parse in progress.
+struct Parsing {
+    file: Arc<str>,
+    text: Arc<str>,
+    /// The key names seen so far, each held once.
+    keys: std::collections::HashSet<Arc<str>>,
+}
+
+/// The file and text being parsed on this thread, until dropped (then the previous ones, if any, again).
+struct Source(Option<Parsing>);
+
+impl Source {
+    fn enter(file: &Arc<str>, text: &Arc<str>) -> Source {
+        let parsing = Parsing { file: file.clone(), text: text.clone(), keys: Default::default() };
+        Source(SOURCE.with_borrow_mut(|s| s.replace(parsing)))
+    }
+}
+
+impl Drop for Source {
+    fn drop(&mut self) {
+        let previous = self.0.take();
+        SOURCE.with_borrow_mut(|s| *s = previous);
+    }
+}
+
+/// A key name, shared with the keys of the same name before it in the parse in progress.
+fn key_name(name: &str) -> Arc<str> {
+    SOURCE.with_borrow_mut(|source| match source {
+        Some(parsing) => match parsing.keys.get(name) {
+            Some(shared) => shared.clone(),
+            None => {
+                let shared: Arc<str> = Arc::from(name);
+                parsing.keys.insert(shared.clone());
+                shared
+            }
+        },
+        None => Arc::from(name),
+    })
+}
+
+/// The `Loc` of a place in the parse in progress, and the text written there when `written` asks for it.
+fn located(at: &serde_saphyr::Location, written: bool) -> (Loc, Option<Box<str>>) {
+    SOURCE.with_borrow(|source| {
+        let Some(Parsing { file, text, .. }) = source else {
+            // Only `parse` and `parse_all` build nodes, and both enter their source first.
+            return (Loc { file: Arc::from(""), line: at.line() as u32, column: at.column() as u32 }, None);
+        };
+        let text = written
+            .then(|| {
+                let span = at.span();
+                let start = span.byte_offset()? as usize;
+                text.get(start..start + span.byte_len()? as usize).map(Box::from)
+            })
+            .flatten();
+        (Loc { file: file.clone(), line: at.line() as u32, column: at.column() as u32 }, text)
+    })
+}
+
+/// One node's value with its children already built; serde-saphyr wraps it in `Spanned` with its place.
+struct Built(Value);
+
+impl From<Spanned<Built>> for Node {
+    fn from(s: Spanned<Built>) -> Node {
+        let mut value = s.value.0;
+        let scalar = matches!(value, Value::Bool(..) | Value::Int(..) | Value::Float(..));
+        let (loc, written) = located(&s.referenced, scalar);
+        if let (Value::Bool(_, text) | Value::Int(_, text) | Value::Float(_, text), Some(written)) =
+            (&mut value, written)
+        {
+            *text = written;
         }
-        _ => None,
-    };
-    let value = match raw.value {
-        RawNode::Null => Value::Null,
-        RawNode::Bool(b) => Value::Bool(b),
-        RawNode::Int(i) => Value::Int(i),
-        RawNode::Float(f) => Value::Float(f),
-        RawNode::Str(s) => Value::Str(s),
-        // Into new vectors of the exact size: collecting in place would keep the raw tree's larger buffers.
-        RawNode::Seq(items) => {
-            let mut nodes = Vec::with_capacity(items.len());
-            nodes.extend(items.into_iter().map(|n| convert(file, text, n)));
-            Value::Seq(nodes)
-        }
-        RawNode::Map(entries) => Value::Map({
-            let mut map = Vec::with_capacity(entries.len());
-            map.extend(entries.into_iter().map(|(k, v)| {
-                let kloc =
-                    Loc { file: file.clone(), line: k.referenced.line() as u32, column: k.referenced.column() as u32 };
-                let name = key_name(text, k);
-                let mut value = convert(file, text, v);
-                // A mapping or list is reported at its key (`spec:`), not at its first entry.
-                if matches!(value.value, Value::Map(_) | Value::Seq(_)) {
-                    value.loc = kloc.clone();
-                }
-                (Key { name, loc: kloc }, value)
-            }));
-            map
-        }),
-    };
-    Node { value, loc, plain }
+        Node { value, loc }
+    }
 }
 
 /// A mapping key as a name: a string as it is, anything else (`~`, `1`, `[a, b]`) as the text written, so the
 /// field it stands for is reported as unknown in wmrender's words.
-fn key_name(text: &str, k: Spanned<RawNode>) -> String {
-    match k.value {
-        RawNode::Str(s) => s,
-        _ => {
-            let span = k.referenced.span();
-            let start = span.byte_offset().unwrap_or(0) as usize;
-            let len = span.byte_len().unwrap_or(0) as usize;
-            let written = text.get(start..start + len).unwrap_or("").trim();
-            if written.is_empty() { "null".to_string() } else { written.to_string() }
-        }
-    }
+fn key(k: Spanned<Built>) -> Key {
+    let (loc, written) = located(&k.referenced, !matches!(k.value.0, Value::Str(_)));
+    let name = match &k.value.0 {
+        Value::Str(s) => key_name(s),
+        _ => match written.as_deref().map(str::trim) {
+            Some(w) if !w.is_empty() => key_name(w),
+            _ => key_name("null"),
+        },
+    };
+    Key { name, loc }
 }
 
-/// What serde-saphyr hands us; converted to [`Node`] right away.
-enum RawNode {
-    Null,
-    Bool(bool),
-    Int(i64),
-    Float(f64),
-    Str(String),
-    Seq(Vec<Spanned<RawNode>>),
-    Map(Vec<(Spanned<RawNode>, Spanned<RawNode>)>),
-}
+struct BuiltVisitor;
 
-struct RawVisitor;
-
-impl<'de> Visitor<'de> for RawVisitor {
-    type Value = RawNode;
+impl<'de> Visitor<'de> for BuiltVisitor {
+    type Value = Built;
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("any YAML value")
     }
-    fn visit_unit<E>(self) -> Result<RawNode, E> {
-        Ok(RawNode::Null)
+    fn visit_unit<E>(self) -> Result<Built, E> {
+        Ok(Built(Value::Null))
     }
-    fn visit_none<E>(self) -> Result<RawNode, E> {
-        Ok(RawNode::Null)
+    fn visit_none<E>(self) -> Result<Built, E> {
+        Ok(Built(Value::Null))
     }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<RawNode, D::Error> {
-        d.deserialize_any(RawVisitor)
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Built, D::Error> {
+        d.deserialize_any(BuiltVisitor)
     }
-    fn visit_bool<E>(self, v: bool) -> Result<RawNode, E> {
-        Ok(RawNode::Bool(v))
+    fn visit_bool<E>(self, v: bool) -> Result<Built, E> {
+        Ok(Built(Value::Bool(v, Box::default())))
     }
-    fn visit_i64<E>(self, v: i64) -> Result<RawNode, E> {
-        Ok(RawNode::Int(v))
+    fn visit_i64<E>(self, v: i64) -> Result<Built, E> {
+        Ok(Built(Value::Int(v, Box::default())))
     }
-    fn visit_u64<E>(self, v: u64) -> Result<RawNode, E> {
+    fn visit_u64<E>(self, v: u64) -> Result<Built, E> {
         // Beyond i64: kept as a number; a whole-number field reports it as out of range, a text field reads
         // the digits written.
-        Ok(i64::try_from(v).map(RawNode::Int).unwrap_or(RawNode::Float(v as f64)))
+        Ok(Built(match i64::try_from(v) {
+            Ok(i) => Value::Int(i, Box::default()),
+            Err(_) => Value::Float(v as f64, Box::default()),
+        }))
     }
-    fn visit_f64<E>(self, v: f64) -> Result<RawNode, E> {
-        Ok(RawNode::Float(v))
+    fn visit_f64<E>(self, v: f64) -> Result<Built, E> {
+        Ok(Built(Value::Float(v, Box::default())))
     }
-    fn visit_str<E>(self, v: &str) -> Result<RawNode, E> {
-        Ok(RawNode::Str(v.to_string()))
+    fn visit_str<E>(self, v: &str) -> Result<Built, E> {
+        Ok(Built(Value::Str(v.to_string())))
     }
-    fn visit_string<E>(self, v: String) -> Result<RawNode, E> {
-        Ok(RawNode::Str(v))
+    fn visit_string<E>(self, v: String) -> Result<Built, E> {
+        Ok(Built(Value::Str(v)))
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<RawNode, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Built, A::Error> {
         let mut items = Vec::new();
-        while let Some(x) = a.next_element()? {
-            items.push(x);
+        while let Some(item) = a.next_element::<Spanned<Built>>()? {
+            items.push(Node::from(item));
         }
-        Ok(RawNode::Seq(items))
+        // A short list would otherwise keep room for four; a long one up to twice its length.
+        items.shrink_to_fit();
+        Ok(Built(Value::Seq(items)))
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<RawNode, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Built, A::Error> {
         let mut entries = Vec::new();
-        while let Some(k) = a.next_key::<Spanned<RawNode>>()? {
-            entries.push((k, a.next_value()?));
+        while let Some(k) = a.next_key::<Spanned<Built>>()? {
+            let k = key(k);
+            let mut value = Node::from(a.next_value::<Spanned<Built>>()?);
+            // A mapping or list is reported at its key (`spec:`), not at its first entry.
+            if matches!(value.value, Value::Map(_) | Value::Seq(_)) {
+                value.loc = k.loc.clone();
+            }
+            entries.push((k, value));
         }
-        Ok(RawNode::Map(entries))
+        entries.shrink_to_fit();
+        Ok(Built(Value::Map(entries)))
     }
 }
 
-impl<'de> Deserialize<'de> for RawNode {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RawNode, D::Error> {
-        d.deserialize_any(RawVisitor)
+impl<'de> Deserialize<'de> for Built {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Built, D::Error> {
+        d.deserialize_any(BuiltVisitor)
     }
 }
 
@@ -378,7 +434,7 @@ impl<'de> Deserialize<'de> for RawNode {
 pub struct Located<T> {
     pub value: T,
     pub loc: Loc,
-    pub field: String,
+    pub field: Box<str>,
 }
 
 impl<T> Located<T> {
@@ -405,8 +461,11 @@ impl<T: Serialize> Serialize for Located<T> {
 }
 
 /// A type that can be read from a [`Node`]. On a problem it records a diagnostic and returns `None`.
+///
+/// Decoding takes the node: strings move into the decoded value instead of being copied, and each part of the
+/// tree is freed as soon as it is read, so a long list is never held twice.
 pub trait Decode: Sized {
-    fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Self>;
+    fn decode(node: Node, field: &str, diags: &mut Diagnostics) -> Option<Self>;
 }
 
 fn wrong_type(node: &Node, field: &str, expected: &str) -> Diagnostic {
@@ -416,14 +475,14 @@ fn wrong_type(node: &Node, field: &str, expected: &str) -> Diagnostic {
 }
 
 impl Decode for String {
-    fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<String> {
-        match (&node.value, &node.plain) {
-            (Value::Str(s), _) => Some(s.clone()),
+    fn decode(node: Node, field: &str, diags: &mut Diagnostics) -> Option<String> {
+        match node.value {
+            Value::Str(s) => Some(s),
             // `windowsVersion: 2022`, Azure `zone: 1` or a network named `n` (a YAML 1.1 boolean) mean the text
             // the user typed.
-            (Value::Int(_) | Value::Float(_) | Value::Bool(_), Some(raw)) => Some(raw.clone()),
+            Value::Int(_, written) | Value::Float(_, written) | Value::Bool(_, written) => Some(written.into()),
             _ => {
-                diags.push(wrong_type(node, field, "a string"));
+                diags.push(wrong_type(&node, field, "a string"));
                 None
             }
         }
@@ -431,9 +490,9 @@ impl Decode for String {
 }
 
 impl Decode for bool {
-    fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<bool> {
+    fn decode(node: Node, field: &str, diags: &mut Diagnostics) -> Option<bool> {
         match &node.value {
-            Value::Bool(b) => Some(*b),
+            Value::Bool(b, _) => Some(*b),
             Value::Str(s) => {
                 let lower = s.to_ascii_lowercase();
                 let hint = match lower.as_str() {
@@ -442,11 +501,11 @@ impl Decode for bool {
                     "no" | "n" | "off" => "YAML 1.2 booleans are `true` and `false`; write `false`".to_string(),
                     _ => "write `true` or `false`".to_string(),
                 };
-                diags.push(wrong_type(node, field, "true or false").hint(hint));
+                diags.push(wrong_type(&node, field, "true or false").hint(hint));
                 None
             }
             _ => {
-                diags.push(wrong_type(node, field, "true or false"));
+                diags.push(wrong_type(&node, field, "true or false"));
                 None
             }
         }
@@ -456,11 +515,11 @@ impl Decode for bool {
 macro_rules! decode_int {
     ($($t:ty),*) => {$(
         impl Decode for $t {
-            fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<$t> {
+            fn decode(node: Node, field: &str, diags: &mut Diagnostics) -> Option<$t> {
                 let expected = format!("a whole number from {} to {}", <$t>::MIN, <$t>::MAX);
                 let expected = expected.as_str();
                 match node.value {
-                    Value::Int(i) => match <$t>::try_from(i) {
+                    Value::Int(i, _) => match <$t>::try_from(i) {
                         Ok(v) => Some(v),
                         Err(_) => {
                             diags.push(Diagnostic::error(&node.loc, field, format!("{i} is out of range")).expected(expected));
@@ -468,13 +527,12 @@ macro_rules! decode_int {
                         }
                     },
                     // A whole number beyond 64 bits is read as a float; say it is out of range, not a fraction.
-                    Value::Float(_) if node.plain.as_deref().is_some_and(|p| p.trim_start_matches(['+', '-']).bytes().all(|b| b.is_ascii_digit())) => {
-                        let written = node.plain.as_deref().unwrap_or_default();
+                    Value::Float(_, ref written) if written.trim_start_matches(['+', '-']).bytes().all(|b| b.is_ascii_digit()) => {
                         diags.push(Diagnostic::error(&node.loc, field, format!("{written} is out of range")).expected(expected));
                         None
                     }
                     _ => {
-                        diags.push(wrong_type(node, field, expected));
+                        diags.push(wrong_type(&node, field, expected));
                         None
                     }
                 }
@@ -485,14 +543,14 @@ macro_rules! decode_int {
 decode_int!(u16, u32, i32, i64);
 
 impl<T: Decode> Decode for Vec<T> {
-    fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Vec<T>> {
-        let Value::Seq(items) = &node.value else {
-            diags.push(wrong_type(node, field, "a list"));
+    fn decode(node: Node, field: &str, diags: &mut Diagnostics) -> Option<Vec<T>> {
+        let Value::Seq(items) = node.value else {
+            diags.push(wrong_type(&node, field, "a list"));
             return None;
         };
         let mut out = Vec::with_capacity(items.len());
         let mut ok = true;
-        for (i, item) in items.iter().enumerate() {
+        for (i, item) in items.into_iter().enumerate() {
             match T::decode(item, &format!("{field}[{i}]"), diags) {
                 Some(v) => out.push(v),
                 None => ok = false,
@@ -502,37 +560,45 @@ impl<T: Decode> Decode for Vec<T> {
     }
 }
 
-impl<T: Decode> Decode for Located<T> {
-    fn decode(node: &Node, field: &str, diags: &mut Diagnostics) -> Option<Located<T>> {
-        let value = T::decode(node, field, diags)?;
-        Some(Located { value, loc: node.loc.clone(), field: field.to_string() })
+/// For a field that is rarely written, boxed so that a long list of its mappings does not hold room for it.
+impl<T: Decode> Decode for Box<T> {
+    fn decode(node: Node, field: &str, diags: &mut Diagnostics) -> Option<Box<T>> {
+        T::decode(node, field, diags).map(Box::new)
     }
 }
 
-/// Reads the fields of one mapping. Every key asked for is remembered; [`Fields::finish`] reports the keys
-/// nobody asked for as unknown, with the nearest known name as a hint.
-pub struct Fields<'n> {
-    node: &'n Node,
+impl<T: Decode> Decode for Located<T> {
+    fn decode(node: Node, field: &str, diags: &mut Diagnostics) -> Option<Located<T>> {
+        let loc = node.loc.clone();
+        let value = T::decode(node, field, diags)?;
+        Some(Located { value, loc, field: field.into() })
+    }
+}
+
+/// Reads the fields of one mapping, taking each value as it is read. Every key asked for is remembered;
+/// [`Fields::finish`] reports the keys nobody asked for as unknown, with the nearest known name as a hint.
+pub struct Fields {
+    loc: Loc,
     field: String,
-    entries: &'n [(Key, Node)],
+    entries: Vec<(Key, Node)>,
     known: Vec<&'static str>,
 }
 
-impl<'n> Fields<'n> {
+impl Fields {
     /// `None` (with a diagnostic) when the node is not a mapping. `null` reads as an empty mapping.
-    pub fn new(node: &'n Node, field: &str, diags: &mut Diagnostics) -> Option<Fields<'n>> {
-        let entries: &[(Key, Node)] = match &node.value {
+    pub fn new(node: Node, field: &str, diags: &mut Diagnostics) -> Option<Fields> {
+        let entries = match node.value {
             Value::Map(entries) => entries,
-            Value::Null => &[],
+            Value::Null => Vec::new(),
             _ => {
-                diags.push(wrong_type(node, field, "a mapping"));
+                diags.push(wrong_type(&node, field, "a mapping"));
                 return None;
             }
         };
-        let fields = Fields { node, field: field.to_string(), entries, known: Vec::new() };
+        let fields = Fields { loc: node.loc, field: field.to_string(), entries, known: Vec::new() };
         // YAML forbids a key twice in one mapping; which value would count is anyone's guess.
-        for (i, (k, _)) in entries.iter().enumerate() {
-            if let Some((first, _)) = entries[..i].iter().find(|(f, _)| f.name == k.name) {
+        for (i, (k, _)) in fields.entries.iter().enumerate() {
+            if let Some((first, _)) = fields.entries[..i].iter().find(|(f, _)| f.name == k.name) {
                 diags.push(
                     Diagnostic::error(
                         &k.loc,
@@ -546,10 +612,13 @@ impl<'n> Fields<'n> {
         Some(fields)
     }
 
-    /// The node under `key` even when it is written as `null` (`aws:` with nothing after it).
-    pub fn node_or_null(&mut self, key: &'static str) -> Option<&'n Node> {
+    /// The node under `key` even when it is written as `null` (`aws:` with nothing after it). A key is read once:
+    /// its value is taken, and reading it again gives `null`.
+    pub fn node_or_null(&mut self, key: &'static str) -> Option<Node> {
         self.known.push(key);
-        self.entries.iter().find(|(k, _)| k.name == key).map(|(_, v)| v)
+        let (_, node) = self.entries.iter_mut().find(|(k, _)| *k.name == *key)?;
+        let loc = node.loc.clone();
+        Some(std::mem::replace(node, Node { value: Value::Null, loc }))
     }
 
     pub fn path(&self, key: &str) -> String {
@@ -557,14 +626,13 @@ impl<'n> Fields<'n> {
     }
 
     /// The node under `key`, unless absent or `null`.
-    pub fn node(&mut self, key: &'static str) -> Option<&'n Node> {
-        self.known.push(key);
-        self.entries.iter().find(|(k, _)| k.name == key).map(|(_, v)| v).filter(|v| !matches!(v.value, Value::Null))
+    pub fn node(&mut self, key: &'static str) -> Option<Node> {
+        self.node_or_null(key).filter(|v| !matches!(v.value, Value::Null))
     }
 
     /// Whether `key` is written at all (even as `null` or an empty list).
     pub fn has(&self, key: &str) -> bool {
-        self.entries.iter().any(|(k, _)| k.name == key)
+        self.entries.iter().any(|(k, _)| *k.name == *key)
     }
 
     pub fn opt<T: Decode>(&mut self, key: &'static str, diags: &mut Diagnostics) -> Option<T> {
@@ -577,7 +645,7 @@ impl<'n> Fields<'n> {
             Some(node) => T::decode(node, &self.path(key), diags),
             None => {
                 diags.push(
-                    Diagnostic::error(&self.node.loc, &self.path(key), format!("missing required field `{key}`"))
+                    Diagnostic::error(&self.loc, &self.path(key), format!("missing required field `{key}`"))
                         .expected(expected.to_string()),
                 );
                 None
@@ -586,12 +654,12 @@ impl<'n> Fields<'n> {
     }
 
     pub fn loc(&self) -> &Loc {
-        &self.node.loc
+        &self.loc
     }
 
     /// Where this mapping is, for rules about the mapping as a whole ("no image for this MachineSet").
     pub fn at(&self) -> Located<()> {
-        Located { value: (), loc: self.node.loc.clone(), field: self.field.clone() }
+        Located { value: (), loc: self.loc.clone(), field: self.field.as_str().into() }
     }
 
     /// Accepts every key not read so far: for objects copied from a cluster (`oc get -o yaml`), whose metadata and
@@ -599,8 +667,8 @@ impl<'n> Fields<'n> {
     pub fn ignore_rest(self) {}
 
     pub fn finish(self, diags: &mut Diagnostics) {
-        for (k, _) in self.entries {
-            if self.known.contains(&k.name.as_str()) {
+        for (k, _) in &self.entries {
+            if self.known.contains(&&*k.name) {
                 continue;
             }
             let mut d = Diagnostic::error(&k.loc, &self.path(&k.name), format!("unknown field `{}`", k.name))
@@ -618,23 +686,10 @@ fn nearest<'a>(typo: &str, known: &[&'a str]) -> Option<&'a str> {
     let typo = typo.to_ascii_lowercase();
     known
         .iter()
-        .map(|k| (levenshtein(&typo, &k.to_ascii_lowercase()), *k))
+        .map(|k| (strsim::levenshtein(&typo, &k.to_ascii_lowercase()), *k))
         .filter(|(d, k)| *d <= 2.max(k.len() / 4))
         .min()
         .map(|(_, k)| k)
-}
-
-fn levenshtein(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur.push((prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 #[cfg(test)]
@@ -647,9 +702,9 @@ mod tests {
 
     #[test]
     fn plain_numbers_read_as_the_text_written() {
-        let node = parse(&file(), "v: 2022\nz: 1\n").unwrap();
+        let node = parse(&file(), &Arc::from("v: 2022\nz: 1\n")).unwrap();
         let mut d = Diagnostics::default();
-        let mut f = Fields::new(&node, "", &mut d).unwrap();
+        let mut f = Fields::new(node, "", &mut d).unwrap();
         let v: Located<String> = f.opt("v", &mut d).unwrap();
         let z: String = f.opt("z", &mut d).unwrap();
         f.finish(&mut d);
@@ -659,9 +714,9 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_all_reported_with_a_suggestion() {
-        let node = parse(&file(), "replica: 1\nzonee: a\nname: x\n").unwrap();
+        let node = parse(&file(), &Arc::from("replica: 1\nzonee: a\nname: x\n")).unwrap();
         let mut d = Diagnostics::default();
-        let mut f = Fields::new(&node, "spec.machineSets[0]", &mut d).unwrap();
+        let mut f = Fields::new(node, "spec.machineSets[0]", &mut d).unwrap();
         let _: Option<u32> = f.opt("replicas", &mut d);
         let _: Option<String> = f.opt("zone", &mut d);
         let _: Option<String> = f.opt("name", &mut d);
@@ -675,16 +730,16 @@ mod tests {
 
     #[test]
     fn wrong_types_name_what_was_expected() {
-        let node = parse(&file(), "replicas: two\n").unwrap();
+        let node = parse(&file(), &Arc::from("replicas: two\n")).unwrap();
         let mut d = Diagnostics::default();
-        let mut f = Fields::new(&node, "x", &mut d).unwrap();
+        let mut f = Fields::new(node, "x", &mut d).unwrap();
         assert_eq!(f.opt::<u32>("replicas", &mut d), None);
         assert!(d.sorted()[0].message.contains("found a string"));
     }
 
     #[test]
     fn syntax_errors_point_at_the_place() {
-        let e = parse(&file(), "a: [1\nb: 2\n").unwrap_err();
+        let e = parse(&file(), &Arc::from("a: [1\nb: 2\n")).unwrap_err();
         assert_eq!(e.loc.line, 2);
         assert!(e.message.starts_with("invalid YAML"));
     }

@@ -25,8 +25,9 @@ pub struct Node {
 pub fn from_configmap(file: &str, text: &str) -> Result<Vec<Node>, Diagnostics> {
     let file: Arc<str> = Arc::from(file);
     let mut diags = Diagnostics::default();
-    diags.add_source(&file, &Arc::from(text));
-    let root = match yaml::parse(&file, text) {
+    let text: Arc<str> = Arc::from(text);
+    diags.add_source(&file, &text);
+    let root = match yaml::parse(&file, &text) {
         Ok(root) => root,
         Err(d) => {
             diags.push(d);
@@ -34,7 +35,7 @@ pub fn from_configmap(file: &str, text: &str) -> Result<Vec<Node>, Diagnostics> 
         }
     };
     let data = match &root.value {
-        yaml::Value::Map(entries) => entries.iter().find(|(k, _)| k.name == "data").map(|(_, v)| &v.value),
+        yaml::Value::Map(entries) => entries.iter().find(|(k, _)| &*k.name == "data").map(|(_, v)| &v.value),
         _ => None,
     };
     let data = match data {
@@ -67,8 +68,8 @@ pub fn from_configmap(file: &str, text: &str) -> Result<Vec<Node>, Diagnostics> 
         }
         if ok {
             nodes.push(Node {
-                name: address.clone(),
-                address: address.clone(),
+                name: address.to_string(),
+                address: address.to_string(),
                 port: 22,
                 user: user.to_string(),
                 profile: Profile::Windows,
@@ -119,10 +120,10 @@ pub fn load(path: &Path) -> Result<Vec<Node>, Diagnostics> {
         }
     };
     let mut nodes = Vec::new();
-    if let Some(mut f) = Fields::new(&root, "", &mut diags) {
+    if let Some(mut f) = Fields::new(root, "", &mut diags) {
         if let Some(list) = f.node("nodes") {
-            if let yaml::Value::Seq(items) = &list.value {
-                for (i, item) in items.iter().enumerate() {
+            if let yaml::Value::Seq(items) = list.value {
+                for (i, item) in items.into_iter().enumerate() {
                     if let Some(n) = node(item, &format!("nodes[{i}]"), &mut diags) {
                         nodes.push(n);
                     }
@@ -145,7 +146,7 @@ pub fn load(path: &Path) -> Result<Vec<Node>, Diagnostics> {
     if diags.has_errors() { Err(diags) } else { Ok(nodes) }
 }
 
-fn node(item: &yaml::Node, field: &str, diags: &mut Diagnostics) -> Option<Node> {
+fn node(item: yaml::Node, field: &str, diags: &mut Diagnostics) -> Option<Node> {
     let mut f = Fields::new(item, field, diags)?;
     let address: Option<Located<String>> = f.req("address", "the node's IP address or DNS name", diags);
     let name: Option<Located<String>> = f.opt("name", diags);
@@ -171,12 +172,12 @@ fn node(item: &yaml::Node, field: &str, diags: &mut Diagnostics) -> Option<Node>
     let port = match port {
         None => 22,
         Some((n, path)) => match &n.value {
-            yaml::Value::Int(p @ 1..=65535) => *p as u16,
+            yaml::Value::Int(p @ 1..=65535, _) => *p as u16,
             other => {
                 let shown = match other {
-                    yaml::Value::Int(i) => i.to_string(),
+                    yaml::Value::Int(i, _) => i.to_string(),
                     yaml::Value::Str(s) => format!("\"{}\"", s.escape_debug()),
-                    _ => n.plain.clone().unwrap_or_else(|| "this value".into()),
+                    _ => n.plain().unwrap_or("this value").to_string(),
                 };
                 diags.push(
                     Diagnostic::error(&n.loc, &path, format!("{shown} is not a TCP port"))

@@ -142,7 +142,7 @@ mod tests {
         assert!(!decoded.failed("w.yaml", "spec.networkX"));
         assert!(!decoded.failed("w.yaml", "spec.proxy"));
         assert!(!decoded.failed("other.yaml", "spec.network"));
-        let placeholder = Located { value: 1, loc: loc.clone(), field: "spec.network.at".to_string() };
+        let placeholder = Located { value: 1, loc: loc.clone(), field: "spec.network.at".into() };
         assert_eq!(decoded.get(&placeholder), None);
     }
 

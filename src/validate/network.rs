@@ -27,7 +27,7 @@ pub(super) fn check(inputs: &ClusterInputs, decoded: &Decoded, d: &mut Diagnosti
         vec![Located {
             value: cidr.to_string(),
             loc: net.at.loc.clone(),
-            field: format!("{}.{key}, the default", net.at.field),
+            field: format!("{}.{key}, the default", net.at.field).into(),
         }]
     };
     let service_default = default(DEFAULT_SERVICE_NETWORK, "serviceNetwork");
