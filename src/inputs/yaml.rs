@@ -738,6 +738,36 @@ mod tests {
     }
 
     #[test]
+    fn keys_are_names_shared_within_a_parse() {
+        let node = parse(&file(), &Arc::from("- {name: a, 1: x, ~: y}\n- {name: b}\n")).unwrap();
+        let Value::Seq(items) = &node.value else { panic!("a list") };
+        let keys: Vec<Vec<&Key>> = items
+            .iter()
+            .map(|i| match &i.value {
+                Value::Map(entries) => entries.iter().map(|(k, _)| k).collect(),
+                _ => panic!("a mapping"),
+            })
+            .collect();
+        let names: Vec<&str> = keys[0].iter().map(|k| &*k.name).collect();
+        // A key that is not a string is named by the text written, `~` included.
+        assert_eq!(names, ["name", "1", "~"]);
+        assert!(Arc::ptr_eq(&keys[0][0].name, &keys[1][0].name));
+        assert_eq!((keys[1][0].loc.line, keys[1][0].loc.column), (2, 4));
+    }
+
+    #[test]
+    fn a_list_decodes_item_by_item_and_keeps_each_place() {
+        let node = parse(&file(), &Arc::from("v: [a, 2022, true]\n")).unwrap();
+        let mut d = Diagnostics::default();
+        let mut f = Fields::new(node, "", &mut d).unwrap();
+        let v: Vec<Located<String>> = f.req("v", "a list", &mut d).unwrap();
+        f.finish(&mut d);
+        let read: Vec<(&str, u32, &str)> = v.iter().map(|l| (l.value.as_str(), l.loc.column, &*l.field)).collect();
+        assert_eq!(read, [("a", 5, "v[0]"), ("2022", 8, "v[1]"), ("true", 14, "v[2]")]);
+        assert!(d.is_empty());
+    }
+
+    #[test]
     fn syntax_errors_point_at_the_place() {
         let e = parse(&file(), &Arc::from("a: [1\nb: 2\n")).unwrap_err();
         assert_eq!(e.loc.line, 2);
