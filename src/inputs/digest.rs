@@ -1,6 +1,8 @@
 //! The inputs digest: sha256 of the inputs as canonical JSON (compact, object keys sorted), streamed into the
-//! hash as it is written. It used to go through a `serde_json::Value` and a `String`; the bytes hashed are the
-//! same, so digests recorded in existing `manifest.json` files stay valid.
+//! hash as it is written. The inputs schema writes every object's keys in order, so [`InOrder`] holds nothing; a
+//! value that does not is written again through [`SortedKeys`], which holds one object at a time. It used to go
+//! through a `serde_json::Value` and a `String`; the bytes hashed are the same, so digests recorded in existing
+//! `manifest.json` files stay valid.
 
 use serde::Serialize;
 use serde_json::ser::{CharEscape, CompactFormatter, Formatter};
