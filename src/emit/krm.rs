@@ -126,11 +126,7 @@ pub fn run(input: &str, cwd: &Path) -> Outcome {
             return refuse(diags);
         }
     };
-    let get = |k: &str| match &list.value {
-        Value::Map(entries) => entries.iter().find(|(key, _)| *key.name == *k).map(|(_, v)| v),
-        _ => None,
-    };
-    let str_of = |k: &str| get(k).and_then(|n| as_str(n));
+    let str_of = |k: &str| list.child(k).and_then(as_str);
     let api_ok = matches!(str_of("apiVersion"), Some("config.kubernetes.io/v1" | "config.kubernetes.io/v1beta1"));
     if !api_ok || str_of("kind") != Some("ResourceList") {
         diags.push(
@@ -148,11 +144,11 @@ pub fn run(input: &str, cwd: &Path) -> Outcome {
             return refuse(diags);
         }
     };
-    let items: &[Node] = match get("items").map(|n| &n.value) {
+    let items: &[Node] = match list.child("items").map(|n| &n.value) {
         Some(Value::Seq(items)) => items,
         _ => &[],
     };
-    let Some(config) = get("functionConfig").filter(|c| !matches!(c.value, Value::Null)) else {
+    let Some(config) = list.child("functionConfig").filter(|c| !matches!(c.value, Value::Null)) else {
         diags.push(
             Diagnostic::error(&list.loc, "functionConfig", "no functionConfig")
                 .expected("a ClusterInputs object (wmrender.dev/v1alpha1)"),
@@ -359,29 +355,22 @@ fn as_str(n: &Node) -> Option<&str> {
     }
 }
 
-pub(super) fn child<'n>(n: &'n Node, key: &str) -> Option<&'n Node> {
-    match &n.value {
-        Value::Map(entries) => entries.iter().find(|(k, _)| *k.name == *key).map(|(_, v)| v),
-        _ => None,
-    }
-}
-
 pub(super) fn field_str(n: &Node, path: &[&str]) -> Option<String> {
     let mut n = n;
     for key in path {
-        n = child(n, key)?;
+        n = n.child(key)?;
     }
     as_str(n).map(str::to_string)
 }
 
 fn annotation(item: &Node, key: &str) -> Option<String> {
-    let annotations = child(child(item, "metadata")?, "annotations")?;
-    child(annotations, key).and_then(as_str).map(str::to_string)
+    let annotations = item.child("metadata")?.child("annotations")?;
+    annotations.child(key).and_then(as_str).map(str::to_string)
 }
 
 fn label(item: &Node, key: &str) -> Option<String> {
-    let labels = child(child(item, "metadata")?, "labels")?;
-    child(labels, key).and_then(as_str).map(str::to_string)
+    let labels = item.child("metadata")?.child("labels")?;
+    labels.child(key).and_then(as_str).map(str::to_string)
 }
 
 fn item_path(item: &Node) -> Option<String> {

@@ -64,7 +64,7 @@ fn user_file(config: &Node, cwd: &Path) -> Option<(PathBuf, Arc<str>, Node)> {
         .find(|p| p.is_file())?;
     let k_text: Arc<str> = Arc::from(std::fs::read_to_string(&kustomization).ok()?);
     let k = yaml::parse(&Arc::from("kustomization"), &k_text).ok()?;
-    let generators = match &super::krm::child(&k, "generators")?.value {
+    let generators = match &k.child("generators")?.value {
         yaml::Value::Seq(g) => g.clone(),
         _ => return None,
     };

@@ -58,7 +58,7 @@ impl<'t> ResourceListText<'t> {
             sections.push((name.clone(), &text[*start..end]));
         }
         let mut items = None;
-        if let Some((_, node)) = entries.iter().find(|(k, _)| &*k.name == "items")
+        if let Some(node) = root.child("items")
             && let Value::Seq(list) = &node.value
             && !list.is_empty()
         {

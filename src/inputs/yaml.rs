@@ -19,6 +19,14 @@ pub struct Node {
 }
 
 impl Node {
+    /// The value under `key` when this is a mapping, for reading a document wmrender does not decode whole.
+    pub fn child(&self, key: &str) -> Option<&Node> {
+        match &self.value {
+            Value::Map(entries) => entries.iter().find(|(k, _)| *k.name == *key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
     /// The source text of a plain (unquoted) number or boolean, so a string field given `2022` or `1` reads the
     /// digits the user wrote rather than a re-printed number.
     pub fn plain(&self) -> Option<&str> {
@@ -335,10 +343,12 @@ impl From<Spanned<Built>> for Node {
         let mut value = s.value.0;
         let scalar = matches!(value, Value::Bool(..) | Value::Int(..) | Value::Float(..));
         let (loc, written) = located(&s.referenced, scalar);
-        if let (Value::Bool(_, text) | Value::Int(_, text) | Value::Float(_, text), Some(written)) =
-            (&mut value, written)
-        {
-            *text = written;
+        // The text written; should the library give no span, the value printed, never an empty string.
+        match &mut value {
+            Value::Bool(b, text) => *text = written.unwrap_or_else(|| b.to_string().into()),
+            Value::Int(i, text) => *text = written.unwrap_or_else(|| i.to_string().into()),
+            Value::Float(f, text) => *text = written.unwrap_or_else(|| f.to_string().into()),
+            _ => {}
         }
         Node { value, loc }
     }

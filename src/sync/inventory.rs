@@ -34,10 +34,7 @@ pub fn from_configmap(file: &str, text: &str) -> Result<Vec<Node>, Diagnostics> 
             return Err(diags);
         }
     };
-    let data = match &root.value {
-        yaml::Value::Map(entries) => entries.iter().find(|(k, _)| &*k.name == "data").map(|(_, v)| &v.value),
-        _ => None,
-    };
+    let data = root.child("data").map(|d| &d.value);
     let data = match data {
         Some(yaml::Value::Map(data)) => data.as_slice(),
         _ => &[],
