@@ -13,6 +13,9 @@ pub enum Error {
     /// Something outside the inputs failed (a network, a task, a node).
     #[error("{0}")]
     Operational(String),
+    /// The `--identity` key file cannot be used.
+    #[error(transparent)]
+    Identity(#[from] crate::sync::ssh::IdentityError),
     /// The cluster could not be used (a kubeconfig, a build without the `cluster` feature, the API).
     #[error(transparent)]
     Cluster(#[from] crate::cluster::ClusterError),

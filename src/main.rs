@@ -51,7 +51,7 @@ fn report(e: &Error) -> u8 {
             eprintln!("error: {msg}");
             INVALID
         }
-        Error::Cluster(ClusterError::Kubeconfig { .. } | ClusterError::NotBuilt(_)) => {
+        Error::Identity(_) | Error::Cluster(ClusterError::Kubeconfig { .. } | ClusterError::NotBuilt(_)) => {
             eprintln!("error: {e}");
             INVALID
         }
@@ -267,7 +267,7 @@ fn reboot(args: RebootArgs) -> Result<u8, Error> {
             }
         }
     }
-    let key = sync::ssh::load_identity(&args.access.identity).map_err(Error::Usage)?;
+    let key = sync::ssh::load_identity(&args.access.identity)?;
     let settings = drain_settings(&args.drain);
     let opts = reboot::RebootOptions {
         drain: wmrender::cluster::drain::DrainOptions { force: settings.force, timeout: settings.drain_timeout },

@@ -75,7 +75,7 @@ pub fn from_list(machines: &[Value], user: &str) -> Found {
         };
         match inventory::cluster_node(node_name, &address, user) {
             Ok(node) => found.nodes.push(node),
-            Err(why) => found.skipped.push(skip(true, why)),
+            Err(refused) => found.skipped.push(skip(true, refused.to_string())),
         }
     }
     found

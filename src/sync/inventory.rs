@@ -76,16 +76,25 @@ pub fn from_configmap(file: &str, text: &str) -> Result<Vec<Node>, Diagnostics> 
     if diags.has_errors() { Err(diags) } else { Ok(nodes) }
 }
 
+/// A value read from the cluster that wmrender will not connect with: which one, as written, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("the {what} `{}` {problem}", value.escape_debug())]
+pub struct RefusedNode {
+    pub what: &'static str,
+    pub value: String,
+    pub problem: String,
+}
+
 /// A Windows node found in the cluster (a Machine's node), checked by the same rules as an inventory entry: the
-/// cluster is untrusted input. `Err` says which value is wrong and why.
-pub fn cluster_node(name: &str, address: &str, user: &str) -> Result<Node, String> {
+/// cluster is untrusted input.
+pub fn cluster_node(name: &str, address: &str, user: &str) -> Result<Node, RefusedNode> {
     for (what, value, problem) in [
         ("node name", name, name_problem(name)),
         ("address", address, address_problem(address)),
         ("user", user, user_problem(user)),
     ] {
-        if let Some(p) = problem {
-            return Err(format!("the {what} `{}` {p}", value.escape_debug()));
+        if let Some(problem) = problem {
+            return Err(RefusedNode { what, value: value.to_string(), problem });
         }
     }
     Ok(Node { name: name.into(), address: address.into(), port: 22, user: user.into(), profile: Profile::Windows })

@@ -213,7 +213,7 @@ pub async fn run(mut opts: SyncOptions) -> Result<SyncReport, Error> {
     };
     let nodes = nodes(&rendered, opts.inventory.as_deref(), machine_nodes)?;
     // Before the payload is hashed: a wrong key file should not wait for that.
-    let key = ssh::load_identity(&opts.identity).map_err(Error::Usage)?;
+    let key = ssh::load_identity(&opts.identity)?;
     let mut secrets = secrets::Secrets::load(&opts.secrets)?;
     if let Some(c) = &cluster {
         c.mint_tokens(&rendered, &mut secrets, opts.dry_run).await?;

@@ -6,7 +6,7 @@ mod identity;
 mod sftp;
 mod trust;
 
-pub use identity::load_identity;
+pub use identity::{IdentityError, IdentityProblem, load_identity};
 pub use sftp::{Sftp, Uploaded};
 
 use super::error::SyncError;

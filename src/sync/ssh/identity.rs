@@ -2,44 +2,75 @@
 //! a public key, protected by a passphrase, a format wmrender cannot read) instead of the key library's words.
 
 use russh::keys::{self, PrivateKey};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// The key, or a message for the user (exit 2): `cannot use the private key PATH: WHY`.
-pub fn load_identity(path: &Path) -> Result<PrivateKey, String> {
-    let shown = path.display();
-    let fail = |why: String| format!("cannot use the private key {shown}: {why}");
+/// Why the `--identity` file cannot be used; a usage error (exit 2): the user gave the wrong file.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot use the private key {}: {problem}", path.display())]
+pub struct IdentityError {
+    pub path: PathBuf,
+    pub problem: IdentityProblem,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityProblem {
+    #[error("no such file")]
+    Missing,
+    #[error("permission denied (run as a user that can read it)")]
+    Unreadable,
+    #[error("it is a directory, not a key file")]
+    Directory,
+    #[error("{0}")]
+    Io(std::io::Error),
+    /// `private`: the file beside it without `.pub`, most likely the key meant.
+    #[error("this is a public key; give the private key instead{}", in_parens(.private))]
+    PublicKey { private: Option<PathBuf> },
+    #[error("{PASSPHRASE}")]
+    Passphrase,
+    #[error("the key type `{0}` is not supported (use ed25519, ECDSA or RSA)")]
+    UnsupportedType(String),
+    #[error("{UNKNOWN_FORMAT}")]
+    UnknownFormat,
+    #[error("{UNKNOWN_FORMAT} (the file looks damaged or is not a private key)")]
+    Damaged,
+}
+
+fn in_parens(path: &Option<PathBuf>) -> String {
+    path.as_ref().map(|p| format!(" ({})", p.display())).unwrap_or_default()
+}
+
+/// The key, or what is wrong with the file in words the user can act on.
+pub fn load_identity(path: &Path) -> Result<PrivateKey, IdentityError> {
+    let fail = |problem| IdentityError { path: path.to_path_buf(), problem };
     let bytes = std::fs::read(path).map_err(|e| {
         fail(match e.kind() {
-            std::io::ErrorKind::NotFound => "no such file".to_string(),
-            std::io::ErrorKind::PermissionDenied => "permission denied (run as a user that can read it)".to_string(),
-            std::io::ErrorKind::IsADirectory => "it is a directory, not a key file".to_string(),
-            _ if path.is_dir() => "it is a directory, not a key file".to_string(),
-            _ => e.to_string(),
+            std::io::ErrorKind::NotFound => IdentityProblem::Missing,
+            std::io::ErrorKind::PermissionDenied => IdentityProblem::Unreadable,
+            std::io::ErrorKind::IsADirectory => IdentityProblem::Directory,
+            _ if path.is_dir() => IdentityProblem::Directory,
+            _ => IdentityProblem::Io(e),
         })
     })?;
     let Ok(text) = String::from_utf8(bytes) else {
-        return Err(fail(UNKNOWN_FORMAT.into()));
+        return Err(fail(IdentityProblem::UnknownFormat));
     };
     if is_public_key(&text) {
         let private = path.extension().is_some_and(|e| e == "pub").then(|| path.with_extension(""));
-        return Err(fail(match private {
-            Some(p) => format!("this is a public key; give the private key instead ({})", p.display()),
-            None => "this is a public key; give the private key instead".to_string(),
-        }));
+        return Err(fail(IdentityProblem::PublicKey { private }));
     }
     if looks_encrypted(&text) {
-        return Err(fail(PASSPHRASE.into()));
+        return Err(fail(IdentityProblem::Passphrase));
     }
     keys::decode_secret_key(&text, None).map_err(|e| {
         fail(match e {
-            keys::Error::KeyIsEncrypted => PASSPHRASE.to_string(),
+            keys::Error::KeyIsEncrypted => IdentityProblem::Passphrase,
             keys::Error::UnsupportedKeyType { key_type_string, .. } => {
-                format!("the key type `{key_type_string}` is not supported (use ed25519, ECDSA or RSA)")
+                IdentityProblem::UnsupportedType(key_type_string)
             }
             _ if !text.contains("-----BEGIN ") && !text.trim_start().starts_with("PuTTY-User-Key-File-") => {
-                UNKNOWN_FORMAT.to_string()
+                IdentityProblem::UnknownFormat
             }
-            _ => format!("{} (the file looks damaged or is not a private key)", UNKNOWN_FORMAT),
+            _ => IdentityProblem::Damaged,
         })
     })
 }
