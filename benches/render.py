@@ -11,9 +11,13 @@ mirror entries); and mirror scaling: 1,000, 10,000 and 100,000 mirror entries ov
 hosts.toml each). Each step is ten times the last, so the ratio of their times shows whether growth is linear.
 "B/mirror" is the peak RSS above that of the same input with one mirror entry, divided by the number of entries.
 
+Below the table, the floor under the 2,000-host render that wmrender's own code cannot lower: the YAML parser
+reading that input and nothing else (benches/yaml-floor, in-process, no start-up), set against the same case's
+`cp -r`. Any goal stated against `cp -r` must leave room for it.
+
 Usage: python3 benches/render.py [--runs N] [--bin PATH]   (TMPDIR=/dev/shm to measure on tmpfs)
-Without --bin it builds the release binary first (into $CARGO_TARGET_DIR, default target/). Needs GNU time
-(apt install time); the time of its own fork and exec is in both columns alike.
+It builds yaml-floor, and without --bin the release wmrender too (into $CARGO_TARGET_DIR, default target/). Needs
+GNU time (apt install time); the time of its own fork and exec is in both columns alike.
 """
 import argparse
 import os
@@ -108,9 +112,10 @@ def main():
     ap.add_argument("--bin", help="a wmrender binary to measure instead of building the release one")
     args = ap.parse_args()
     binary = args.bin
-    if binary is None:
-        subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
-        binary = os.path.join(os.path.abspath(os.path.join(ROOT, TARGET)), "release", "wmrender")
+    packages = ["-p", "yaml-floor"] + ([] if binary else ["-p", "wmrender"])
+    subprocess.run(["cargo", "build", "--release", "--locked", "--quiet", *packages], cwd=ROOT, check=True)
+    release = os.path.join(os.path.abspath(os.path.join(ROOT, TARGET)), "release")
+    binary = binary or os.path.join(release, "wmrender")
     work = tempfile.mkdtemp(prefix="wmrender-bench-")
     try:
         large = os.path.join(work, "large.yaml")
@@ -131,12 +136,22 @@ def main():
         _, one_rss = measure([binary, "render", "-f", one, "-o", out], args.runs, before=fresh(out))
         print(f"{'case':<46} {'render median':>14} {'cp -r median':>13} {'ratio':>7} {'peak RSS':>10} "
               f"{'B/mirror':>9}")
+        copy_walls = {}
         for name, inputs, mirrors in cases:
             render_wall, cp_wall, rss = measure_pair([binary, "render", "-f", inputs, "-o", out], out, copy, args.runs)
+            copy_walls[inputs] = cp_wall
             files = sum(len(f) for _, _, f in os.walk(out))
             per_mirror = f"{(rss - one_rss) * 1024 / (mirrors - 1):>9.0f}" if mirrors else f"{'':>9}"
             print(f"{name:<46} {render_wall * 1000:>11.2f} ms {cp_wall * 1000:>10.2f} ms "
                   f"{render_wall / cp_wall:>6.1f}x {rss / 1024:>7.1f} MiB {per_mirror}   ({files} files)")
+        floor = subprocess.run([os.path.join(release, "yaml-floor"), large, str(args.runs)], check=True,
+                               stdout=subprocess.PIPE, text=True).stdout
+        print("the YAML parser alone on the 2000-host input (in-process, median), against that case's cp -r:")
+        labels = {"events": "granit-parser events, nothing kept", "serde-saphyr": "serde-saphyr, building nothing"}
+        for line in floor.splitlines():
+            name, seconds = line.split()
+            print(f"  {labels.get(name, name):<44} {float(seconds) * 1000:>11.2f} ms {'':>13} "
+                  f"{float(seconds) / copy_walls[large]:>6.1f}x")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
