@@ -171,13 +171,21 @@ impl Diagnostics {
         // Whole lines, however long: the caret may point anywhere in a long key or URL.
         let renderer = renderer.term_width(usize::MAX / 2);
         let mut out = String::new();
+        // Built once per file: finding each diagnostic's line by scanning the text from its start made a file with
+        // thousands of errors (one per key of a huge mapping) take time quadratic in its size.
+        let mut lines: BTreeMap<&str, LineIndex> = BTreeMap::new();
         for d in self.sorted() {
             let level = match d.severity {
                 Severity::Error => Level::ERROR,
                 Severity::Warning => Level::WARNING,
             };
             let file = d.loc.file.to_string();
-            let place: Element = match self.source_line(&d.loc).filter(|_| !d.hide_source) {
+            let source = self.sources.get(&d.loc.file).filter(|_| !d.hide_source);
+            let line = source.and_then(|text| {
+                let index = lines.entry(&d.loc.file).or_insert_with(|| LineIndex::new(text));
+                index.line(text, d.loc.line)
+            });
+            let place: Element = match line {
                 Some(line) => {
                     // Loc columns count characters; annotate-snippets takes a byte range.
                     let at = line.char_indices().nth(d.loc.column.saturating_sub(1) as usize);
@@ -233,11 +241,27 @@ impl Diagnostics {
         // Serialising plain structs of strings and numbers cannot fail.
         serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
     }
+}
 
-    /// The line a diagnostic points at, as written (the renderer makes control characters visible).
-    fn source_line(&self, loc: &Loc) -> Option<&str> {
-        let text = self.sources.get(&loc.file)?;
-        text.lines().nth((loc.line as usize).checked_sub(1)?)
+/// Where each line of a text starts.
+struct LineIndex(Vec<usize>);
+
+impl LineIndex {
+    fn new(text: &str) -> LineIndex {
+        LineIndex(std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect())
+    }
+
+    /// Line `number` (from 1) as written, without its line ending, as `str::lines` gives it (the renderer makes
+    /// control characters visible).
+    fn line<'t>(&self, text: &'t str, number: u32) -> Option<&'t str> {
+        let n = (number as usize).checked_sub(1)?;
+        let start = *self.0.get(n).filter(|&&start| start < text.len())?;
+        let end = self.0.get(n + 1).copied().unwrap_or(text.len());
+        let line = text.get(start..end)?;
+        Some(match line.strip_suffix('\n') {
+            Some(l) => l.strip_suffix('\r').unwrap_or(l),
+            None => line,
+        })
     }
 }
 
@@ -250,6 +274,18 @@ impl std::fmt::Display for Diagnostics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The index gives the same lines as `str::lines`, whatever the line endings, and none past the last.
+    #[test]
+    fn line_index_reads_lines_as_str_lines_does() {
+        for text in ["", "a", "a\n", "a\nb", "a\r\nb\r\n", "a\rb\r", "\n\n", "x\n\r\n\ry", "é\nü\r\n"] {
+            let index = LineIndex::new(text);
+            let expected: Vec<&str> = text.lines().collect();
+            let read: Vec<&str> = (1..).map_while(|n| index.line(text, n)).collect();
+            assert_eq!(read, expected, "{text:?}");
+            assert_eq!(index.line(text, 0), None);
+        }
+    }
 
     fn one(text: &str, line: u32, column: u32) -> Diagnostics {
         let file: Arc<str> = Arc::from("w.yaml");

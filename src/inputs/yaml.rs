@@ -606,18 +606,25 @@ impl Fields {
             }
         };
         let fields = Fields { loc: node.loc, field: field.to_string(), entries, known: Vec::new() };
-        // YAML forbids a key twice in one mapping; which value would count is anyone's guess.
-        for (i, (k, _)) in fields.entries.iter().enumerate() {
-            if let Some((first, _)) = fields.entries[..i].iter().find(|(f, _)| f.name == k.name) {
-                diags.push(
-                    Diagnostic::error(
-                        &k.loc,
-                        &fields.path(&k.name),
-                        format!("`{}` is given twice in this mapping (first at line {})", k.name, first.loc.line),
-                    )
-                    .expected("each key once"),
-                );
-            }
+        // YAML forbids a key twice in one mapping; which value would count is anyone's guess. (Each key's first
+        // place by name, not a search of the keys before it: a mapping from an untrusted file may hold thousands.)
+        let mut first_at: std::collections::HashMap<&str, &Loc> = std::collections::HashMap::new();
+        for (k, _) in &fields.entries {
+            let first = match first_at.entry(&k.name) {
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(&k.loc);
+                    continue;
+                }
+                std::collections::hash_map::Entry::Occupied(o) => *o.get(),
+            };
+            diags.push(
+                Diagnostic::error(
+                    &k.loc,
+                    &fields.path(&k.name),
+                    format!("`{}` is given twice in this mapping (first at line {})", k.name, first.line),
+                )
+                .expected("each key once"),
+            );
         }
         Some(fields)
     }

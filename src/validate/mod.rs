@@ -18,6 +18,8 @@ pub use checked::Checked;
 use crate::diagnostics::{Diagnostic, Diagnostics, Severity};
 use crate::inputs::Loaded;
 use crate::inputs::yaml::Located;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 use std::sync::Arc;
 
 /// Which fields could not be read, so that the rules run on everything else: decoding leaves a placeholder where
@@ -25,37 +27,39 @@ use std::sync::Arc;
 /// A rule's diagnostic at such a field (or below it) is dropped, since the field's own error says what to fix, and
 /// a rule that compares a field with another reads the other through [`Decoded::get`].
 pub struct Decoded {
-    failed: Vec<(Arc<str>, String)>,
+    /// The fields that failed, by file. A set, not a list to search: every rule asks about the fields it reads, and
+    /// an input with thousands of bad list items must not make each question cost thousands of comparisons.
+    failed: BTreeMap<Arc<str>, BTreeSet<String>>,
 }
 
 impl Decoded {
     pub fn from_errors(diags: &Diagnostics) -> Decoded {
-        let failed = diags
-            .sorted()
-            .into_iter()
-            .filter(|d| d.severity == Severity::Error)
-            .map(|d| (d.loc.file.clone(), d.field.clone()))
-            .collect();
+        let mut failed: BTreeMap<Arc<str>, BTreeSet<String>> = BTreeMap::new();
+        for d in diags.sorted().into_iter().filter(|d| d.severity == Severity::Error) {
+            failed.entry(d.loc.file.clone()).or_default().insert(d.field.clone());
+        }
         Decoded { failed }
     }
 
     /// Whether `field` in `file`, or a mapping or list holding it, failed to decode.
     pub fn failed(&self, file: &str, field: &str) -> bool {
-        self.failed.iter().any(|(f, failed)| {
-            &**f == file
-                && field
-                    .strip_prefix(failed.as_str())
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('.') || rest.starts_with('['))
-        })
+        let Some(failed) = self.failed.get(file) else { return false };
+        // `field` itself, and each path that holds it: the text before each `.` or `[`.
+        let holders = field.match_indices(['.', '[']).map(|(i, _)| &field[..i]);
+        holders.chain([field]).any(|path| failed.contains(path))
     }
 
     /// Whether `field` or anything below it failed to decode (a list with one unreadable item reads as absent).
     pub fn failed_within(&self, file: &str, field: &str) -> bool {
-        self.failed(file, field)
-            || self.failed.iter().any(|(f, failed)| {
-                &**f == file
-                    && failed.strip_prefix(field).is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
-            })
+        let Some(failed) = self.failed.get(file) else { return false };
+        let below = |separator: char| {
+            let prefix = format!("{field}{separator}");
+            failed
+                .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+                .next()
+                .is_some_and(|f| f.starts_with(&prefix))
+        };
+        self.failed(file, field) || below('.') || below('[')
     }
 
     /// The value, unless it is a placeholder for a field that failed to decode.
