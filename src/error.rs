@@ -13,9 +13,10 @@ pub enum Error {
     /// Something outside the inputs failed (a network, a task, a node).
     #[error("{0}")]
     Operational(String),
-    /// The `--identity` key file cannot be used.
+    /// A file the user named cannot be used (the `--identity` key, say): the stage that read it says why, in its own
+    /// typed error, which converts into this one.
     #[error(transparent)]
-    Identity(#[from] crate::sync::ssh::IdentityError),
+    Unusable(Box<dyn std::error::Error + Send + Sync>),
     /// The cluster could not be used (a kubeconfig, a build without the `cluster` feature, the API).
     #[error(transparent)]
     Cluster(#[from] crate::cluster::ClusterError),

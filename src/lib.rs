@@ -12,11 +12,14 @@ pub mod emit;
 pub mod error;
 pub mod import;
 pub mod inputs;
+#[cfg(feature = "cluster")]
+pub mod lifecycle;
 pub mod net;
 pub mod plan;
 pub mod quantity;
 pub mod registries;
 pub mod render;
+pub mod secret;
 pub mod sync;
 pub mod validate;
 pub mod windows;

@@ -51,7 +51,7 @@ fn report(e: &Error) -> u8 {
             eprintln!("error: {msg}");
             INVALID
         }
-        Error::Identity(_) | Error::Cluster(ClusterError::Kubeconfig { .. } | ClusterError::NotBuilt(_)) => {
+        Error::Unusable(_) | Error::Cluster(ClusterError::Kubeconfig { .. } | ClusterError::NotBuilt(_)) => {
             eprintln!("error: {e}");
             INVALID
         }
@@ -247,7 +247,7 @@ fn reboot(_: RebootArgs) -> Result<u8, Error> {
 /// `wmrender reboot`: the nodes named, found as sync finds them, rebooted gracefully through the cluster.
 #[cfg(feature = "cluster")]
 fn reboot(args: RebootArgs) -> Result<u8, Error> {
-    use wmrender::cluster::reboot::{self, Outcome};
+    use wmrender::lifecycle::reboot::{self, Outcome};
     use wmrender::sync;
     let rendered = sync::read_rendered(&args.access.rendered)?;
     // The BYOH hosts and the inventory; a Machine-backed node is named in the inventory to be rebooted this way.

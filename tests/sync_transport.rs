@@ -477,6 +477,7 @@ fn sftp_uploads_hash_what_they_send_on_one_channel() {
         port: sshd.port,
         user: "root".into(),
         profile: Profile::Posix { root: root.display().to_string() },
+        machine: None,
     };
     let opts = ConnectOptions {
         key: Arc::new(load_identity(&sshd.path("client_ed25519")).unwrap()),

@@ -3,7 +3,8 @@
 //! printed; errors name the object, never its content. Everything is checked as untrusted input before it is used.
 //!
 //! - `C:\k\bootstrap-kubeconfig`: token and `ca.crt` of Secret `openshift-machine-config-operator/node-bootstrapper-token`,
-//!   server = the Infrastructure's `status.apiServerInternalURL` (api-int), in WMCO's JSON shape.
+//!   server = the Infrastructure's `status.apiServerInternalURI` (api-int; openshift/api's Go field
+//!   `APIServerInternalURL` is serialised as `apiServerInternalURI`), in WMCO's JSON shape.
 //! - `C:\k\bootstrap-ca.crt`: that Secret's `ca.crt`.
 //! - `C:\k\kubelet-ca.crt`: `spec.kubeAPIServerServingCAData` of the first ControllerConfig that has it.
 //! - `C:\k\ca-bundle.crt`: the ControllerConfig's image registry bundles (`imageRegistryBundleUserData`, then
@@ -12,12 +13,13 @@
 //!   pushed, even empty, so a CA removed from the cluster leaves the node too.
 //! - the pull secret: Secret `openshift-config/pull-secret`, key `.dockerconfigjson`.
 
-use super::{Cluster, ClusterError, api_error};
-use crate::render::node::paths;
-use crate::sync::secrets::{Fetched, Secret};
+use super::{Cluster, ClusterError};
+use crate::secret::Secret;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use wmrender_contract::paths;
 
 const BOOTSTRAP_SECRET: &str = "/api/v1/namespaces/openshift-machine-config-operator/secrets/node-bootstrapper-token";
 const INFRASTRUCTURE: &str = "/apis/config.openshift.io/v1/infrastructures/cluster";
@@ -25,16 +27,13 @@ const CONTROLLER_CONFIGS: &str = "/apis/machineconfiguration.openshift.io/v1/con
 const PROXY: &str = "/apis/config.openshift.io/v1/proxies/cluster";
 const PULL_SECRET: &str = "/api/v1/namespaces/openshift-config/secrets/pull-secret";
 
-/// GET of one object; `None` when the cluster does not have it.
-pub(crate) async fn get(cluster: &Cluster, path: &str) -> Result<Option<Value>, ClusterError> {
-    let request = http::Request::get(path)
-        .body(Vec::new())
-        .map_err(|e| ClusterError::Api { what: format!("GET {path}"), why: e.to_string() })?;
-    match cluster.client.request::<Value>(request).await {
-        Ok(v) => Ok(Some(v)),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
-        Err(e) => Err(api_error(format!("GET {path}"), e)),
-    }
+/// The node credentials, in memory only.
+#[derive(Clone, Debug, Default)]
+pub struct NodeCredentials {
+    /// Node path → content.
+    pub files: BTreeMap<&'static str, Secret>,
+    /// The cluster's `.dockerconfigjson`.
+    pub pull_secret: Option<Secret>,
 }
 
 /// What the cluster holds that is not usable: exit 3 (the cluster is not as an OpenShift cluster should be).
@@ -59,18 +58,18 @@ fn check_bundle(bytes: &[u8], what: &str, need_one: bool) -> Result<(), ClusterE
     Ok(())
 }
 
-pub async fn fetch(cluster: &Cluster) -> Result<Fetched, ClusterError> {
-    let mut fetched = Fetched::default();
+pub async fn fetch(cluster: &Cluster) -> Result<NodeCredentials, ClusterError> {
+    let mut fetched = NodeCredentials::default();
 
     let what = "Infrastructure `cluster`";
-    let infrastructure = get(cluster, INFRASTRUCTURE).await?.ok_or_else(|| unusable(what, "the cluster has none"))?;
-    let server = infrastructure["status"]["apiServerInternalURL"].as_str().unwrap_or("");
+    let infrastructure = cluster.get(INFRASTRUCTURE).await?.ok_or_else(|| unusable(what, "the cluster has none"))?;
+    let server = infrastructure["status"]["apiServerInternalURI"].as_str().unwrap_or("");
     if !server.starts_with("https://") || server.len() < 9 || server.contains(|c: char| c.is_whitespace() || c == '"') {
-        return Err(unusable(what, format!("`status.apiServerInternalURL` is not an https URL: {server:?}")));
+        return Err(unusable(what, format!("`status.apiServerInternalURI` is not an https URL: {server:?}")));
     }
 
     let what = "Secret openshift-machine-config-operator/node-bootstrapper-token";
-    let secret = get(cluster, BOOTSTRAP_SECRET).await?.ok_or_else(|| unusable(what, "the cluster has none"))?;
+    let secret = cluster.get(BOOTSTRAP_SECRET).await?.ok_or_else(|| unusable(what, "the cluster has none"))?;
     let token = decoded(&secret, "/data/token", what)?;
     if token.is_empty() || !token.iter().all(|b| b.is_ascii_graphic()) {
         return Err(unusable(what, "its token is not a bearer token (empty, or not printable ASCII)"));
@@ -88,8 +87,7 @@ pub async fn fetch(cluster: &Cluster) -> Result<Fetched, ClusterError> {
     fetched.files.insert(paths::BOOTSTRAP_CA, Secret::new(ca));
 
     let what = "ControllerConfig";
-    let configs = get(cluster, CONTROLLER_CONFIGS).await?.unwrap_or(Value::Null);
-    let items = configs["items"].as_array().cloned().unwrap_or_default();
+    let items = cluster.list(CONTROLLER_CONFIGS).await?;
     let config = items
         .iter()
         .find(|c| c["spec"]["kubeAPIServerServingCAData"].as_str().is_some_and(|s| !s.is_empty()))
@@ -106,11 +104,11 @@ pub async fn fetch(cluster: &Cluster) -> Result<Fetched, ClusterError> {
             bundle.push_str(&format!("# {file}\n{}\n\n", String::from_utf8_lossy(&data)));
         }
     }
-    let proxy = get(cluster, PROXY).await?.unwrap_or(Value::Null);
+    let proxy = cluster.get(PROXY).await?.unwrap_or(Value::Null);
     if let Some(name) = proxy["spec"]["trustedCA"]["name"].as_str().filter(|n| !n.is_empty()) {
         let what = format!("ConfigMap openshift-config/{name} (the Proxy's trustedCA)");
         let path = format!("/api/v1/namespaces/openshift-config/configmaps/{name}");
-        let cm = get(cluster, &path).await?.ok_or_else(|| unusable(&what, "the cluster has none"))?;
+        let cm = cluster.get(&path).await?.ok_or_else(|| unusable(&what, "the cluster has none"))?;
         let cas = cm["data"]["ca-bundle.crt"].as_str().ok_or_else(|| unusable(&what, "it has no `ca-bundle.crt`"))?;
         bundle.push_str(&format!("# {what}\n{cas}\n"));
     }
@@ -121,7 +119,7 @@ pub async fn fetch(cluster: &Cluster) -> Result<Fetched, ClusterError> {
     fetched.files.insert(paths::TRUSTED_CA_BUNDLE, Secret::new(bundle.into_bytes()));
 
     let what = "Secret openshift-config/pull-secret";
-    let pull = get(cluster, PULL_SECRET).await?.ok_or_else(|| unusable(what, "the cluster has none"))?;
+    let pull = cluster.get(PULL_SECRET).await?.ok_or_else(|| unusable(what, "the cluster has none"))?;
     fetched.pull_secret = Some(Secret::new(decoded(&pull, "/data/.dockerconfigjson", what)?));
     Ok(fetched)
 }

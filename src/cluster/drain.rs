@@ -10,13 +10,14 @@
 //!   `--force`), a mirror (static) pod is skipped, a pod with emptyDir volumes is evicted (`--delete-emptydir-data`),
 //!   a running pod that declares no controller is refused unless `--force`. Any refusal stops the drain before
 //!   anything is evicted. Every other pod is evicted through the Eviction API (policy/v1, `pods/{name}/eviction`);
-//!   429 (a PodDisruptionBudget allows no disruption now) is tried again with a growing back-off, and the drain
-//!   waits until each evicted pod is gone (404, or a new pod of the same name: another uid), all within one bounded
-//!   time-out.
+//!   429 (a PodDisruptionBudget allows no disruption now) is tried again with the client's back-off
+//!   ([`super::client`]: 0.5 s doubling to 5 s), and the drain waits until each evicted pod is gone (404, or a new
+//!   pod of the same name: another uid), every call within one bounded time-out (`--drain-timeout`).
 //!
 //! Everything read from the cluster is untrusted: missing fields are treated as absent, never unwrapped.
 
-use super::{Cluster, ClusterError, api_error};
+use super::nodes::{self, remaining};
+use super::{API_TIMEOUT, Body, CallError, Cluster, ClusterError};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -25,13 +26,8 @@ use std::time::{Duration, Instant};
 pub const CORDONED_BY: &str = "wmrender.dev/cordoned";
 /// kubectl's `corev1.MirrorPodAnnotationKey`: the API's copy of a static pod, which the kubelet owns.
 const MIRROR_POD: &str = "kubernetes.io/config.mirror";
-/// Attempts at a cordon or uncordon patch when another writer keeps changing the Node (409 Conflict).
-const PATCH_ATTEMPTS: u32 = 5;
 /// How often an evicted pod is looked for while waiting for it to be gone.
 const GONE_POLL: Duration = Duration::from_millis(500);
-/// The first and the longest pause between evictions answered 429.
-const BACKOFF_FIRST: Duration = Duration::from_millis(500);
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Debug)]
 pub struct DrainOptions {
@@ -69,85 +65,6 @@ pub enum DrainError {
     TimedOut { node: String, secs: u64, why: String },
 }
 
-fn api(method: &str, path: &str, e: kube::Error) -> ClusterError {
-    api_error(format!("{method} {path}"), e)
-}
-
-/// One API call with a JSON body (or none), answered as JSON.
-pub(crate) async fn call(
-    cluster: &Cluster,
-    method: http::Method,
-    path: &str,
-    body: Option<(&str, Value)>,
-) -> Result<Value, kube::Error> {
-    let builder = http::Request::builder().method(method).uri(path);
-    let request = match body {
-        Some((content_type, v)) => builder
-            .header(http::header::CONTENT_TYPE, content_type)
-            .body(serde_json::to_vec(&v).map_err(kube::Error::SerdeError)?),
-        None => builder.body(Vec::new()),
-    }
-    .map_err(kube::Error::HttpError)?;
-    cluster.client.request::<Value>(request).await
-}
-
-fn is_code(e: &kube::Error, code: u16) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == code)
-}
-
-pub(crate) fn node_path(node: &str) -> String {
-    format!("/api/v1/nodes/{node}")
-}
-
-/// Whether `name` can be a Node's name (a DNS-1123 subdomain), so that it can go into a URL path as it is. Names come
-/// from the inventory or the BYOH list (addresses), not all of which are.
-pub fn can_be_node_name(name: &str) -> bool {
-    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
-    !name.is_empty()
-        && name.len() <= 253
-        && name.chars().all(ok_char)
-        && name.split('.').all(|l| !l.is_empty() && l.len() <= 63 && !l.starts_with('-') && !l.ends_with('-'))
-}
-
-/// The Node, or `None` when the cluster has no Node of that name (or none can have it).
-pub async fn get_node(cluster: &Cluster, node: &str) -> Result<Option<Value>, ClusterError> {
-    if !can_be_node_name(node) {
-        return Ok(None);
-    }
-    let path = node_path(node);
-    match call(cluster, http::Method::GET, &path, None).await {
-        Ok(v) => Ok(Some(v)),
-        Err(e) if is_code(&e, 404) => Ok(None),
-        Err(e) => Err(api("GET", &path, e)),
-    }
-}
-
-/// Patches the Node with its current resourceVersion as a precondition, reading it again after a 409.
-/// `change` sees the Node as read and returns the patch, or `None` when nothing is to be done.
-async fn patch_node(
-    cluster: &Cluster,
-    node: &str,
-    change: impl Fn(&Value) -> Option<Value>,
-) -> Result<Option<Value>, ClusterError> {
-    let path = node_path(node);
-    let mut last = None;
-    for _ in 0..PATCH_ATTEMPTS {
-        let current = call(cluster, http::Method::GET, &path, None).await.map_err(|e| api("GET", &path, e))?;
-        let Some(mut patch) = change(&current) else { return Ok(None) };
-        patch["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
-        match call(cluster, http::Method::PATCH, &path, Some(("application/merge-patch+json", patch))).await {
-            Ok(v) => return Ok(Some(v)),
-            Err(e) if is_code(&e, 409) => last = Some(e),
-            Err(e) => return Err(api("PATCH", &path, e)),
-        }
-    }
-    let why = last.map(|e| e.to_string()).unwrap_or_default();
-    Err(ClusterError::Api {
-        what: format!("PATCH {path}"),
-        why: format!("the Node kept changing under {PATCH_ATTEMPTS} attempts (409 Conflict): {why}"),
-    })
-}
-
 fn unschedulable(node: &Value) -> bool {
     node["spec"]["unschedulable"].as_bool() == Some(true)
 }
@@ -160,7 +77,7 @@ fn cordoned_by_us(node: &Value) -> bool {
 pub async fn cordon(cluster: &Cluster, node: &str, why: &str) -> Result<Cordon, ClusterError> {
     // Atomic only because the future must be Send: the closure runs on this task, one call at a time.
     let ours = AtomicBool::new(false);
-    patch_node(cluster, node, |current| {
+    nodes::patch(cluster, node, Instant::now() + API_TIMEOUT, |current| {
         if unschedulable(current) {
             // A cordon of ours left by an earlier run that stopped is still ours to undo.
             ours.store(cordoned_by_us(current), Ordering::Relaxed);
@@ -169,7 +86,11 @@ pub async fn cordon(cluster: &Cluster, node: &str, why: &str) -> Result<Cordon, 
         ours.store(true, Ordering::Relaxed);
         Some(json!({ "metadata": { "annotations": { CORDONED_BY: why } }, "spec": { "unschedulable": true } }))
     })
-    .await?;
+    .await?
+    .ok_or_else(|| ClusterError::Api {
+        what: format!("cordoning {node}"),
+        why: "the cluster has no Node of that name".into(),
+    })?;
     Ok(Cordon { node: node.to_string(), ours: ours.into_inner() })
 }
 
@@ -179,7 +100,7 @@ pub async fn uncordon(cluster: &Cluster, cordon: &Cordon) -> Result<(), ClusterE
     if !cordon.ours {
         return Ok(());
     }
-    patch_node(cluster, &cordon.node, |current| {
+    nodes::patch(cluster, &cordon.node, Instant::now() + API_TIMEOUT, |current| {
         cordoned_by_us(current)
             .then(|| json!({ "metadata": { "annotations": { CORDONED_BY: null } }, "spec": { "unschedulable": null } }))
     })
@@ -213,20 +134,17 @@ enum Verdict {
 
 /// kubectl's filters (filters.go makeFilters) with IgnoreAllDaemonSets and DeleteEmptyDirData set, in its order:
 /// daemonSet, mirrorPod, localStorage (always allowed here), unreplicated.
-async fn verdict(cluster: &Cluster, pod: &Value, force: bool) -> Result<Verdict, ClusterError> {
+async fn verdict(cluster: &Cluster, pod: &Value, force: bool, deadline: Instant) -> Result<Verdict, ClusterError> {
     if let Some(owner) = controller(pod).filter(|o| o["kind"] == "DaemonSet")
         && !finished(pod)
     {
         let namespace = pod["metadata"]["namespace"].as_str().unwrap_or("");
         let name = owner["name"].as_str().unwrap_or("");
         let path = format!("/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}");
-        return match call(cluster, http::Method::GET, &path, None).await {
-            Ok(_) => Ok(Verdict::Skip("DaemonSet-managed")),
-            Err(e) if is_code(&e, 404) && force => Ok(Verdict::Evict),
-            Err(e) if is_code(&e, 404) => {
-                Ok(Verdict::Refuse(format!("its DaemonSet {name} is gone (use --force to evict the orphan)")))
-            }
-            Err(e) => Err(api("GET", &path, e)),
+        return match cluster.get_until(&path, deadline).await? {
+            Some(_) => Ok(Verdict::Skip("DaemonSet-managed")),
+            None if force => Ok(Verdict::Evict),
+            None => Ok(Verdict::Refuse(format!("its DaemonSet {name} is gone (use --force to evict the orphan)"))),
         };
     }
     if pod["metadata"]["annotations"][MIRROR_POD].is_string() {
@@ -242,12 +160,12 @@ async fn verdict(cluster: &Cluster, pod: &Value, force: bool) -> Result<Verdict,
 pub async fn drain(cluster: &Cluster, node: &str, opts: &DrainOptions) -> Result<Drained, DrainError> {
     let deadline = Instant::now() + opts.timeout;
     let path = format!("/api/v1/pods?fieldSelector=spec.nodeName%3D{node}");
-    let list = call(cluster, http::Method::GET, &path, None).await.map_err(|e| api("GET", &path, e))?;
+    let list = cluster.get_until(&path, deadline).await?.unwrap_or(Value::Null);
     let mut drained = Drained::default();
     let mut evict = Vec::new();
     let mut refused = Vec::new();
     for pod in list["items"].as_array().into_iter().flatten() {
-        match verdict(cluster, pod, opts.force).await? {
+        match verdict(cluster, pod, opts.force, deadline).await? {
             Verdict::Evict => evict.push(pod.clone()),
             Verdict::Skip(why) => drained.skipped.push(format!("{} ({why})", pod_name(pod))),
             Verdict::Refuse(why) => refused.push(format!("{}: {why}", pod_name(pod))),
@@ -301,55 +219,30 @@ async fn evict_and_wait(cluster: &Cluster, pod: &Value, deadline: Instant) -> Re
     let body = json!({
         "apiVersion": "policy/v1", "kind": "Eviction", "metadata": { "name": name, "namespace": namespace },
     });
-    let mut pause = BACKOFF_FIRST;
-    loop {
-        match call(cluster, http::Method::POST, &path, Some(("application/json", body.clone()))).await {
-            Ok(_) => break,
-            Err(e) if is_code(&e, 404) => return Ok(()),
-            Err(e) if is_code(&e, 429) => {
-                let Some(left) = remaining(deadline) else {
-                    let why = match &e {
-                        kube::Error::Api(s) => s.message.clone(),
-                        other => other.to_string(),
-                    };
-                    return Err(Failure::TimedOut(format!("{namespace}/{name} could not be evicted: {why}")));
-                };
-                tokio::time::sleep(pause.min(left)).await;
-                pause = (pause * 2).min(BACKOFF_MAX);
-            }
-            Err(e) => return Err(Failure::Other(api("POST", &path, e))),
+    // A 429 (a PodDisruptionBudget allows no disruption now) is transient: the client tries again with its
+    // back-off until the drain's deadline, then answers the last 429.
+    match cluster.call(http::Method::POST, &path, Some(Body::json(&body)), deadline).await {
+        Ok(_) => {}
+        Err(e) if e.is(404) => return Ok(()),
+        Err(CallError::Status { code: 429, message, .. }) => {
+            return Err(Failure::TimedOut(format!("{namespace}/{name} could not be evicted: {message}")));
         }
+        Err(e @ CallError::NoAnswer(_)) if remaining(deadline).is_none() => {
+            return Err(Failure::TimedOut(format!("{namespace}/{name} could not be evicted: {e}")));
+        }
+        Err(e) => return Err(Failure::Other(cluster.failed(&http::Method::POST, &path, e))),
     }
     loop {
-        match call(cluster, http::Method::GET, &pod_path, None).await {
-            Err(e) if is_code(&e, 404) => return Ok(()),
+        match cluster.call(http::Method::GET, &pod_path, None, deadline).await {
+            Err(e) if e.is(404) => return Ok(()),
             Ok(p) if p["metadata"]["uid"].as_str().unwrap_or("") != uid => return Ok(()),
             Ok(_) => {}
-            Err(e) => return Err(Failure::Other(api("GET", &pod_path, e))),
+            Err(CallError::NoAnswer(_)) if remaining(deadline).is_none() => {}
+            Err(e) => return Err(Failure::Other(cluster.failed(&http::Method::GET, &pod_path, e))),
         }
         let Some(left) = remaining(deadline) else {
             return Err(Failure::TimedOut(format!("{namespace}/{name} was evicted but is still terminating")));
         };
         tokio::time::sleep(GONE_POLL.min(left)).await;
-    }
-}
-
-/// The time left before `deadline`, `None` once it has passed (so the last try is made at the deadline itself).
-pub(crate) fn remaining(deadline: Instant) -> Option<Duration> {
-    deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::can_be_node_name;
-
-    #[test]
-    fn node_names() {
-        for ok in ["win-a", "ip-10-0-0-5.ec2.internal", "10.0.0.5", "node-00"] {
-            assert!(can_be_node_name(ok), "{ok}");
-        }
-        for bad in ["", "Win-A", "a/b", "a?watch=1", "fd00::5", "-a", "a..b", "a b"] {
-            assert!(!can_be_node_name(bad), "{bad}");
-        }
     }
 }

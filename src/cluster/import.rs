@@ -1,7 +1,7 @@
 //! Read-only access for `wmrender import --kubeconfig`: the same objects an operator would dump with
 //! `oc get -o yaml`, fetched as JSON. Nothing is ever written to the cluster.
 
-use super::{Cluster, ClusterError, api_error};
+use super::{Cluster, ClusterError};
 use serde_json::Value;
 use std::path::Path;
 
@@ -21,11 +21,8 @@ pub async fn fetch(kubeconfig: &Path) -> Result<Vec<Value>, ClusterError> {
     let cluster = Cluster::connect(kubeconfig).await?;
     let mut out = Vec::new();
     for path in PATHS {
-        let request = http::Request::get(*path)
-            .body(Vec::new())
-            .map_err(|e| ClusterError::Api { what: format!("GET {path}"), why: e.to_string() })?;
-        match cluster.client.request::<Value>(request).await {
-            Ok(v) if v["items"].is_array() => {
+        match cluster.get(path).await? {
+            Some(v) if v["items"].is_array() => {
                 // List items carry no apiVersion/kind of their own; restore them from the list.
                 let kind = v["kind"].as_str().unwrap_or("").trim_end_matches("List").to_string();
                 for mut item in v["items"].as_array().cloned().unwrap_or_default() {
@@ -34,9 +31,8 @@ pub async fn fetch(kubeconfig: &Path) -> Result<Vec<Value>, ClusterError> {
                     out.push(item);
                 }
             }
-            Ok(v) => out.push(v),
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(e) => return Err(api_error(format!("GET {}{path}", cluster.server.trim_end_matches('/')), e)),
+            Some(v) => out.push(v),
+            None => {}
         }
     }
     Ok(out)

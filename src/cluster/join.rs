@@ -2,10 +2,9 @@
 //! kubelet's client CSR, labels the Node once kubelet registers it, and approves the serving CSR that follows
 //! ([`super::csr`] decides which CSRs). The cluster is polled (no watch), once a second.
 
-use super::credentials::get;
 use super::csr::{self, Expected, Kind, Spec, Verdict};
-use super::label;
-use super::{Cluster, ClusterError, api_error};
+use super::nodes::{self, ready};
+use super::{Body, Cluster, ClusterError, label};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde::Serialize;
@@ -56,17 +55,11 @@ fn pending(csr: &Value) -> bool {
         .is_some_and(|c| c.iter().any(|c| matches!(c["type"].as_str(), Some("Approved" | "Denied"))))
 }
 
-fn ready(node: &Value) -> bool {
-    node["status"]["conditions"]
-        .as_array()
-        .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
-}
-
 fn strings(v: &Value) -> Vec<&str> {
     v.as_array().into_iter().flatten().filter_map(Value::as_str).collect()
 }
 
-async fn approve(cluster: &Cluster, csr: &Value, node: &str) -> Result<bool, ClusterError> {
+async fn approve(cluster: &Cluster, csr: &Value, node: &str, deadline: Instant) -> Result<bool, ClusterError> {
     let name = csr["metadata"]["name"].as_str().unwrap_or("");
     let mut approved = csr.clone();
     let condition = json!({
@@ -78,28 +71,26 @@ async fn approve(cluster: &Cluster, csr: &Value, node: &str) -> Result<bool, Clu
         None => approved["status"] = json!({"conditions": [condition]}),
     }
     let path = format!("{CSRS}/{name}/approval");
-    let request = http::Request::put(&path)
-        .header("Content-Type", "application/json")
-        .body(approved.to_string().into_bytes())
-        .map_err(|e| ClusterError::Api { what: format!("PUT {path}"), why: e.to_string() })?;
-    match cluster.client.request::<Value>(request).await {
+    match cluster.call(http::Method::PUT, &path, Some(Body::json(&approved)), deadline).await {
         Ok(_) => Ok(true),
         // Changed since it was read: judged again on the next poll.
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-        Err(e) => Err(api_error(format!("approving CSR {name}"), e)),
+        Err(e) if e.is(409) => Ok(false),
+        Err(e) => Err(cluster.failed(&http::Method::PUT, &path, e)),
     }
 }
 
-pub async fn run(cluster: &Cluster, nodes: &[Expected], timeout: Duration) -> Result<JoinReport, ClusterError> {
+pub async fn run(cluster: &Cluster, expected: &[Expected], timeout: Duration) -> Result<JoinReport, ClusterError> {
     let mut report = JoinReport::default();
-    let mut state: BTreeMap<String, NodeState> = nodes.iter().map(|n| (n.name.clone(), NodeState::default())).collect();
+    let mut state: BTreeMap<String, NodeState> = expected.iter().map(|n| (n.name.clone(), NodeState::default())).collect();
     let mut reported: BTreeSet<String> = BTreeSet::new();
-    let start = Instant::now();
+    let deadline = Instant::now() + timeout;
     let mut first = true;
     loop {
+        // The bound of each call: the wait's own deadline, and at least a short while for its last pass.
+        let calls = deadline.max(Instant::now() + Duration::from_secs(5));
         let mut existing: BTreeMap<String, Value> = BTreeMap::new();
-        for n in nodes {
-            if let Some(node) = get(cluster, &format!("/api/v1/nodes/{}", n.name)).await? {
+        for n in expected {
+            if let Some(node) = nodes::get(cluster, &n.name, calls).await? {
                 existing.insert(n.name.clone(), node);
             }
         }
@@ -111,7 +102,7 @@ pub async fn run(cluster: &Cluster, nodes: &[Expected], timeout: Duration) -> Re
             }
             first = false;
         }
-        let list = get(cluster, CSRS).await?.unwrap_or(Value::Null);
+        let list = cluster.get_until(CSRS, calls).await?.unwrap_or(Value::Null);
         for item in list["items"].as_array().into_iter().flatten().filter(|c| pending(c)) {
             let name = item["metadata"]["name"].as_str().unwrap_or("").to_string();
             let request = item["spec"]["request"].as_str().and_then(|r| STANDARD.decode(r).ok()).unwrap_or_default();
@@ -135,9 +126,9 @@ pub async fn run(cluster: &Cluster, nodes: &[Expected], timeout: Duration) -> Re
                     })
                     .unwrap_or_default()
             };
-            match csr::judge(&spec, nodes, &|n| existing.contains_key(n), &addresses) {
+            match csr::judge(&spec, expected, &|n| existing.contains_key(n), &addresses) {
                 Verdict::Approve { node, kind } => {
-                    if approve(cluster, item, &node).await? {
+                    if approve(cluster, item, &node, calls).await? {
                         if kind == Kind::Serving
                             && let Some(s) = state.get_mut(&node)
                         {
@@ -164,10 +155,10 @@ pub async fn run(cluster: &Cluster, nodes: &[Expected], timeout: Duration) -> Re
         if state.values().all(done) {
             return Ok(report);
         }
-        if start.elapsed() >= timeout {
+        let Some(left) = nodes::remaining(deadline) else {
             report.timed_out = state.iter().filter(|(_, s)| !done(s)).map(|(n, _)| n.clone()).collect();
             return Ok(report);
-        }
-        tokio::time::sleep(POLL.min(timeout.saturating_sub(start.elapsed()))).await;
+        };
+        tokio::time::sleep(POLL.min(left)).await;
     }
 }

@@ -1,97 +1,135 @@
-//! Machine-backed Windows nodes, found as WMCO finds them (controllers/windowsmachine_controller.go): the Machines
-//! in `openshift-machine-api` labelled `machine.openshift.io/os-id=Windows`. A Machine becomes a sync target once
-//! it has a node (`status.nodeRef`) and an address in `status.addresses`: the first InternalIP that is not IPv6,
-//! else the first InternalDNS (WMCO's `GetAddress`). The SSH user is WMCO's per platform: `capi` on Azure,
-//! `Administrator` elsewhere. Machine data is untrusted: names and addresses are checked by the inventory's rules.
+//! Machine-backed Windows nodes, read as WMCO reads them (controllers/windowsmachine_controller.go): the Machines in
+//! `openshift-machine-api` labelled `machine.openshift.io/os-id=Windows`. What they say is untrusted data; turning
+//! one into a sync target (with the inventory's checks) is [`crate::lifecycle::machines`]'s.
+//!
+//! A Machine is configured once the Machine API has `Provisioned` it: the instance exists and has an address. The
+//! Node comes later — kubelet registers it after the configuration — and the Machine API's nodelink controller then
+//! sets the Machine's `status.nodeRef` and its phase `Running`. So a Machine's node is found, as nodelink finds it,
+//! by provider ID, then by internal IP ([`node_of`]).
 
-use super::{Cluster, ClusterError, api_error};
-use crate::sync::inventory::{self, Node};
-use serde::Serialize;
+use super::{Cluster, ClusterError};
 use serde_json::Value;
 
 pub const NAMESPACE: &str = "openshift-machine-api";
 pub const OS_LABEL: &str = "machine.openshift.io/os-id";
 
-/// A Windows Machine that is not a sync target: not provisioned far enough yet (`refused: false`), or holding a
-/// value wmrender will not use (`refused: true`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Skipped {
-    pub machine: String,
-    pub refused: bool,
-    pub why: String,
+/// The phases in which WMCO configures a Machine's instance (`Provisioned`) or keeps it configured (`Running`).
+pub const CONFIGURED_PHASES: [&str; 2] = ["Provisioned", "Running"];
+
+/// What a Windows Machine's object says, as read (not yet checked).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Machine {
+    pub name: String,
+    /// `status.phase`.
+    pub phase: Option<String>,
+    /// `spec.providerID`.
+    pub provider_id: Option<String>,
+    /// `status.addresses`: (type, address).
+    pub addresses: Vec<(String, String)>,
+    /// `status.nodeRef.name`.
+    pub node_ref: Option<String>,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
 }
 
-#[derive(Debug, Default)]
-pub struct Found {
-    pub nodes: Vec<Node>,
-    pub skipped: Vec<Skipped>,
-    /// Node names the Machines claim, targets or not: a node whose Machine is still settling is not pruned.
-    pub node_names: Vec<String>,
+impl Machine {
+    pub fn from_object(m: &Value) -> Machine {
+        let s = |v: &Value| v.as_str().map(str::to_string);
+        Machine {
+            name: m["metadata"]["name"].as_str().unwrap_or("").to_string(),
+            phase: s(&m["status"]["phase"]),
+            provider_id: s(&m["spec"]["providerID"]).filter(|p| !p.is_empty()),
+            addresses: m["status"]["addresses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| Some((a["type"].as_str()?.to_string(), a["address"].as_str()?.to_string())))
+                .collect(),
+            node_ref: s(&m["status"]["nodeRef"]["name"]),
+            deleting: !m["metadata"]["deletionTimestamp"].is_null(),
+        }
+    }
+
+    /// Where WMCO reaches the instance (`GetAddress`): the first InternalIP that is not IPv6, else the first
+    /// InternalDNS.
+    pub fn ssh_address(&self) -> Option<&str> {
+        let of = |kind: &str| {
+            self.addresses
+                .iter()
+                .filter(|(t, _)| t == kind)
+                .map(|(_, a)| a.as_str())
+                .find(|a| a.parse::<std::net::Ipv6Addr>().is_err())
+        };
+        of("InternalIP").or_else(|| of("InternalDNS"))
+    }
+
+    fn internal_ips(&self) -> impl Iterator<Item = &str> {
+        self.addresses.iter().filter(|(t, _)| t == "InternalIP").map(|(_, a)| a.as_str())
+    }
+
+    /// Why the Machine is not ready to be configured yet (`None` when it is): WMCO's rule, a phase of
+    /// [`CONFIGURED_PHASES`] and an address.
+    pub fn waiting_for(&self) -> Option<String> {
+        if self.deleting {
+            return Some("it is being deleted".into());
+        }
+        match self.phase.as_deref() {
+            Some(p) if CONFIGURED_PHASES.contains(&p) => {}
+            Some(p) => return Some(format!("phase {} (configured once Provisioned)", p.escape_debug())),
+            None => return Some("no phase yet (configured once Provisioned)".into()),
+        }
+        if self.ssh_address().is_none() {
+            return Some("no InternalIP or InternalDNS address yet (status.addresses)".into());
+        }
+        None
+    }
 }
 
-async fn get(cluster: &Cluster, path: &str) -> Result<Value, ClusterError> {
-    let what = format!("GET {}{path}", cluster.server.trim_end_matches('/'));
-    let request = http::Request::get(path)
-        .body(Vec::new())
-        .map_err(|e| ClusterError::Api { what: what.clone(), why: e.to_string() })?;
-    cluster.client.request::<Value>(request).await.map_err(|e| api_error(what, e))
+/// The Windows Machines and the platform they run on (`status.platformStatus.type` of the Infrastructure).
+#[derive(Clone, Debug, Default)]
+pub struct WindowsMachines {
+    pub platform: String,
+    pub machines: Vec<Machine>,
 }
 
-/// The SSH user WMCO logs in with on a Machine of this platform (`status.platformStatus.type` of the cluster's
-/// Infrastructure).
+/// The SSH user WMCO logs in with on a Machine of this platform.
 pub fn user_for(platform: &str) -> &'static str {
     if platform == "Azure" { "capi" } else { "Administrator" }
 }
 
-/// Lists the Windows Machines and turns them into sync targets.
-pub async fn find(cluster: &Cluster) -> Result<Found, ClusterError> {
-    let infra = get(cluster, "/apis/config.openshift.io/v1/infrastructures/cluster").await?;
+/// Lists the Windows Machines.
+pub async fn list(cluster: &Cluster) -> Result<WindowsMachines, ClusterError> {
+    let infra = cluster.get("/apis/config.openshift.io/v1/infrastructures/cluster").await?.unwrap_or(Value::Null);
     let platform = infra["status"]["platformStatus"]["type"].as_str().or(infra["status"]["platform"].as_str());
-    let user = user_for(platform.unwrap_or(""));
-    let list = get(
-        cluster,
-        &format!(
-            "/apis/machine.openshift.io/v1beta1/namespaces/{NAMESPACE}/machines?labelSelector={OS_LABEL}%3DWindows"
-        ),
-    )
-    .await?;
-    Ok(from_list(list["items"].as_array().map(Vec::as_slice).unwrap_or_default(), user))
+    let items = cluster
+        .list(&format!("/apis/machine.openshift.io/v1beta1/namespaces/{NAMESPACE}/machines?labelSelector={OS_LABEL}%3DWindows"))
+        .await?;
+    Ok(WindowsMachines {
+        platform: platform.unwrap_or("").to_string(),
+        machines: items.iter().map(Machine::from_object).collect(),
+    })
 }
 
-/// The targets of a list of Machines (already selected by label), in list order.
-pub fn from_list(machines: &[Value], user: &str) -> Found {
-    let mut found = Found::default();
-    for m in machines {
-        let machine = m["metadata"]["name"].as_str().unwrap_or("").escape_debug().to_string();
-        let skip = |refused: bool, why: String| Skipped { machine: machine.clone(), refused, why };
-        let Some(node_name) = m["status"]["nodeRef"]["name"].as_str() else {
-            found.skipped.push(skip(false, "no node yet (status.nodeRef)".into()));
-            continue;
-        };
-        found.node_names.push(node_name.to_string());
-        let Some(address) = address(&m["status"]["addresses"]) else {
-            found.skipped.push(skip(false, "no InternalIP or InternalDNS address yet (status.addresses)".into()));
-            continue;
-        };
-        match inventory::cluster_node(node_name, &address, user) {
-            Ok(node) => found.nodes.push(node),
-            Err(refused) => found.skipped.push(skip(true, refused.to_string())),
+/// The Node of a Machine, as the Machine API's nodelink controller finds it: the one Node whose `spec.providerID`
+/// is the Machine's, else the one whose first InternalIP is one of the Machine's InternalIPs. Two candidates are
+/// no match (nodelink refuses them too).
+pub fn node_of<'a>(machine: &Machine, nodes: &'a [Value]) -> Option<&'a Value> {
+    let one = |found: Vec<&'a Value>| if found.len() == 1 { found.first().copied() } else { None };
+    if let Some(id) = &machine.provider_id {
+        let by_id: Vec<&Value> = nodes.iter().filter(|n| n["spec"]["providerID"].as_str() == Some(id)).collect();
+        if !by_id.is_empty() {
+            return one(by_id);
         }
     }
-    found
+    let ips: Vec<&str> = machine.internal_ips().collect();
+    if ips.is_empty() {
+        return None;
+    }
+    one(nodes.iter().filter(|n| first_internal_ip(n).is_some_and(|ip| ips.contains(&ip))).collect())
 }
 
-/// The first InternalIP that is not IPv6, else the first InternalDNS (WMCO reaches nodes over IPv4).
-fn address(addresses: &Value) -> Option<String> {
-    let list = addresses.as_array()?;
-    let of = |kind: &str| {
-        list.iter()
-            .filter(|a| a["type"] == kind)
-            .filter_map(|a| a["address"].as_str())
-            .find(|a| a.parse::<std::net::Ipv6Addr>().is_err())
-            .map(str::to_string)
-    };
-    of("InternalIP").or_else(|| of("InternalDNS"))
+fn first_internal_ip(node: &Value) -> Option<&str> {
+    node["status"]["addresses"].as_array()?.iter().find(|a| a["type"] == "InternalIP")?["address"].as_str()
 }
 
 #[cfg(test)]
@@ -99,40 +137,52 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn machine(name: &str, node: Option<&str>, addresses: Value) -> Value {
+    fn machine(name: &str, phase: Option<&str>, addresses: Value) -> Machine {
         let mut m = json!({ "metadata": { "name": name }, "status": { "addresses": addresses } });
-        if let Some(n) = node {
-            m["status"]["nodeRef"] = json!({ "kind": "Node", "name": n });
+        if let Some(p) = phase {
+            m["status"]["phase"] = p.into();
         }
-        m
+        Machine::from_object(&m)
     }
 
     #[test]
     fn internal_ipv4_then_internal_dns_is_the_address() {
         let a = json!([{"type": "InternalIP", "address": "fd00::5"}, {"type": "InternalDNS", "address": "win-a.x"},
                        {"type": "InternalIP", "address": "10.0.0.5"}]);
-        assert_eq!(address(&a).as_deref(), Some("10.0.0.5"));
-        assert_eq!(address(&json!([{"type": "InternalDNS", "address": "win-a.x"}])).as_deref(), Some("win-a.x"));
-        assert_eq!(address(&json!([{"type": "ExternalIP", "address": "1.2.3.4"}])), None);
+        assert_eq!(machine("m", None, a).ssh_address(), Some("10.0.0.5"));
+        let dns = json!([{"type": "InternalDNS", "address": "win-a.x"}]);
+        assert_eq!(machine("m", None, dns).ssh_address(), Some("win-a.x"));
+        let external = json!([{"type": "ExternalIP", "address": "1.2.3.4"}]);
+        assert_eq!(machine("m", None, external).ssh_address(), None);
     }
 
     #[test]
-    fn machines_become_targets_wait_or_are_refused() {
-        let found = from_list(
-            &[
-                machine("m-ok", Some("win-a"), json!([{"type": "InternalIP", "address": "10.0.0.5"}])),
-                machine("m-new", None, json!([])),
-                machine("m-noaddr", Some("win-b"), json!([])),
-                machine("m-evil", Some("win-c"), json!([{"type": "InternalIP", "address": "-oProxyCommand=x"}])),
-                machine("m-evil-name", Some("a;b"), json!([{"type": "InternalIP", "address": "10.0.0.6"}])),
-            ],
-            user_for("Azure"),
-        );
-        assert_eq!(found.nodes.len(), 1);
-        assert_eq!((found.nodes[0].name.as_str(), found.nodes[0].user.as_str()), ("win-a", "capi"));
-        let states: Vec<(&str, bool)> = found.skipped.iter().map(|s| (s.machine.as_str(), s.refused)).collect();
-        assert_eq!(states, [("m-new", false), ("m-noaddr", false), ("m-evil", true), ("m-evil-name", true)]);
-        assert_eq!(found.node_names, ["win-a", "win-b", "win-c", "a;b"]);
-        assert_eq!(user_for("AWS"), "Administrator");
+    fn a_machine_is_configured_once_provisioned_with_an_address() {
+        let ip = json!([{"type": "InternalIP", "address": "10.0.0.5"}]);
+        assert_eq!(machine("m", Some("Provisioned"), ip.clone()).waiting_for(), None);
+        assert_eq!(machine("m", Some("Running"), ip.clone()).waiting_for(), None);
+        assert!(machine("m", Some("Provisioning"), ip.clone()).waiting_for().unwrap().contains("Provisioning"));
+        assert!(machine("m", None, ip).waiting_for().unwrap().contains("no phase"));
+        assert!(machine("m", Some("Provisioned"), json!([])).waiting_for().unwrap().contains("address"));
+    }
+
+    #[test]
+    fn a_machines_node_is_found_by_provider_id_then_by_internal_ip() {
+        let mut m = machine("m", Some("Provisioned"), json!([{"type": "InternalIP", "address": "10.0.0.5"}]));
+        let node = |name: &str, id: Option<&str>, ip: &str| {
+            let mut n = json!({"metadata": {"name": name}, "spec": {},
+                               "status": {"addresses": [{"type": "InternalIP", "address": ip}]}});
+            if let Some(id) = id {
+                n["spec"]["providerID"] = id.into();
+            }
+            n
+        };
+        let nodes = [node("by-ip", None, "10.0.0.5"), node("other", Some("aws:///z/i-2"), "10.0.0.9")];
+        assert_eq!(node_of(&m, &nodes).unwrap()["metadata"]["name"], "by-ip");
+        m.provider_id = Some("aws:///z/i-2".into());
+        assert_eq!(node_of(&m, &nodes).unwrap()["metadata"]["name"], "other", "the provider ID comes first");
+        m.provider_id = None;
+        let twins = [node("a", None, "10.0.0.5"), node("b", None, "10.0.0.5")];
+        assert!(node_of(&m, &twins).is_none(), "two candidates are no match");
     }
 }

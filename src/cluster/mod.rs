@@ -1,10 +1,12 @@
-//! Live cluster access with kube-rs (the `cluster` cargo feature, on by default): `import --kubeconfig` reads the
-//! cluster's configuration; `sync --kubeconfig` fetches node credentials, approves the configured nodes' kubelet
-//! CSRs and labels them, finds the Windows Machines' nodes, mints the cloud-node-manager's token and prunes the nodes
-//! that left (src/sync/cluster_side.rs calls them in order). Everything read from the cluster is untrusted input.
+//! Live cluster access (the `cluster` cargo feature, on by default): the API calls of `import --kubeconfig`,
+//! `sync --kubeconfig` and `reboot`, each in the file of its concern. This module talks to the API server and
+//! nothing else: it knows no SSH and no sync; the node lifecycle steps that need both are in [`crate::lifecycle`].
+//! Everything read from the cluster is untrusted input.
 //!
 //! [`ClusterError`] is compiled with or without the feature, so a build without it can say which command needs it.
 
+#[cfg(feature = "cluster")]
+pub mod client;
 #[cfg(feature = "cluster")]
 pub mod credentials;
 #[cfg(feature = "cluster")]
@@ -20,9 +22,7 @@ pub mod label;
 #[cfg(feature = "cluster")]
 pub mod machines;
 #[cfg(feature = "cluster")]
-pub mod prune;
-#[cfg(feature = "cluster")]
-pub mod reboot;
+pub mod nodes;
 #[cfg(feature = "cluster")]
 pub mod token;
 
@@ -48,12 +48,16 @@ pub fn manual_steps(node: &str) -> String {
          # then its serving CSR (requested by system:node:{node}) once kubelet registers the node:\n\
          oc get csr --field-selector spec.signerName={serving} | grep 'system:node:{node}'\n\
          oc adm certificate approve CSR_NAME\n\
-         # and its labels:\n\
-         oc label node {node} {worker}= {managed}=true\n",
+         # its labels, and once the agent reports it configured (condition {condition}=True), its taint:\n\
+         oc label node {node} {worker}= {managed}=true\n\
+         oc adm taint node {node} {taint}:{effect}-\n",
         client = CLIENT_SIGNER,
         serving = SERVING_SIGNER,
         worker = WORKER_ROLE,
         managed = MANAGED,
+        condition = wmrender_contract::node_status::CONDITION_TYPE,
+        taint = wmrender_contract::node_status::TAINT_KEY,
+        effect = wmrender_contract::node_status::TAINT_EFFECT,
     )
 }
 
@@ -74,42 +78,4 @@ pub enum ClusterError {
 }
 
 #[cfg(feature = "cluster")]
-pub use client::{Cluster, api_error};
-
-#[cfg(feature = "cluster")]
-mod client {
-    use super::ClusterError;
-    use kube::config::{KubeConfigOptions, Kubeconfig};
-    use std::path::Path;
-
-    /// A client for the cluster a kubeconfig names (its current context).
-    #[derive(Clone)]
-    pub struct Cluster {
-        pub client: kube::Client,
-        /// The API server's URL, for messages.
-        pub server: String,
-    }
-
-    impl Cluster {
-        pub async fn connect(kubeconfig: &Path) -> Result<Cluster, ClusterError> {
-            let bad = |why: String| ClusterError::Kubeconfig { path: kubeconfig.to_path_buf(), why };
-            let file = Kubeconfig::read_from(kubeconfig).map_err(|e| bad(format!("cannot be read: {e}")))?;
-            let config = kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| bad(format!("cannot be used: {e}")))?;
-            let server = config.cluster_url.to_string();
-            let client =
-                kube::Client::try_from(config).map_err(|e| bad(format!("cannot make a client from it: {e}")))?;
-            Ok(Cluster { client, server })
-        }
-    }
-
-    /// An API call that failed, in wmrender's words: what was asked, and the API's reason or the network's.
-    pub fn api_error(what: impl std::fmt::Display, e: kube::Error) -> ClusterError {
-        let why = match &e {
-            kube::Error::Api(s) => format!("the API server answered {} {}: {}", s.code, s.reason, s.message),
-            other => format!("the API server could not be reached: {other}"),
-        };
-        ClusterError::Api { what: what.to_string(), why }
-    }
-}
+pub use client::{API_TIMEOUT, Body, CallError, Cluster};

@@ -5,11 +5,12 @@
 //! is picked up without a restart. The token is a secret: it lives in memory and in the bytes pushed, never in
 //! output, logs, messages or local files.
 
-use super::{Cluster, ClusterError, api_error};
+use super::{API_TIMEOUT, Body, Cluster, ClusterError};
 use crate::render::cloud_node_manager::{NAMESPACE, SERVICE_ACCOUNT};
-use crate::render::node::paths::CLOUD_NODE_MANAGER_TOKEN;
-use crate::sync::secrets::Secret;
+use crate::secret::Secret;
 use serde_json::{Value, json};
+use std::time::Instant;
+use wmrender_contract::paths::CLOUD_NODE_MANAGER_TOKEN;
 
 /// 24 hours. The token is bound to nothing but the ServiceAccount, so it should not outlive its use by much: a day
 /// covers a node that is configured, reboots and is initialised (the service's main work), and a token copied off
@@ -68,23 +69,20 @@ pub async fn cloud_node_manager_credentials(
         "kind": "TokenRequest",
         "spec": { "expirationSeconds": EXPIRATION_SECONDS },
     });
-    let request = http::Request::post(&path)
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(&body).unwrap_or_default())
-        .map_err(|e| ClusterError::Api { what: what.clone(), why: e.to_string() })?;
-    let answer: Value = match cluster.client.request(request).await {
-        Ok(v) => v,
-        Err(kube::Error::Api(s)) if s.code == 404 => {
-            return Err(ClusterError::Api {
-                what,
-                why: format!(
-                    "the ServiceAccount {NAMESPACE}/{SERVICE_ACCOUNT} does not exist: apply the rendered cluster/ \
-                     objects first"
-                ),
-            });
-        }
-        Err(e) => return Err(api_error(what, e)),
-    };
+    let answer: Value =
+        match cluster.call(http::Method::POST, &path, Some(Body::json(&body)), Instant::now() + API_TIMEOUT).await {
+            Ok(v) => v,
+            Err(e) if e.is(404) => {
+                return Err(ClusterError::Api {
+                    what,
+                    why: format!(
+                        "the ServiceAccount {NAMESPACE}/{SERVICE_ACCOUNT} does not exist: apply the rendered cluster/ \
+                         objects first"
+                    ),
+                });
+            }
+            Err(e) => return Err(ClusterError::Api { what, why: e.to_string() }),
+        };
     let Some(token) = answer["status"]["token"].as_str().filter(|t| !t.is_empty()) else {
         return Err(ClusterError::Api { what, why: "the answer holds no status.token".into() });
     };

@@ -7,8 +7,10 @@ manifest="$root/C/k/wmrender/manifest.json"
 # $root/reboot-pending file; whatever plays the node removes it when it "reboots" (see the profile's reboot command).
 reboot=false
 if [ -f "$root/reboot-pending" ]; then reboot=true; fi
+# Its boot: $root/boot-id, which the same player changes at each "reboot" (letters, digits and dashes kept).
+boot=$(tr -cd 'a-zA-Z0-9-' < "$root/boot-id" 2>/dev/null)
 result() { # $1 status, $2 errors (JSON strings, comma-separated), $3 files checked
-  printf '{"status":"%s","created":[],"updated":[],"deleted":[],"started":[],"restarted":[],"rebootRequired":%s,"pending":[],"missing":[],"errors":[%s],"checked":%d}\n' "$1" "$reboot" "$2" "$3"
+  printf '{"status":"%s","created":[],"updated":[],"deleted":[],"started":[],"restarted":[],"rebootRequired":%s,"bootId":"%s","pending":[],"missing":[],"errors":[%s],"checked":%d}\n' "$1" "$reboot" "$boot" "$2" "$3"
 }
 if [ ! -f "$manifest" ]; then
   result failed '"no manifest"' 0

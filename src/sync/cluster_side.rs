@@ -1,15 +1,17 @@
 //! Where `sync --kubeconfig` meets the cluster, in the order sync needs it: connect (before any node is touched),
-//! fetch the node credentials, find the Windows Machines' nodes, mint the cloud-node-manager's token, and after the
-//! nodes are synced: record how each was reached, let the configured nodes join (CSRs, labels) and prune the nodes
-//! that left. Without the `cluster` build feature, [`ClusterSide`] has no value, so none of it can run and `connect`
-//! says the feature is missing.
+//! fetch the node credentials, find the Windows Machines' instances, mint the cloud-node-manager's token, and after
+//! the nodes are synced: record how each was reached, let the configured nodes join (CSRs, labels), keep wmrender's
+//! taint on the nodes that are not configured and take it off those that are, and prune the nodes that left.
+//! Without the `cluster` build feature, [`ClusterSide`] has no value, so none of it can run and `connect` says the
+//! feature is missing.
 
 use super::inventory::Node;
-use super::node::NodeReport;
 #[cfg(feature = "cluster")]
-use super::node::Status;
+use super::node::{NodeReport, Status};
 use super::secrets::{Fetched, Secrets};
-use super::{Rendered, SyncOptions};
+use super::Rendered;
+#[cfg(feature = "cluster")]
+use super::SyncOptions;
 use crate::error::Error;
 use serde::Serialize;
 use std::path::Path;
@@ -18,15 +20,41 @@ use std::path::Path;
 #[cfg(feature = "cluster")]
 #[derive(Debug, Default, Serialize)]
 pub struct ClusterReport {
-    /// Windows Machines that are not sync targets (yet): waiting for a node or an address, or refused.
+    /// Windows Machines that are not sync targets (yet): waiting to be provisioned, or refused.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub machines: Vec<crate::cluster::machines::Skipped>,
+    pub machines: Vec<crate::lifecycle::machines::Skipped>,
     /// Nodes deconfigured and deleted, or that would be (`--dry-run`), or could not be.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub pruned: Vec<crate::cluster::prune::Pruned>,
+    pub pruned: Vec<crate::lifecycle::prune::Pruned>,
     /// The configured nodes' CSRs approved, CSRs left alone, labels set, nodes that did not join in time.
     #[serde(rename = "cluster", skip_serializing_if = "Option::is_none")]
     pub join: Option<crate::cluster::join::JoinReport>,
+    /// Nodes whose taint wmrender took off (configured) or put on (not configured), with why.
+    #[serde(skip_serializing_if = "Taints::is_empty")]
+    pub taints: Taints,
+}
+
+#[cfg(feature = "cluster")]
+#[derive(Debug, Default, Serialize)]
+pub struct Taints {
+    /// Configured now: the taint is off.
+    pub untainted: Vec<String>,
+    /// Not configured: the taint is on, nothing new is scheduled there (running pods stay).
+    pub tainted: Vec<Tainted>,
+}
+
+#[cfg(feature = "cluster")]
+impl Taints {
+    fn is_empty(&self) -> bool {
+        self.untainted.is_empty() && self.tainted.is_empty()
+    }
+}
+
+#[cfg(feature = "cluster")]
+#[derive(Debug, Serialize)]
+pub struct Tainted {
+    pub node: String,
+    pub why: String,
 }
 
 #[cfg(not(feature = "cluster"))]
@@ -36,8 +64,8 @@ pub struct ClusterReport {}
 #[cfg(feature = "cluster")]
 pub struct ClusterSide {
     cluster: crate::cluster::Cluster,
-    /// The Machines' nodes and the node names Machines claim, found once.
-    found: crate::cluster::machines::Found,
+    /// The Windows Machines, found once.
+    found: crate::lifecycle::machines::Found,
 }
 
 #[cfg(not(feature = "cluster"))]
@@ -65,13 +93,15 @@ impl ClusterSide {
 
     /// The credentials nodes need (bootstrap kubeconfig, CAs, trusted CA bundle, pull secret), in memory.
     pub async fn credentials(&self) -> Result<Fetched, Error> {
-        Ok(crate::cluster::credentials::fetch(&self.cluster).await?)
+        let c = crate::cluster::credentials::fetch(&self.cluster).await?;
+        Ok(Fetched { files: c.files, pull_secret: c.pull_secret })
     }
 
-    /// The nodes of the Windows Machines: wmrender's only without the operator (with it, WMCO configures them).
+    /// The instances of the Windows Machines: wmrender's only without the operator (with it, WMCO configures them).
     pub async fn machine_nodes(&mut self, rendered: &Rendered) -> Result<Vec<Node>, Error> {
         if rendered.manifest.mode == Some(wmrender_contract::Mode::WithoutOperator) {
-            self.found = crate::cluster::machines::find(&self.cluster).await?;
+            let machines = crate::cluster::machines::list(&self.cluster).await?;
+            self.found = crate::lifecycle::machines::targets(machines);
         }
         Ok(self.found.nodes.clone())
     }
@@ -79,9 +109,7 @@ impl ClusterSide {
     /// The Azure cloud-node-manager's kubeconfig with a fresh token, when the rendered services wait for it. A
     /// TokenRequest issues a credential: not for `--dry-run`, which keeps the node's kubeconfig as it is.
     pub async fn mint_tokens(&self, rendered: &Rendered, secrets: &mut Secrets, dry_run: bool) -> Result<(), Error> {
-        use crate::render::node::paths::{
-            BOOTSTRAP_KUBECONFIG, CLOUD_NODE_MANAGER_KUBECONFIG, CLOUD_NODE_MANAGER_TOKEN,
-        };
+        use wmrender_contract::paths::{BOOTSTRAP_KUBECONFIG, CLOUD_NODE_MANAGER_KUBECONFIG, CLOUD_NODE_MANAGER_TOKEN};
         let path = wmrender_contract::NodePath::known(CLOUD_NODE_MANAGER_KUBECONFIG);
         let needed = rendered.manifest.mode == Some(wmrender_contract::Mode::WithoutOperator)
             && rendered.services.services.iter().any(|s| s.requires.contains(&path));
@@ -105,97 +133,164 @@ impl ClusterSide {
         Ok(())
     }
 
-    /// After the nodes were synced: record how each reached node was reached, let the configured nodes join,
-    /// prune the managed nodes that are no longer targets.
-    pub async fn after_sync(
-        self,
+    /// After the nodes were synced: record on each reached node's Node how sync logged in, then let the configured
+    /// nodes join (CSRs, labels), within `--csr-timeout`. Returns the names of the nodes that joined.
+    pub async fn join(
+        &self,
+        nodes: &[Node],
+        reports: &[NodeReport],
+        opts: &SyncOptions,
+        report: &mut ClusterReport,
+    ) -> Result<Vec<String>, Error> {
+        use crate::cluster::{csr, join};
+        if opts.dry_run {
+            return Ok(vec![]);
+        }
+        crate::lifecycle::prune::record_logins(&self.cluster, &reached(nodes, reports)).await?;
+        // A node waiting for a reboot has no kubelet to ask yet: it joins after the reboot (`--reboot`, or the
+        // next sync).
+        let expected: Vec<csr::Expected> = reports
+            .iter()
+            .filter(|r| matches!(r.status, Status::Synced | Status::Unchanged | Status::Pending))
+            .filter(|r| !r.reboot_required || r.rebooted)
+            .map(|r| csr::Expected {
+                name: r.node_name(),
+                addresses: [Some(r.address.clone()), r.apply.as_ref().map(|a| a.node_ip.clone())]
+                    .into_iter()
+                    .flatten()
+                    .filter(|a| !a.is_empty())
+                    .collect(),
+            })
+            .collect();
+        if expected.is_empty() {
+            return Ok(vec![]);
+        }
+        if let Some(p) = &opts.progress {
+            p.note(&format!(
+                "waiting up to {}s for the kubelet CSRs of {} node(s)",
+                opts.csr_timeout.as_secs(),
+                expected.len()
+            ));
+        }
+        let joined = join::run(&self.cluster, &expected, opts.csr_timeout).await?;
+        let names = expected.iter().map(|e| e.name.clone()).filter(|n| !joined.timed_out.contains(n)).collect();
+        report.join = Some(joined);
+        Ok(names)
+    }
+
+    /// wmrender's taint ([`wmrender_contract::node_status`]), without the operator: off the nodes whose agent
+    /// converged on the bundle (in this sync, or reported so on its Node), on the nodes whose agent failed (in this
+    /// sync, or reported so on its Node since). A node still pending keeps what it has.
+    pub async fn settle_taints(&self, rendered: &Rendered, reports: &[NodeReport], report: &mut ClusterReport) {
+        use crate::cluster::nodes;
+        if rendered.manifest.mode != Some(wmrender_contract::Mode::WithoutOperator) {
+            return;
+        }
+        for r in reports {
+            let name = r.node_name();
+            let node = match nodes::get(&self.cluster, &name, std::time::Instant::now() + crate::cluster::API_TIMEOUT)
+                .await
+            {
+                Ok(Some(n)) => n,
+                Ok(None) => continue,
+                Err(e) => {
+                    report.taints.tainted.push(Tainted { node: name, why: format!("could not be read: {e}") });
+                    continue;
+                }
+            };
+            let agent = nodes::configured(&node);
+            let failed_since = agent.as_ref().filter(|c| c.status == "False");
+            let verdict = match r.status {
+                Status::Synced => Some((false, String::new())),
+                Status::Unchanged => match failed_since {
+                    Some(c) => Some((true, format!("the agent reports {}: {}", c.reason, c.message))),
+                    None => Some((false, String::new())),
+                },
+                Status::Failed if r.apply.is_some() || r.error.is_some() => Some((
+                    true,
+                    r.error.clone().unwrap_or_else(|| "the agent's pass failed".into()),
+                )),
+                _ => None,
+            };
+            let Some((on, why)) = verdict else { continue };
+            if nodes::tainted(&node) == on {
+                continue;
+            }
+            match nodes::set_taint(&self.cluster, &name, on).await {
+                Ok(_) if on => report.taints.tainted.push(Tainted { node: name, why }),
+                Ok(_) => report.taints.untainted.push(name),
+                Err(e) => report.taints.tainted.push(Tainted {
+                    node: name,
+                    why: format!("the taint could not be changed: {e}"),
+                }),
+            }
+        }
+    }
+
+    /// `--prune-nodes`: the managed nodes that are no longer targets are deconfigured and their Nodes deleted.
+    pub async fn prune(
+        &self,
         nodes: &[Node],
         reports: &[NodeReport],
         opts: &SyncOptions,
         connect: &super::ssh::ConnectOptions,
-    ) -> Result<ClusterReport, Error> {
-        use crate::cluster::{join, prune};
-        let mut report = ClusterReport { machines: self.found.skipped, ..Default::default() };
-        if !opts.dry_run {
-            let reached: Vec<Node> =
-                (nodes.iter().zip(reports)).filter(|(_, r)| prune::reached(r.status)).map(|(n, _)| n.clone()).collect();
-            prune::record_logins(&self.cluster, &reached).await?;
-            // A node waiting for a reboot has no kubelet to ask yet: it joins after the reboot (`--reboot`, or the
-            // next sync).
-            let expected: Vec<crate::cluster::csr::Expected> = reports
-                .iter()
-                .filter(|r| matches!(r.status, Status::Synced | Status::Unchanged | Status::Pending))
-                .filter(|r| !r.reboot_required || r.rebooted)
-                .map(|r| crate::cluster::csr::Expected {
-                    name: r.node_name(),
-                    addresses: [Some(r.address.clone()), r.apply.as_ref().map(|a| a.node_ip.clone())]
-                        .into_iter()
-                        .flatten()
-                        .filter(|a| !a.is_empty())
-                        .collect(),
-                })
-                .collect();
-            if !expected.is_empty() {
-                if let Some(p) = &opts.progress {
-                    p.note(&format!(
-                        "waiting up to {}s for the kubelet CSRs of {} node(s)",
-                        opts.csr_timeout.as_secs(),
-                        expected.len()
-                    ));
-                }
-                report.join = Some(join::run(&self.cluster, &expected, opts.csr_timeout).await?);
-            }
+        report: &mut ClusterReport,
+    ) -> Result<(), Error> {
+        use crate::lifecycle::prune;
+        if !opts.prune_nodes {
+            return Ok(());
         }
-        if opts.prune_nodes {
-            let leaving = prune::leaving(&self.cluster, nodes, &self.found.node_names).await?;
-            report.pruned = prune::prune(&self.cluster, &leaving, connect, opts.dry_run).await;
-        }
-        Ok(report)
+        let targets = targets(nodes, reports);
+        let leaving = prune::leaving(&self.cluster, &targets, &self.found.machines).await?;
+        report.pruned = prune::prune(&self.cluster, &leaving, connect, opts.dry_run).await;
+        Ok(())
+    }
+
+    /// The Machines that are not targets, for the report.
+    pub fn skipped_machines(&self) -> Vec<crate::lifecycle::machines::Skipped> {
+        self.found.skipped.clone()
     }
 }
 
-#[cfg(not(feature = "cluster"))]
-impl ClusterSide {
-    pub async fn credentials(&self) -> Result<Fetched, Error> {
-        match *self {}
-    }
-    pub async fn machine_nodes(&mut self, _: &Rendered) -> Result<Vec<Node>, Error> {
-        match *self {}
-    }
-    pub async fn mint_tokens(&self, _: &Rendered, _: &mut Secrets, _: bool) -> Result<(), Error> {
-        match *self {}
-    }
-    pub async fn after_sync(
-        self,
-        _: &[Node],
-        _: &[NodeReport],
-        _: &SyncOptions,
-        _: &super::ssh::ConnectOptions,
-    ) -> Result<ClusterReport, Error> {
-        match self {}
-    }
+/// Every target with the Kubernetes name of its node.
+#[cfg(feature = "cluster")]
+fn targets(nodes: &[Node], reports: &[NodeReport]) -> Vec<crate::lifecycle::prune::Target> {
+    nodes
+        .iter()
+        .zip(reports)
+        .map(|(n, r)| crate::lifecycle::prune::Target { node: n.clone(), node_name: r.node_name() })
+        .collect()
+}
+
+/// The targets sync reached and changed or found right.
+#[cfg(feature = "cluster")]
+fn reached(nodes: &[Node], reports: &[NodeReport]) -> Vec<crate::lifecycle::prune::Target> {
+    let ok = |r: &NodeReport| matches!(r.status, Status::Synced | Status::Unchanged | Status::Pending);
+    targets(nodes, reports).into_iter().zip(reports).filter(|(_, r)| ok(r)).map(|(t, _)| t).collect()
 }
 
 #[cfg(feature = "cluster")]
 impl ClusterReport {
-    /// A Machine was refused, a node could not be pruned, or a node did not join in time.
+    /// A Machine was refused, a node could not be pruned, a node did not join in time, or a node is left tainted.
     pub fn failed(&self) -> bool {
-        use crate::cluster::prune::PruneStatus;
+        use crate::lifecycle::prune::PruneStatus;
         self.machines.iter().any(|m| m.refused)
             || self.pruned.iter().any(|p| p.status == PruneStatus::Failed)
             || self.join.as_ref().is_some_and(|j| !j.timed_out.is_empty())
+            || !self.taints.tainted.is_empty()
     }
 
     /// `--dry-run` found nodes to prune.
     pub fn would_change(&self) -> bool {
-        self.pruned.iter().any(|p| p.status == crate::cluster::prune::PruneStatus::WouldPrune)
+        self.pruned.iter().any(|p| p.status == crate::lifecycle::prune::PruneStatus::WouldPrune)
     }
 
-    /// The summary lines (stderr): Machines not synced, CSRs approved or left alone, labels, nodes pruned, and with
-    /// `--dry-run` the nodes that would be; with `chatty` false only the errors: nodes that did not join (with the
-    /// steps to finish by hand) and nodes that could not be pruned.
+    /// The summary lines (stderr): Machines not synced, CSRs approved or left alone, labels, taints, nodes pruned,
+    /// and with `--dry-run` the nodes that would be; with `chatty` false only the errors: nodes that did not join
+    /// (with the steps to finish by hand), nodes left tainted, and nodes that could not be pruned.
     pub fn lines(&self, csr_timeout: std::time::Duration, chatty: bool) -> String {
-        use crate::cluster::prune::PruneStatus;
+        use crate::lifecycle::prune::PruneStatus;
+        use wmrender_contract::node_status::{TAINT_EFFECT, TAINT_KEY};
         let mut out = String::new();
         let mut say = |error: bool, line: String| {
             if chatty || error {
@@ -228,6 +323,12 @@ impl ClusterReport {
                 );
             }
         }
+        for n in &self.taints.untainted {
+            say(false, format!("configured {n}: taint {TAINT_KEY}:{TAINT_EFFECT} removed\n"));
+        }
+        for t in &self.taints.tainted {
+            say(true, format!("error: {} is not configured, tainted {TAINT_KEY}:{TAINT_EFFECT}: {}\n", t.node, t.why));
+        }
         for p in &self.pruned {
             match (&p.status, &p.error) {
                 (PruneStatus::WouldPrune, _) => say(
@@ -244,6 +345,19 @@ impl ClusterReport {
             }
         }
         out
+    }
+}
+
+#[cfg(not(feature = "cluster"))]
+impl ClusterSide {
+    pub async fn credentials(&self) -> Result<Fetched, Error> {
+        match *self {}
+    }
+    pub async fn machine_nodes(&mut self, _: &Rendered) -> Result<Vec<Node>, Error> {
+        match *self {}
+    }
+    pub async fn mint_tokens(&self, _: &Rendered, _: &mut Secrets, _: bool) -> Result<(), Error> {
+        match *self {}
     }
 }
 

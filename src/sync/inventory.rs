@@ -11,12 +11,15 @@ use std::sync::Arc;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Node {
-    /// A name for reports; the address when none is given.
+    /// A name for reports (the Machine's name for a Machine's instance); the address when none is given. The
+    /// Kubernetes node name is the one the agent computes on the host (`NodeReport::node_name`).
     pub name: String,
     pub address: String,
     pub port: u16,
     pub user: String,
     pub profile: Profile,
+    /// The Windows Machine whose instance this is (`openshift-machine-api/<name>`), for Machine-backed nodes.
+    pub machine: Option<String>,
 }
 
 /// The BYOH hosts of a rendered `cluster/configmap-windows-instances.yaml` (`address: username=<user>`), `file`
@@ -70,6 +73,7 @@ pub fn from_configmap(file: &str, text: &str) -> Result<Vec<Node>, Diagnostics> 
                 port: 22,
                 user: user.to_string(),
                 profile: Profile::Windows,
+                machine: None,
             });
         }
     }
@@ -85,11 +89,11 @@ pub struct RefusedNode {
     pub problem: String,
 }
 
-/// A Windows node found in the cluster (a Machine's node), checked by the same rules as an inventory entry: the
+/// A Windows Machine's instance, named after the Machine, checked by the same rules as an inventory entry: the
 /// cluster is untrusted input.
-pub fn cluster_node(name: &str, address: &str, user: &str) -> Result<Node, RefusedNode> {
+pub fn machine_node(machine: &str, address: &str, user: &str) -> Result<Node, RefusedNode> {
     for (what, value, problem) in [
-        ("node name", name, name_problem(name)),
+        ("Machine name", machine, name_problem(machine)),
         ("address", address, address_problem(address)),
         ("user", user, user_problem(user)),
     ] {
@@ -97,7 +101,14 @@ pub fn cluster_node(name: &str, address: &str, user: &str) -> Result<Node, Refus
             return Err(RefusedNode { what, value: value.to_string(), problem });
         }
     }
-    Ok(Node { name: name.into(), address: address.into(), port: 22, user: user.into(), profile: Profile::Windows })
+    Ok(Node {
+        name: machine.into(),
+        address: address.into(),
+        port: 22,
+        user: user.into(),
+        profile: Profile::Windows,
+        machine: Some(machine.into()),
+    })
 }
 
 /// Reads `--inventory nodes.yaml`:
@@ -230,6 +241,7 @@ fn node(item: yaml::Node, field: &str, diags: &mut Diagnostics) -> Option<Node> 
         port,
         user: user.map(|u| u.value).unwrap_or_else(|| "Administrator".into()),
         profile,
+        machine: None,
     })
 }
 

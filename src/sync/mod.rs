@@ -169,17 +169,23 @@ pub fn nodes(rendered: &Rendered, inventory: Option<&Path>, machines: Vec<Node>)
         }
     }
     if let Some(path) = inventory {
-        let listed = inventory::load(path).map_err(Error::Invalid)?;
-        for n in &listed {
+        let mut listed = inventory::load(path).map_err(Error::Invalid)?;
+        for n in &mut listed {
             if operator_mode && byoh.iter().any(|b| b.address == n.address) {
                 return Err(Error::Usage(format!(
                     "{} is a BYOH host that WMCO manages (the rendered output installs the operator); sync leaves it to WMCO",
                     n.address
                 )));
             }
-            // An inventory entry says how to reach a host the cluster also names; several entries may share an
-            // address (posix staging hosts on one machine), so only the other sources' entries give way.
-            nodes.retain(|b| b.name != n.name && b.address != n.address);
+            // An inventory entry says how to reach a host the cluster also names (a Machine's instance stays that
+            // Machine's); several entries may share an address (posix staging hosts on one machine), so only the
+            // other sources' entries give way.
+            let (replaced, kept): (Vec<Node>, Vec<Node>) =
+                nodes.into_iter().partition(|b| b.name == n.name || b.address == n.address);
+            nodes = kept;
+            if n.machine.is_none() {
+                n.machine = replaced.into_iter().find_map(|b| b.machine);
+            }
         }
         nodes.extend(listed);
     }
@@ -237,39 +243,86 @@ pub async fn run(mut opts: SyncOptions) -> Result<SyncReport, Error> {
     if let Some(p) = &opts.progress {
         p.planned(&nodes);
     }
-    let connections = Arc::new(Semaphore::new(opts.parallel.max(1)));
-    let unavailable = Arc::new(Semaphore::new(opts.max_unavailable.max(1)));
+    let run = Arc::new(Run {
+        desired,
+        given,
+        services: rendered.services.clone(),
+        connect,
+        unavailable: Arc::new(Semaphore::new(opts.max_unavailable.max(1))),
+        opts,
+        guard,
+    });
+    let mut node_reports = rollout(&run, &nodes).await?;
+    run.guard.reboot(&mut node_reports, &nodes).await;
+    let cluster = match &cluster {
+        Some(side) => after_sync(side, &run, &rendered, &nodes, &mut node_reports).await?,
+        None => Default::default(),
+    };
+    Ok(SyncReport { nodes: node_reports, cluster })
+}
+
+/// What every node's sync of one run shares.
+struct Run {
+    desired: Vec<plan::Desired>,
+    given: plan::Given,
+    services: ServicesFile,
+    connect: ssh::ConnectOptions,
+    /// `--max-unavailable`: a node holds a permit while it is being changed.
+    unavailable: Arc<Semaphore>,
+    opts: SyncOptions,
+    guard: upgrade::Guard,
+}
+
+impl Run {
+    /// One node's sync, told to the progress display.
+    async fn sync_node(&self, node: &Node) -> NodeReport {
+        let opts = &self.opts;
+        if let Some(p) = &opts.progress {
+            p.started(node);
+        }
+        let job = Job {
+            node,
+            desired: &self.desired,
+            given: &self.given,
+            services: &self.services,
+            connect: &self.connect,
+            dry_run: opts.dry_run,
+            unavailable: self.unavailable.clone(),
+            guard: &self.guard,
+        };
+        let report = node::sync(job).await;
+        if let Some(p) = &opts.progress {
+            p.finished(&report);
+        }
+        report
+    }
+}
+
+/// Syncs `nodes`, `--parallel` at a time in their order; after a failure (without `--keep-going`) the nodes not
+/// started yet are skipped. The reports are in the nodes' order.
+async fn rollout(run: &Arc<Run>, nodes: &[Node]) -> Result<Vec<NodeReport>, Error> {
+    let connections = Arc::new(Semaphore::new(run.opts.parallel.max(1)));
     let stop = Arc::new(AtomicBool::new(false));
-    let shared = Arc::new((desired, given, rendered.services, connect, opts, guard));
     let mut tasks = tokio::task::JoinSet::new();
     let mut reports: Vec<(usize, NodeReport)> = Vec::new();
     for (i, node) in nodes.iter().cloned().enumerate() {
         // Slots are taken here, in inventory order, so a node starts only after the ones before it did, and none
         // starts after a failure (without --keep-going).
         let slot = connections.clone().acquire_owned().await.map_err(|e| Error::Operational(e.to_string()))?;
-        let opts = &shared.4;
-        if stop.load(Ordering::SeqCst) && !opts.keep_going {
+        if stop.load(Ordering::SeqCst) && !run.opts.keep_going {
             let report = NodeReport::new(&node, Status::Skipped);
-            if let Some(p) = &opts.progress {
+            if let Some(p) = &run.opts.progress {
                 p.finished(&report);
             }
             reports.push((i, report));
             continue;
         }
-        let (unavailable, stop, shared) = (unavailable.clone(), stop.clone(), shared.clone());
+        let (stop, run) = (stop.clone(), run.clone());
         tasks.spawn(async move {
             let _slot = slot;
-            let (desired, given, services, connect, opts, guard) = &*shared;
-            if let Some(p) = &opts.progress {
-                p.started(&node);
-            }
-            let job = Job { node: &node, desired, given, services, connect, dry_run: opts.dry_run, unavailable, guard };
-            let report = node::sync(job).await;
+            let report = run.sync_node(&node).await;
             if report.status == Status::Failed {
                 stop.store(true, Ordering::SeqCst);
-            }
-            if let Some(p) = &opts.progress {
-                p.finished(&report);
             }
             (i, report)
         });
@@ -278,13 +331,45 @@ pub async fn run(mut opts: SyncOptions) -> Result<SyncReport, Error> {
         reports.push(done.map_err(|e| Error::Operational(format!("a sync task failed: {e}")))?);
     }
     reports.sort_by_key(|(i, _)| *i);
-    let mut node_reports: Vec<NodeReport> = reports.into_iter().map(|(_, r)| r).collect();
-    shared.5.reboot(&mut node_reports, &nodes).await;
-    let cluster = match cluster {
-        Some(c) => c.after_sync(&nodes, &node_reports, &shared.4, &shared.3).await?,
-        None => Default::default(),
-    };
-    Ok(SyncReport { nodes: node_reports, cluster })
+    Ok(reports.into_iter().map(|(_, r)| r).collect())
+}
+
+/// With `--kubeconfig`, after the nodes' sync: the configured nodes join (CSRs, labels); a node that waited on the
+/// cluster (kubelet's certificate) is synced once more now that it has joined, so its agent finishes at once; then
+/// wmrender's taint follows each node's state, and the nodes that left are pruned.
+#[cfg(feature = "cluster")]
+async fn after_sync(
+    side: &cluster_side::ClusterSide,
+    run: &Run,
+    rendered: &Rendered,
+    nodes: &[Node],
+    reports: &mut [NodeReport],
+) -> Result<cluster_side::ClusterReport, Error> {
+    let opts = &run.opts;
+    let mut report = cluster_side::ClusterReport { machines: side.skipped_machines(), ..Default::default() };
+    let joined = side.join(nodes, reports, opts, &mut report).await?;
+    for (node, r) in nodes.iter().zip(reports.iter_mut()) {
+        if r.status == Status::Pending && !r.reboot_required && joined.contains(&r.node_name()) {
+            let again = run.sync_node(node).await;
+            r.merge_later(again);
+        }
+    }
+    if !opts.dry_run {
+        side.settle_taints(rendered, reports, &mut report).await;
+    }
+    side.prune(nodes, reports, opts, &run.connect, &mut report).await?;
+    Ok(report)
+}
+
+#[cfg(not(feature = "cluster"))]
+async fn after_sync(
+    side: &cluster_side::ClusterSide,
+    _: &Run,
+    _: &Rendered,
+    _: &[Node],
+    _: &mut [NodeReport],
+) -> Result<cluster_side::ClusterReport, Error> {
+    match *side {}
 }
 
 /// How to reach and trust nodes over SSH, for every connection of a run (sync's and reboot's).

@@ -10,6 +10,7 @@ use super::profile::{Profile, strip_clixml};
 use super::ssh::{ConnectOptions, Connection, Sftp};
 use serde::Serialize;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use wmrender_contract::paths::{AGENT_EXE, NODE_MANIFEST};
 use wmrender_contract::{ApplyResult, ApplyStatus, NodeManifest, NodePath, STAGED_SUFFIX, ServicesFile, TEMP_SUFFIX};
@@ -49,7 +50,7 @@ pub struct NodeReport {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub created: Vec<String>,
     pub reboot_required: bool,
-    /// `sync --reboot` rebooted the node gracefully.
+    /// The node was rebooted: its first boot's reboot, or a graceful one with `sync --reboot`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub rebooted: bool,
     /// `namespace/name` of the pods evicted before an upgrade or a reboot.
@@ -69,6 +70,33 @@ impl NodeReport {
     /// The Kubernetes node name: what the agent reported kubelet runs as, else the inventory's name.
     pub fn node_name(&self) -> String {
         self.apply.as_ref().map(|a| a.node_name.clone()).filter(|n| !n.is_empty()).unwrap_or_else(|| self.name.clone())
+    }
+
+    /// Takes in a later sync of the same node in the same run (the one after it joined): its outcome, and what it
+    /// sent and did besides what this one did.
+    pub fn merge_later(&mut self, later: NodeReport) {
+        let merge = |a: &mut Vec<String>, b: Vec<String>| {
+            for x in b {
+                if !a.contains(&x) {
+                    a.push(x);
+                }
+            }
+        };
+        self.status = later.status;
+        self.bytes_sent += later.bytes_sent;
+        merge(&mut self.added, later.added);
+        merge(&mut self.changed, later.changed);
+        merge(&mut self.removed, later.removed);
+        merge(&mut self.restarted, later.restarted);
+        merge(&mut self.created, later.created);
+        merge(&mut self.evicted, later.evicted);
+        self.reboot_required = later.reboot_required;
+        self.rebooted |= later.rebooted;
+        self.pending = later.pending;
+        self.error = later.error;
+        if later.apply.is_some() {
+            self.apply = later.apply;
+        }
     }
 
     pub fn new(node: &Node, status: Status) -> NodeReport {
@@ -165,7 +193,13 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
     let held = job.guard.before_upgrade(job.node, &replaced).await?;
     report.evicted = held.as_ref().map(|h| h.evicted.clone()).unwrap_or_default();
     report.bytes_sent = push(profile, &conn, &sftp, &on_node, &changes).await?;
-    let result = apply(&conn, profile).await?;
+    let mut result = apply(&conn, profile).await?;
+    if result.reboot_required
+        && let Some(timeout) = job.guard.first_boot_reboot(job.node).await?
+    {
+        result = first_boot(job, &result.boot_id, timeout).await?;
+        report.rebooted = true;
+    }
     report.restarted = result.restarted.clone();
     report.created = result.created.clone();
     report.reboot_required = result.reboot_required;
@@ -179,11 +213,61 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
         }
         ApplyStatus::Pending => report.status = Status::Pending,
         // apply() turns a failed result into an error; kept as one here too rather than trusted.
-        ApplyStatus::Failed => return Err(SyncError::Apply("the apply step failed".into())),
+        ApplyStatus::Failed => return Err(SyncError::Apply("the agent's pass failed".into())),
     }
     job.guard.after_upgrade(held).await?;
     conn.close().await;
     Ok(())
+}
+
+/// Asks the node to restart over SSH (the profile's command; it returns before the node goes down).
+pub async fn restart(node: &Node, connect: &ConnectOptions) -> Result<(), String> {
+    let conn = Connection::open(node, connect).await.map_err(|e| e.to_string())?;
+    let out = conn.exec(&node.profile.reboot_command()).await.map_err(|e| e.to_string())?;
+    conn.close().await;
+    match out.status {
+        Some(0) => Ok(()),
+        status => Err(format!(
+            "exit status {}: {}",
+            status.map(|s| s.to_string()).unwrap_or_else(|| "none".into()),
+            strip_clixml(&String::from_utf8_lossy(&out.stderr)).trim()
+        )),
+    }
+}
+
+/// How often a node rebooting for its first boot is tried over SSH.
+const REBOOT_POLL: Duration = Duration::from_secs(2);
+
+/// The first-boot reboot (the agent asked for one before the host ever joined: nothing runs there yet, so there
+/// is nothing to drain): restarts the host over SSH, waits until it answers again from a new boot (`bootId` of the
+/// agent's result) within `timeout` (`--reboot-timeout`), and returns the agent's pass in that boot.
+async fn first_boot(job: &Job<'_>, old_boot: &str, timeout: Duration) -> Result<ApplyResult, SyncError> {
+    restart(job.node, job.connect)
+        .await
+        .map_err(|e| SyncError::Remote(format!("the first-boot reboot: {e}")))?;
+    let deadline = Instant::now() + timeout;
+    let mut last = String::from("no answer yet");
+    loop {
+        let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+            return Err(SyncError::Remote(format!(
+                "the node did not come back from its first-boot reboot within --reboot-timeout {}s ({last})",
+                timeout.as_secs()
+            )));
+        };
+        tokio::time::sleep(REBOOT_POLL.min(left)).await;
+        match Connection::open(job.node, job.connect).await {
+            Ok(conn) => {
+                let pass = apply(&conn, &job.node.profile).await;
+                conn.close().await;
+                match pass {
+                    Ok(r) if !r.boot_id.is_empty() && r.boot_id != old_boot => return Ok(r),
+                    Ok(_) => last = "it has not restarted yet".into(),
+                    Err(e) => last = e.to_string(),
+                }
+            }
+            Err(e) => last = e.to_string(),
+        }
+    }
 }
 
 /// `--dry-run`: the services the agent would create (on a fresh node) or restart: those that use a changed file,

@@ -3,32 +3,12 @@
 //! print them.
 
 use super::error::{PullSecretProblem, SecretsError};
-use crate::render::node::paths;
+pub use crate::secret::Secret;
+use wmrender_contract::paths;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// Bytes that must not be shown. `Debug` prints only the length.
-#[derive(Clone)]
-pub struct Secret(Vec<u8>);
-
-impl Secret {
-    /// Wraps bytes fetched or built at sync time (a minted token's kubeconfig).
-    pub fn new(bytes: Vec<u8>) -> Secret {
-        Secret(bytes)
-    }
-
-    pub fn bytes(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Secret({} bytes)", self.0.len())
-    }
-}
 
 /// The secret files given to `sync`, and where each goes on the node.
 #[derive(Clone, Debug, Default)]
@@ -71,7 +51,7 @@ pub struct Secrets {
 
 fn read(path: &Path, what: &'static str) -> Result<Secret, SecretsError> {
     // The error names the file, never its content.
-    std::fs::read(path).map(Secret).map_err(|source| SecretsError::Read { what, file: path.to_path_buf(), source })
+    std::fs::read(path).map(Secret::new).map_err(|source| SecretsError::Read { what, file: path.to_path_buf(), source })
 }
 
 impl Secrets {
@@ -159,7 +139,7 @@ fn parse_pull_secret(bytes: &[u8]) -> Result<BTreeMap<String, Secret>, PullSecre
         if !user_pass.contains(&b':') {
             return Err(PullSecretProblem::NotUserPassword { host });
         }
-        out.insert(host, Secret(format!("Basic {}", STANDARD.encode(&user_pass)).into_bytes()));
+        out.insert(host, Secret::new(format!("Basic {}", STANDARD.encode(&user_pass)).into_bytes()));
     }
     Ok(out)
 }

@@ -1,7 +1,9 @@
-//! What sync does around changes that disturb a cluster Node's pods: a binary upgrade (a changed file that a
-//! service runs, which the agent swaps by stopping the service) is done on a cordoned, drained node, and nodes whose
-//! apply asks for a reboot are rebooted gracefully with `--reboot` (both through [`crate::cluster::reboot`]).
-//! Without the cluster (`--kubeconfig`), such an upgrade is refused unless `--allow-undrained-upgrade`.
+//! What sync does around changes that disturb a node: a binary upgrade (a changed file that a service runs, which
+//! the agent swaps by stopping the service) is done on a cordoned, drained node; nodes whose apply asks for a reboot
+//! are rebooted gracefully with `--reboot`; and a node that asks for a reboot before it ever joined (its first boot:
+//! the Containers feature) is rebooted at once, without a drain — nothing runs there yet. All of them go through
+//! [`crate::lifecycle::reboot`]. Without the cluster (`--kubeconfig`), a binary upgrade is refused unless
+//! `--allow-undrained-upgrade`, and a reboot is left to the user.
 
 use super::cluster_side::ClusterSide;
 use super::error::SyncError;
@@ -98,7 +100,7 @@ impl Guard {
                 let WithCluster { cluster, settings, .. } = &**with;
                 let opts =
                     crate::cluster::drain::DrainOptions { force: settings.force, timeout: settings.drain_timeout };
-                crate::cluster::reboot::before_upgrade(cluster, &node.name, &opts)
+                crate::lifecycle::reboot::before_upgrade(cluster, &node.name, &opts)
                     .await
                     .map(|c| c.map(|(cordon, drained)| Held { cordon, evicted: drained.evicted }))
                     .map_err(|e| SyncError::Local(format!("before replacing {list}: {e}")))
@@ -114,7 +116,7 @@ impl Guard {
             #[cfg(feature = "cluster")]
             Guard::Cluster(with) => {
                 let WithCluster { cluster, settings, .. } = &**with;
-                crate::cluster::reboot::after_upgrade(cluster, &held.cordon, settings.reboot_timeout)
+                crate::lifecycle::reboot::after_upgrade(cluster, &held.cordon, settings.reboot_timeout)
                     .await
                     .map_err(|e| SyncError::Remote(e.to_string()))
             }
@@ -122,8 +124,26 @@ impl Guard {
         }
     }
 
-    /// `--reboot`: the nodes whose apply asked for a reboot (and did not fail) are rebooted gracefully, in inventory
-    /// order; the reports say which were rebooted, and which failed or were not started.
+    /// Whether `node`, whose agent asks for a reboot, may be rebooted at once without a drain, and within how
+    /// long it must come back: only with the cluster, and only while the cluster has no Node that may be this
+    /// host's (none of its name, none at its address) — its first boot, when nothing runs there yet.
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
+    pub async fn first_boot_reboot(&self, node: &Node) -> Result<Option<Duration>, SyncError> {
+        match self {
+            #[cfg(feature = "cluster")]
+            Guard::Cluster(with) => {
+                let fresh = crate::lifecycle::reboot::has_no_node(&with.cluster, node)
+                    .await
+                    .map_err(|e| SyncError::Remote(format!("looking for this host's Node before its reboot: {e}")))?;
+                Ok(fresh.then_some(with.settings.reboot_timeout))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// `--reboot`: the nodes whose apply asked for a reboot (and did not fail, and were not rebooted already) are
+    /// rebooted gracefully, in inventory order; the reports say which were rebooted, and which failed or were not
+    /// started.
     #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
     pub async fn reboot(&self, reports: &mut [NodeReport], nodes: &[Node]) {
         #[cfg(feature = "cluster")]
@@ -131,11 +151,15 @@ impl Guard {
             && let WithCluster { cluster, settings, reboot: Some((connect, max_unavailable)) } = &**with
         {
             use super::node::Status;
-            use crate::cluster::reboot::{self, Outcome};
+            use crate::lifecycle::reboot::{self, Outcome};
+            // The Node's name is the one the agent computed: a Machine's instance is not named after its Machine.
             let wanted: Vec<Node> = nodes
                 .iter()
-                .filter(|n| reports.iter().any(|r| r.name == n.name && r.reboot_required && r.status != Status::Failed))
-                .cloned()
+                .filter_map(|n| {
+                    let r = reports.iter().find(|r| r.name == n.name)?;
+                    (r.reboot_required && !r.rebooted && r.status != Status::Failed)
+                        .then(|| Node { name: r.node_name(), ..n.clone() })
+                })
                 .collect();
             let opts = reboot::RebootOptions {
                 drain: crate::cluster::drain::DrainOptions { force: settings.force, timeout: settings.drain_timeout },
@@ -144,7 +168,7 @@ impl Guard {
                 connect: connect.clone(),
             };
             for done in reboot::rollout(cluster, &wanted, &opts).await {
-                let Some(r) = reports.iter_mut().find(|r| r.name == done.name) else { continue };
+                let Some(r) = reports.iter_mut().find(|r| r.node_name() == done.name) else { continue };
                 r.evicted = done.evicted;
                 match done.outcome {
                     Outcome::Rebooted => r.rebooted = true,

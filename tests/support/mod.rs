@@ -1,9 +1,16 @@
 //! Helpers shared by the integration tests: running the real binary and finding the test inputs.
 #![allow(dead_code)] // each test file uses a different subset
 
-pub mod cluster;
+#[cfg(feature = "cluster")]
+pub mod apiserver;
 pub mod openapi;
+#[cfg(feature = "cluster")]
+pub mod openshift;
+#[cfg(feature = "cluster")]
+pub mod played;
 pub mod powershell;
+#[cfg(feature = "cluster")]
+pub mod rbac;
 pub mod sshd;
 pub mod wine;
 pub mod wine_bundle;
@@ -76,4 +83,15 @@ pub fn render_to_temp(inputs: &Path) -> (tempfile::TempDir, PathBuf) {
     let o = wmrender(&["render", "-f", inputs.to_str().expect("utf-8 path"), "-o", out.to_str().expect("utf-8 path")]);
     assert_eq!(code(&o), 0, "render {} failed:\n{}", inputs.display(), stderr(&o));
     (tmp, out)
+}
+
+/// A self-signed certificate (PEM) with this common name, valid one day, made by openssl: test data.
+pub fn certificate(cn: &str) -> String {
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "/dev/null"])
+        .args(["-days", "1", "-subj", &format!("/CN={cn}")])
+        .output()
+        .expect("openssl runs");
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).expect("PEM")
 }

@@ -4,6 +4,7 @@
 
 pub mod ca_bundle;
 pub mod manifest;
+pub mod node_status;
 pub mod path;
 pub mod result;
 pub mod services;
@@ -37,6 +38,23 @@ pub mod paths {
     /// The cluster's additional trusted CAs (PEM bundle, pushed by sync); the agent imports each certificate into
     /// the LocalMachine Root store and removes the ones it imported that left the bundle.
     pub const TRUSTED_CA_BUNDLE: &str = r"C:\k\ca-bundle.crt";
+
+    // Delivered by sync at push time, never rendered: the cluster's credentials and CAs.
+    pub const BOOTSTRAP_KUBECONFIG: &str = r"C:\k\bootstrap-kubeconfig";
+    pub const KUBELET_CA: &str = r"C:\k\kubelet-ca.crt";
+    pub const BOOTSTRAP_CA: &str = r"C:\k\bootstrap-ca.crt";
+    pub const EXPORTER_TLS_CERT: &str = r"C:\k\tls\certs\tls.crt";
+    pub const EXPORTER_TLS_KEY: &str = r"C:\k\tls\certs\tls.key";
+    /// Kubeconfig of the Azure cloud-node-manager's own identity (mode without the operator): its ServiceAccount's
+    /// short-lived token, by file.
+    pub const CLOUD_NODE_MANAGER_KUBECONFIG: &str = r"C:\k\cloud-node-manager.kubeconfig";
+    /// The token that kubeconfig names (`tokenFile`). The service's client re-reads a token file while it runs
+    /// (client-go reads `tokenFile` again every minute), so a token a later sync pushes is used without restarting
+    /// the service.
+    pub const CLOUD_NODE_MANAGER_TOKEN: &str = r"C:\k\cloud-node-manager.token";
+    /// Written by kubelet's TLS bootstrap: the node's own credentials (its client certificate, by file). The
+    /// agent, hybrid-overlay, kube-proxy and Azure's cloud-node-manager use it.
+    pub const KUBECONFIG: &str = r"C:\k\kubeconfig";
 }
 
 /// Suffix of a file sync is still writing; a cut leaves it behind and the next sync removes it.
@@ -72,6 +90,14 @@ mod tests {
             paths::APPLIED_STATE,
             paths::AGENT_LOCK,
             paths::TRUSTED_CA_BUNDLE,
+            paths::BOOTSTRAP_KUBECONFIG,
+            paths::KUBELET_CA,
+            paths::BOOTSTRAP_CA,
+            paths::EXPORTER_TLS_CERT,
+            paths::EXPORTER_TLS_KEY,
+            paths::CLOUD_NODE_MANAGER_KUBECONFIG,
+            paths::CLOUD_NODE_MANAGER_TOKEN,
+            paths::KUBECONFIG,
         ] {
             NodePath::parse_delivered(p).unwrap();
         }

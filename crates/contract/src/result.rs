@@ -63,6 +63,16 @@ pub struct ApplyResult {
     pub trusted_cas_removed: Vec<String>,
     #[serde(default)]
     pub reboot_required: bool,
+    /// Which boot of Windows the pass ran in (it changes with every restart): how sync tells that a node it
+    /// rebooted came back.
+    #[serde(default)]
+    pub boot_id: String,
+    /// The digest of the bundle the pass converged to ([`crate::node_status::bundle_digest`]).
+    #[serde(default)]
+    pub bundle: String,
+    /// Whether the pass was reported on the node's Node (`reported`), or why not.
+    #[serde(default)]
+    pub node_report: String,
     /// Why the node is not converged yet, when it is pending.
     #[serde(default)]
     pub pending: Vec<String>,

@@ -31,8 +31,9 @@ pub fn apply(sys: &mut dyn System, timing: &Timing) -> ApplyResult {
         Ok(l) => l,
         Err(e) => return failed(e.to_string()),
     };
-    let result = apply_locked(sys, timing);
+    let mut result = apply_locked(sys, timing);
     drop(lock);
+    result.node_report = crate::node_status::report(&sys.local(&NodePath::known(paths::KUBECONFIG)), &result);
     result
 }
 
@@ -47,6 +48,7 @@ pub fn apply_locked(sys: &mut dyn System, timing: &Timing) -> ApplyResult {
     let mut pass = Pass { sys, timing, state, result, boot: String::new() };
     pass.converge();
     pass.agent_service();
+    pass.result.boot_id = pass.boot.clone();
     if let Err(e) = pass.state.save(&state_path) {
         pass.result.errors.push(e.to_string());
     }
@@ -60,6 +62,7 @@ impl Pass<'_> {
             Ok(d) => d,
             Err(e) => return self.result.errors.push(e.to_string()),
         };
+        self.result.bundle = desired.manifest.bundle_digest();
         if desired.manifest.pending.is_some() {
             return self.result.pending.push(format!(
                 "{} has an open journal: a sync is delivering files or was cut off, and the next sync finishes it",

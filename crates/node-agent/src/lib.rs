@@ -10,6 +10,7 @@ pub mod digest;
 pub mod env;
 pub mod lock;
 pub mod log;
+pub mod node_status;
 pub mod node_vars;
 pub mod result;
 pub mod run;

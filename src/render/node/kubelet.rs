@@ -82,6 +82,7 @@ struct Logging {
 #[derive(Serialize)]
 struct Taint {
     key: &'static str,
+    #[serde(skip_serializing_if = "str::is_empty")]
     value: &'static str,
     effect: &'static str,
 }
@@ -119,10 +120,22 @@ pub fn config(plan: &Plan) -> KubeletConfiguration {
         logging: Logging { flush_frequency: "5s", verbosity: 0 },
         enable_system_log_handler: true,
         enable_system_log_query: true,
-        register_with_taints: vec![Taint { key: "os", value: "Windows", effect: "NoSchedule" }],
+        register_with_taints: register_with_taints(plan),
         register_node: true,
         container_runtime_endpoint: "npipe://./pipe/containerd-containerd",
     }
+}
+
+/// WMCO's `os=Windows:NoSchedule`; without the operator also wmrender's taint, which keeps anything from being
+/// scheduled on the node until its agent reports it configured (sync then removes it:
+/// [`wmrender_contract::node_status`]). With WMCO the nodes get WMCO's configuration, without it.
+fn register_with_taints(plan: &Plan) -> Vec<Taint> {
+    use wmrender_contract::node_status::{TAINT_EFFECT, TAINT_KEY};
+    let mut taints = vec![Taint { key: "os", value: "Windows", effect: "NoSchedule" }];
+    if plan.operator.mode() == wmrender_contract::Mode::WithoutOperator {
+        taints.push(Taint { key: TAINT_KEY, value: "", effect: TAINT_EFFECT });
+    }
+    taints
 }
 
 pub fn render(plan: &Plan) -> Artifact {

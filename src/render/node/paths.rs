@@ -2,7 +2,11 @@
 //! the contract's own files are in [`wmrender_contract`]; this file names the rest.
 
 use wmrender_contract::NodePath;
-pub use wmrender_contract::paths::{AGENT_EXE, NODE_MANIFEST, SERVICES_JSON, SETTINGS_JSON, TRUSTED_CA_BUNDLE};
+pub use wmrender_contract::paths::{
+    AGENT_EXE, BOOTSTRAP_CA, BOOTSTRAP_KUBECONFIG, CLOUD_NODE_MANAGER_KUBECONFIG, CLOUD_NODE_MANAGER_TOKEN,
+    EXPORTER_TLS_CERT, EXPORTER_TLS_KEY, KUBECONFIG, KUBELET_CA, NODE_MANIFEST, SERVICES_JSON, SETTINGS_JSON,
+    TRUSTED_CA_BUNDLE,
+};
 
 /// The bundle path (under the output directory) of one of the node path constants below.
 pub fn bundle(node_path: &str) -> String {
@@ -27,21 +31,6 @@ pub const REMOVE_HNS_NETWORKS_PS1: &str = r"C:\k\wmrender\remove-hns-networks.ps
 pub const EXPORTER_WEBCONFIG: &str = r"C:\k\tls\windows-exporter-webconfig.yaml";
 pub const CREDENTIAL_PROVIDER_CONF: &str = r"C:\k\credential-provider-config.yaml";
 pub const HNS_MODULE: &str = r"C:\k\hns.psm1";
-
-/// Delivered by `sync` at push time, never rendered: cluster credentials and CAs.
-pub const BOOTSTRAP_KUBECONFIG: &str = r"C:\k\bootstrap-kubeconfig";
-pub const KUBELET_CA: &str = r"C:\k\kubelet-ca.crt";
-pub const BOOTSTRAP_CA: &str = r"C:\k\bootstrap-ca.crt";
-pub const EXPORTER_TLS_CERT: &str = r"C:\k\tls\certs\tls.crt";
-pub const EXPORTER_TLS_KEY: &str = r"C:\k\tls\certs\tls.key";
-/// Kubeconfig of the Azure cloud-node-manager's own identity (mode without the operator): its ServiceAccount's
-/// short-lived token, by file.
-pub const CLOUD_NODE_MANAGER_KUBECONFIG: &str = r"C:\k\cloud-node-manager.kubeconfig";
-/// The token that kubeconfig names (`tokenFile`). The service's client re-reads a token file while it runs (client-go
-/// reads `tokenFile` again every minute), so a token a later sync pushes is used without restarting the service.
-pub const CLOUD_NODE_MANAGER_TOKEN: &str = r"C:\k\cloud-node-manager.token";
-/// Written by kubelet's TLS bootstrap; hybrid-overlay, kube-proxy and Azure's cloud-node-manager use it.
-pub const KUBECONFIG: &str = r"C:\k\kubeconfig";
 
 /// Folders the agent creates (WMCO's list, with wmrender's own folder).
 pub const DIRECTORIES: &[&str] = &[

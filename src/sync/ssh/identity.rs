@@ -35,6 +35,12 @@ pub enum IdentityProblem {
     Damaged,
 }
 
+impl From<IdentityError> for crate::error::Error {
+    fn from(e: IdentityError) -> crate::error::Error {
+        crate::error::Error::Unusable(Box::new(e))
+    }
+}
+
 fn in_parens(path: &Option<PathBuf>) -> String {
     path.as_ref().map(|p| format!(" ({})", p.display())).unwrap_or_default()
 }

@@ -1,23 +1,20 @@
 //! The graceful reboot of OpenShift's documentation, automated (`wmrender reboot`, `sync --reboot`): cordon, drain
-//! ([`super::drain`]), reboot over SSH, wait until the Node is back — its `status.nodeInfo.bootID` changed (so it
+//! ([`crate::cluster::drain`]), reboot over SSH, wait until the Node is back — its `status.nodeInfo.bootID` changed (so it
 //! really restarted) **and** its `Ready` condition is `True` — within `--reboot-timeout`, then uncordon. Nodes go
 //! `max_unavailable` at a time (1 by default) in the order given; the first node that fails or does not come back
 //! stops the rollout: no node after it is touched, and it stays cordoned for a human to look at.
 //!
 //! Binary upgrades by `sync` use the same cordon and drain ([`before_upgrade`], [`after_upgrade`]).
 
-use super::drain::{self, Cordon, DrainError, DrainOptions};
-use super::{Cluster, ClusterError};
+use crate::cluster::drain::{self, Cordon, DrainError, DrainOptions};
+use crate::cluster::nodes::{self, boot_id, wait_back};
+use crate::cluster::{API_TIMEOUT, Cluster, ClusterError};
 use crate::sync::inventory::Node;
-use crate::sync::ssh::{ConnectOptions, Connection};
+use crate::sync::ssh::ConnectOptions;
 use serde::Serialize;
-use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-
-/// How often the Node is read while waiting for it to come back.
-const NODE_POLL: Duration = Duration::from_millis(500);
 
 #[derive(Clone)]
 pub struct RebootOptions {
@@ -75,16 +72,6 @@ impl RebootReport {
     }
 }
 
-fn boot_id(node: &Value) -> &str {
-    node["status"]["nodeInfo"]["bootID"].as_str().unwrap_or("")
-}
-
-fn ready(node: &Value) -> bool {
-    node["status"]["conditions"]
-        .as_array()
-        .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
-}
-
 /// Reboots `nodes` in order, `max_unavailable` at a time, and stops at the first that fails or does not come back.
 pub async fn rollout(cluster: &Cluster, nodes: &[Node], opts: &RebootOptions) -> Vec<RebootReport> {
     let slots = Arc::new(tokio::sync::Semaphore::new(opts.max_unavailable.max(1)));
@@ -132,7 +119,7 @@ pub async fn reboot_node(cluster: &Cluster, node: &Node, opts: &RebootOptions) -
         r.error = Some(e);
         r
     };
-    let before = match drain::get_node(cluster, &node.name).await {
+    let before = match nodes::get(cluster, &node.name, Instant::now() + API_TIMEOUT).await {
         Ok(Some(n)) => boot_id(&n).to_string(),
         Ok(None) => return failed(report, Outcome::Failed, format!("the cluster has no Node named {}", node.name)),
         Err(e) => return failed(report, Outcome::Failed, e.to_string()),
@@ -147,7 +134,7 @@ pub async fn reboot_node(cluster: &Cluster, node: &Node, opts: &RebootOptions) -
         Ok(d) => (report.evicted, report.left) = (d.evicted, d.skipped),
         Err(e) => return failed(undo_refused(cluster, &cordon, &e, report).await, Outcome::Failed, e.to_string()),
     }
-    if let Err(e) = restart(node, &opts.connect).await {
+    if let Err(e) = crate::sync::node::restart(node, &opts.connect).await {
         return failed(report, Outcome::Failed, format!("the reboot command: {e}"));
     }
     let deadline = Instant::now() + opts.reboot_timeout;
@@ -174,45 +161,6 @@ async fn undo_refused(cluster: &Cluster, cordon: &Cordon, e: &DrainError, mut re
     report
 }
 
-/// Asks the node to restart over SSH (the profile's command; it returns before the node goes down).
-async fn restart(node: &Node, connect: &ConnectOptions) -> Result<(), String> {
-    let conn = Connection::open(node, connect).await.map_err(|e| e.to_string())?;
-    let out = conn.exec(&node.profile.reboot_command()).await.map_err(|e| e.to_string())?;
-    conn.close().await;
-    match out.status {
-        Some(0) => Ok(()),
-        status => Err(format!(
-            "exit status {}: {}",
-            status.map(|s| s.to_string()).unwrap_or_else(|| "none".into()),
-            crate::sync::profile::strip_clixml(&String::from_utf8_lossy(&out.stderr)).trim()
-        )),
-    }
-}
-
-/// Waits until the Node is Ready and, when `old_boot` is given, runs a boot other than that one.
-async fn wait_back(cluster: &Cluster, name: &str, old_boot: Option<&str>, deadline: Instant) -> Result<(), String> {
-    loop {
-        let last = match drain::get_node(cluster, name).await {
-            Ok(Some(n)) => {
-                let (boot, ready) = (boot_id(&n), ready(&n));
-                let rebooted = old_boot.is_none_or(|old| !boot.is_empty() && boot != old);
-                if rebooted && ready {
-                    return Ok(());
-                }
-                format!("boot ID {}, Ready {}", if rebooted { "new" } else { "unchanged" }, ready)
-            }
-            Ok(None) => "the Node object is gone".into(),
-            // The API server may be briefly unreachable too; the deadline bounds the wait.
-            Err(e) => e.to_string(),
-        };
-        // Read once more at the deadline itself: the whole time-out is waited, not less.
-        let Some(left) = drain::remaining(deadline) else {
-            return Err(format!("{name} did not come back ({last})"));
-        };
-        tokio::time::sleep(NODE_POLL.min(left)).await;
-    }
-}
-
 /// Before sync replaces a running service's binary: cordon and drain the node if it is a cluster Node (`None` when
 /// the cluster has no Node of that name: nothing runs there to protect).
 pub async fn before_upgrade(
@@ -220,7 +168,7 @@ pub async fn before_upgrade(
     name: &str,
     opts: &DrainOptions,
 ) -> Result<Option<(Cordon, drain::Drained)>, String> {
-    if drain::get_node(cluster, name).await.map_err(|e| e.to_string())?.is_none() {
+    if nodes::get(cluster, name, Instant::now() + API_TIMEOUT).await.map_err(|e| e.to_string())?.is_none() {
         return Ok(None);
     }
     let cordon = drain::cordon(cluster, name, "upgrade").await.map_err(|e| e.to_string())?;
@@ -243,4 +191,10 @@ pub async fn after_upgrade(cluster: &Cluster, cordon: &Cordon, timeout: Duration
         .await
         .map_err(|why| ClusterError::Api { what: what(), why: format!("{why} (the node stays cordoned)") })?;
     drain::uncordon(cluster, cordon).await
+}
+
+/// Whether the cluster has no Node that may be this host's: none named as it, none with its address.
+pub async fn has_no_node(cluster: &Cluster, node: &Node) -> Result<bool, ClusterError> {
+    let all = cluster.list("/api/v1/nodes").await?;
+    Ok(!all.iter().any(|n| nodes::name_of(n) == node.name || nodes::addresses(n).any(|(_, a)| a == node.address)))
 }

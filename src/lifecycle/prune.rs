@@ -2,24 +2,37 @@
 //! targets (inventory, BYOH list, Machines) are deconfigured and their Node objects deleted, as WMCO does when a
 //! host's `windows-instances` entry goes (controllers/configmap_controller.go `deconfigureInstances`, then
 //! controllers.go `deconfigureInstance`: deconfigure the instance, then delete the Node; a failure keeps the Node).
-//! A Node stays with its targets when its name or any of its `status.addresses` is a target's (WMCO's
-//! `hasAssociatedInstance` matches addresses).
+//!
+//! Which Node is a target's ([`Target`]): the Node named as the target's node (the name the agent computed on the
+//! host, else the inventory's); failing that, the one Node that has the target's address (WMCO's
+//! `hasAssociatedInstance` matches addresses, for BYOH hosts known by address only). An address claims a Node
+//! only for a target that has no Node of its own name: two inventory entries reached through one address (posix
+//! staging hosts on one machine) each keep their own Node and no other. A Node that is a Windows Machine's (the
+//! Machine API's nodelink rule) is never pruned: the Machine API owns it.
 //!
 //! To reach a node that left the inventory, sync records on each Node it reached how it logged in (annotation
-//! `wmrender.dev/ssh`: user, port, and the posix root), as WMCO records the username on BYOH nodes. Everything
-//! read back from a Node is untrusted and checked by the inventory's rules before any connection.
+//! `wmrender.dev/ssh`: user, port, and the posix root), as WMCO records the username on BYOH nodes: only on the
+//! Node named as that target's node. Everything read back from a Node is untrusted and checked by the inventory's
+//! rules before any connection.
 
-use super::{Cluster, ClusterError, api_error};
+use crate::cluster::machines::{self, Machine};
+use crate::cluster::nodes::{self, addresses, name_of};
+use crate::cluster::{Cluster, ClusterError, MANAGED};
 use crate::sync::inventory::{Node, address_problem, user_problem};
-use crate::sync::node::Status;
 use crate::sync::profile::{Profile, strip_clixml};
 use crate::sync::ssh::{ConnectOptions, Connection};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use wmrender_contract::{ApplyResult, ApplyStatus};
 
-pub const MANAGED_LABEL: &str = "wmrender.dev/managed";
 pub const SSH_ANNOTATION: &str = "wmrender.dev/ssh";
+
+/// A sync target as the cluster knows it: how it is reached, and the Kubernetes name of its node.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub node: Node,
+    pub node_name: String,
+}
 
 /// How sync logged in to a node, kept on its Node object for `--prune-nodes`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,71 +79,43 @@ pub struct Pruned {
     pub deconfigure: Option<ApplyResult>,
 }
 
-fn name_of(node: &Value) -> &str {
-    node["metadata"]["name"].as_str().unwrap_or("")
-}
-
-fn addresses(node: &Value) -> impl Iterator<Item = (&str, &str)> {
-    node["status"]["addresses"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|a| Some((a["type"].as_str()?, a["address"].as_str()?)))
-}
-
-/// Whether a Node is one of the targets: by name, or by any of its addresses.
-fn is_target(node: &Value, targets: &[Node], names: &[String]) -> bool {
-    let name = name_of(node);
-    names.iter().any(|n| n == name)
-        || targets.iter().any(|t| t.name == name || addresses(node).any(|(_, a)| a == t.address))
-}
-
-/// The Nodes a label selector (URL-encoded) picks.
-async fn list_nodes(cluster: &Cluster, selector: &str) -> Result<Vec<Value>, ClusterError> {
-    let path = format!("/api/v1/nodes?labelSelector={selector}");
-    let what = format!("GET {}{path}", cluster.server.trim_end_matches('/'));
-    let request = http::Request::get(&path)
-        .body(Vec::new())
-        .map_err(|e| ClusterError::Api { what: what.clone(), why: e.to_string() })?;
-    let list: Value = cluster.client.request(request).await.map_err(|e| api_error(what, e))?;
-    Ok(list["items"].as_array().cloned().unwrap_or_default())
-}
-
-/// Records, on the Node of each target sync reached, how it logged in. Nodes not registered yet are left for a
-/// later sync; a record already right is not written again.
-pub async fn record_logins(cluster: &Cluster, reached: &[Node]) -> Result<(), ClusterError> {
-    if reached.is_empty() {
-        return Ok(());
-    }
-    // kubelet labels every node with its OS: only Windows nodes can be sync's.
-    let nodes = list_nodes(cluster, "kubernetes.io/os%3Dwindows").await?;
-    for target in reached {
-        let Some(node) = nodes.iter().find(|n| is_target(n, std::slice::from_ref(target), &[])) else { continue };
-        let value = serde_json::to_string(&Login::of(target)).unwrap_or_default();
-        if node["metadata"]["annotations"][SSH_ANNOTATION].as_str() == Some(value.as_str()) {
+/// The names of the Nodes that are the targets' (see the module's rule).
+fn claimed(all: &[Value], targets: &[Target]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for t in targets {
+        if all.iter().any(|n| name_of(n) == t.node_name) {
+            names.push(t.node_name.clone());
             continue;
         }
-        let name = name_of(node);
-        let path = format!("/api/v1/nodes/{name}");
-        let what = format!("recording how sync reached node {name} (PATCH {path})");
-        let patch = json!({ "metadata": { "annotations": { SSH_ANNOTATION: value } } });
-        let request = http::Request::patch(&path)
-            .header("content-type", "application/merge-patch+json")
-            .body(serde_json::to_vec(&patch).unwrap_or_default())
-            .map_err(|e| ClusterError::Api { what: what.clone(), why: e.to_string() })?;
-        cluster.client.request::<Value>(request).await.map_err(|e| api_error(what, e))?;
+        let by_address: Vec<&Value> =
+            all.iter().filter(|n| addresses(n).any(|(_, a)| a == t.node.address)).collect();
+        if let [one] = by_address.as_slice() {
+            names.push(name_of(one).to_string());
+        }
+    }
+    names
+}
+
+/// Records, on the Node of each target sync reached, how it logged in: on the Node named as the target's node and
+/// no other. Nodes not registered yet are left for a later sync; a record already right is not written again.
+pub async fn record_logins(cluster: &Cluster, reached: &[Target]) -> Result<(), ClusterError> {
+    for target in reached {
+        let value = serde_json::to_string(&Login::of(&target.node)).unwrap_or_default();
+        nodes::annotate(cluster, &target.node_name, SSH_ANNOTATION, &value).await?;
     }
     Ok(())
 }
 
-/// The managed Nodes that are not among the targets (nor named by a Windows Machine still settling).
-pub async fn leaving(
-    cluster: &Cluster,
-    targets: &[Node],
-    machine_nodes: &[String],
-) -> Result<Vec<Value>, ClusterError> {
-    let managed = list_nodes(cluster, &format!("{MANAGED_LABEL}%3Dtrue")).await?;
-    Ok(managed.into_iter().filter(|n| !is_target(n, targets, machine_nodes)).collect())
+/// The managed Nodes that are not the targets' (nor a Windows Machine's).
+pub async fn leaving(cluster: &Cluster, targets: &[Target], machines: &[Machine]) -> Result<Vec<Value>, ClusterError> {
+    let all = nodes::list(cluster, "kubernetes.io/os%3Dwindows").await?;
+    let mut kept = claimed(&all, targets);
+    for m in machines {
+        kept.extend(m.node_ref.iter().cloned());
+        kept.extend(machines::node_of(m, &all).map(|n| name_of(n).to_string()));
+    }
+    let managed = nodes::list(cluster, &format!("{MANAGED}%3Dtrue")).await?;
+    Ok(managed.into_iter().filter(|n| !kept.iter().any(|k| k == name_of(n))).collect())
 }
 
 /// How to reach a leaving Node: its InternalIP and the login sync recorded, each checked as inventory input.
@@ -162,7 +147,7 @@ pub fn reach(node: &Value) -> Result<Node, String> {
         }
         Some(_) => return Err(format!("the posix root in its {SSH_ANNOTATION} annotation is not an absolute path")),
     };
-    Ok(Node { name: name.to_string(), address, port: login.port, user: login.user, profile })
+    Ok(Node { name: name.to_string(), address, port: login.port, user: login.user, profile, machine: None })
 }
 
 /// Deconfigures each leaving node over SSH and deletes its Node; with `dry_run`, only says which would go.
@@ -181,7 +166,7 @@ pub async fn prune(cluster: &Cluster, leaving: &[Value], connect: &ConnectOption
         match deconfigure(node, connect).await {
             Ok(result) => {
                 report.deconfigure = Some(result);
-                match delete(cluster, node).await {
+                match nodes::delete(cluster, node).await {
                     Ok(()) => report.status = PruneStatus::Pruned,
                     Err(e) => report.error = Some(e.to_string()),
                 }
@@ -221,34 +206,10 @@ async fn deconfigure(node: &Value, connect: &ConnectOptions) -> Result<ApplyResu
     }
 }
 
-/// Deletes the Node looked at, and no other: the uid is a precondition (a Node registered again under the same
-/// name since is left alone).
-async fn delete(cluster: &Cluster, node: &Value) -> Result<(), ClusterError> {
-    let name = name_of(node);
-    let path = format!("/api/v1/nodes/{name}");
-    let what = format!("deleting node {name} (DELETE {path})");
-    let options =
-        json!({ "apiVersion": "v1", "kind": "DeleteOptions", "preconditions": { "uid": node["metadata"]["uid"] } });
-    let request = http::Request::delete(&path)
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(&options).unwrap_or_default())
-        .map_err(|e| ClusterError::Api { what: what.clone(), why: e.to_string() })?;
-    match cluster.client.request::<Value>(request).await {
-        Ok(_) => Ok(()),
-        // Gone already: what pruning wanted.
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(api_error(what, e)),
-    }
-}
-
-/// The statuses of the sync targets whose Node may be annotated: the ones sync reached and changed or found right.
-pub fn reached(status: Status) -> bool {
-    matches!(status, Status::Synced | Status::Unchanged | Status::Pending)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn node(name: &str, ip: &str, annotation: Option<&str>) -> Value {
         let mut n = json!({ "metadata": { "name": name, "uid": "u1" },
@@ -260,12 +221,28 @@ mod tests {
         n
     }
 
+    fn target(name: &str, address: &str) -> Target {
+        let node = Node {
+            name: name.into(),
+            address: address.into(),
+            port: 22,
+            user: "Administrator".into(),
+            profile: Profile::Windows,
+            machine: None,
+        };
+        Target { node, node_name: name.into() }
+    }
+
     #[test]
-    fn a_node_stays_with_its_target_by_name_or_address() {
-        let t = crate::sync::inventory::cluster_node("10.0.0.5", "10.0.0.5", "Administrator").unwrap();
-        assert!(is_target(&node("win-a", "10.0.0.5", None), std::slice::from_ref(&t), &[]));
-        assert!(!is_target(&node("win-b", "10.0.0.6", None), std::slice::from_ref(&t), &[]));
-        assert!(is_target(&node("win-b", "10.0.0.6", None), &[], &["win-b".to_string()]));
+    fn a_target_claims_the_node_of_its_name_else_the_one_node_of_its_address() {
+        let all = [node("win-a", "10.0.0.5", None), node("win-b", "10.0.0.6", None), node("x", "10.0.0.7", None)];
+        // By name; by address for a BYOH host known by its address only.
+        assert_eq!(claimed(&all, &[target("win-a", "10.9.9.9"), target("10.0.0.6", "10.0.0.6")]), ["win-a", "win-b"]);
+        // Two targets through one address: each keeps its own Node, and a third Node there is no one's.
+        let shared = [node("stays", "127.0.0.1", None), node("left", "127.0.0.1", None)];
+        assert_eq!(claimed(&shared, &[target("stays", "127.0.0.1")]), ["stays"]);
+        // An address two Nodes share claims neither.
+        assert!(claimed(&shared, &[target("new-one", "127.0.0.1")]).is_empty());
     }
 
     #[test]

@@ -1,0 +1,65 @@
+//! How a node's configuration shows on its Node object, without the operator: written by the agent with the node's
+//! own credentials (what kubelet's TLS bootstrap left in `C:\k\kubeconfig`), read by `wmrender sync`, which keeps
+//! the node tainted while it is not configured.
+//!
+//! - kubelet registers the Node with [`TAINT_KEY`] (`registerWithTaints` in the rendered kubelet configuration):
+//!   nothing is scheduled on a node before its configuration is known good;
+//! - after each pass the agent sets the condition [`CONDITION_TYPE`] in the Node's status (`True` when the pass
+//!   converged, `False` with the reason and the errors when it failed, `Unknown` while it waits) and the annotation
+//!   [`BUNDLE_ANNOTATION`] with the digest of the bundle it applied, as node-problem-detector reports on a node;
+//! - sync removes the taint once the condition is `True` for the bundle it delivered, and puts it back when the
+//!   condition turns `False`. A node may not change its own taints (the NodeRestriction admission plugin), so
+//!   only a user with rights on Nodes can untaint it.
+
+use crate::manifest::{FileKind, NodeManifest};
+use crate::path::NodePath;
+use sha2::{Digest, Sha256};
+
+/// The taint kubelet registers with and sync removes once the node is configured.
+pub const TAINT_KEY: &str = "wmrender.dev/unconfigured";
+pub const TAINT_EFFECT: &str = "NoSchedule";
+/// The Node condition the agent keeps.
+pub const CONDITION_TYPE: &str = "wmrender.dev/Configured";
+/// The Node annotation with the digest of the bundle the agent last applied.
+pub const BUNDLE_ANNOTATION: &str = "wmrender.dev/bundle";
+
+/// The condition's reasons (CamelCase, as Kubernetes condition reasons are).
+pub const REASON_CONVERGED: &str = "Converged";
+pub const REASON_FAILED: &str = "ApplyFailed";
+pub const REASON_PENDING: &str = "Pending";
+
+/// `sha256:…` of a bundle: its rendered files, by node path and content hash, in path order. The same for the
+/// files sync delivers and for the manifest it leaves on the node, so the Node's annotation can be compared with
+/// what a sync would deliver.
+pub fn bundle_digest<'a>(files: impl IntoIterator<Item = (&'a NodePath, &'a str)>) -> String {
+    let mut lines: Vec<String> = files.into_iter().map(|(p, sha)| format!("{p}\t{sha}\n")).collect();
+    lines.sort();
+    let mut h = Sha256::new();
+    for l in &lines {
+        h.update(l.as_bytes());
+    }
+    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+impl NodeManifest {
+    /// The digest of the rendered bundle this manifest says is on the node (payload and credentials left out:
+    /// they are the same for every render).
+    pub fn bundle_digest(&self) -> String {
+        bundle_digest(self.files.iter().filter(|f| f.kind == FileKind::Bundle).map(|f| (&f.path, f.sha256.as_str())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_digest_ignores_order_and_follows_content() {
+        let (a, b) = (NodePath::known(r"C:\k\a"), NodePath::known(r"C:\k\b"));
+        let one = bundle_digest([(&a, "11"), (&b, "22")]);
+        assert_eq!(one, bundle_digest([(&b, "22"), (&a, "11")]));
+        assert_ne!(one, bundle_digest([(&a, "11"), (&b, "23")]));
+        assert!(one.starts_with("sha256:") && one.len() == 7 + 64);
+    }
+}

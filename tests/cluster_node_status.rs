@@ -1,0 +1,143 @@
+//! The agent's report on its own Node (crates/node-agent/src/node_status.rs, the code the Windows agent runs) against
+//! a real kube-apiserver with the Node authorizer and the NodeRestriction admission plugin: with the credentials
+//! kubelet's TLS bootstrap gives a node, the agent may set its condition and its bundle annotation on its own Node —
+//! and nothing more: not its taints, not another Node, not a label kubelet may not set. The kubelet and the CSR
+//! signer are played (tests/support/played.rs); the CSRs are approved by the cluster's admin.
+#![cfg(feature = "cluster")]
+
+mod support;
+
+use serde_json::{Value, json};
+use std::time::Duration;
+use support::apiserver::{ControlPlane, Kube};
+use support::played::{CSRS, Kubelet, Registration, Signer};
+use wmrender_contract::node_status::{BUNDLE_ANNOTATION, CONDITION_TYPE, TAINT_EFFECT, TAINT_KEY};
+use wmrender_contract::{ApplyResult, ApplyStatus};
+use wmrender_node::node_status::{Client, report};
+
+/// Approves every pending CSR as the cluster's admin would, until `done` returns.
+fn approving<T>(admin: &Kube, done: impl FnOnce() -> T + Send) -> T
+where
+    T: Send,
+{
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let worker = s.spawn(|| {
+            let out = done();
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            out
+        });
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            for csr in admin.list(CSRS) {
+                if csr["status"]["conditions"].is_null() {
+                    let name = csr["metadata"]["name"].as_str().unwrap_or("").to_string();
+                    let mut body = csr.clone();
+                    body["status"]["conditions"] =
+                        json!([{"type": "Approved", "status": "True", "reason": "Test", "message": "by the test"}]);
+                    let _ = admin.put(&format!("{CSRS}/{name}/approval"), &body);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        worker.join().unwrap()
+    })
+}
+
+fn joined(cp: &ControlPlane, token: &str, name: &str, ip: &str) -> Kubelet {
+    let dir = cp.path(&format!("node-{name}"));
+    let kubelet = approving(cp.admin(), || Kubelet::bootstrap(cp, token, name, &dir, Duration::from_secs(30)))
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let reg = Registration {
+        addresses: vec![("InternalIP".into(), ip.into()), ("Hostname".into(), name.into())],
+        taints: vec![json!({"key": TAINT_KEY, "effect": TAINT_EFFECT})],
+        provider_id: None,
+        boot_id: "boot-1".into(),
+    };
+    approving(cp.admin(), || kubelet.register(&reg, Duration::from_secs(30))).unwrap();
+    kubelet
+}
+
+fn condition(node: &Value) -> Value {
+    node["status"]["conditions"]
+        .as_array()
+        .and_then(|l| l.iter().find(|c| c["type"] == CONDITION_TYPE))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[test]
+fn the_agent_reports_on_its_own_node_and_node_restriction_allows_nothing_more() {
+    let cp = ControlPlane::start();
+    let token = support::openshift::cluster(&cp, "None");
+    let _signer = Signer::start(&cp);
+    let a = joined(&cp, &token, "win-a", "10.0.0.5");
+    let _b = joined(&cp, &token, "win-b", "10.0.0.6");
+    let admin = cp.admin();
+
+    // A converged pass: the condition True and the bundle annotation, kubelet's Ready kept.
+    let mut result = ApplyResult {
+        status: ApplyStatus::Converged,
+        node_name: "win-a".into(),
+        bundle: "sha256:1111".into(),
+        ..Default::default()
+    };
+    assert_eq!(report(&a.kubeconfig, &result), "reported");
+    let node = admin.get("/api/v1/nodes/win-a").unwrap();
+    let c = condition(&node);
+    assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some("True"), Some("Converged")), "{node}");
+    assert_eq!(node["metadata"]["annotations"][BUNDLE_ANNOTATION], "sha256:1111");
+    assert!(node["status"]["conditions"].as_array().unwrap().iter().any(|c| c["type"] == "Ready"), "{node}");
+    let first_transition = c["lastTransitionTime"].clone();
+
+    // Nothing changed: nothing written.
+    let writes = |cp: &ControlPlane| cp.requests_by("system:node:win-a").iter().filter(|r| r.verb == "patch").count();
+    let before = writes(&cp);
+    assert_eq!(report(&a.kubeconfig, &result), "reported");
+    assert_eq!(writes(&cp), before, "an unchanged report writes nothing");
+
+    // A failed pass: False with the errors; the annotation still names the bundle last applied.
+    std::thread::sleep(Duration::from_millis(1100));
+    result.status = ApplyStatus::Failed;
+    result.errors = vec!["kube-proxy: the service stopped".into()];
+    result.bundle = "sha256:2222".into();
+    assert_eq!(report(&a.kubeconfig, &result), "reported");
+    let node = admin.get("/api/v1/nodes/win-a").unwrap();
+    let c = condition(&node);
+    assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some("False"), Some("ApplyFailed")));
+    assert_eq!(c["message"], "kube-proxy: the service stopped");
+    assert_ne!(c["lastTransitionTime"], first_transition, "the status changed: a new transition time");
+    assert_eq!(node["metadata"]["annotations"][BUNDLE_ANNOTATION], "sha256:1111");
+
+    // Every request the agent made carried its User-Agent.
+    let agent: Vec<_> = cp.requests_by("system:node:win-a").into_iter().filter(|r| r.user_agent.starts_with("wmrender-node/")).collect();
+    assert!(agent.len() >= 4, "{agent:?}");
+
+    // And nothing more, with the same credentials.
+    let node = Client::from_kubeconfig(&a.kubeconfig).unwrap();
+    let forbidden = |method: &str, path: &str, ct: &str, body: Value| {
+        let e = node.request(method, path, ct, Some(&body)).expect_err(&format!("{method} {path} must be refused"));
+        assert!(e.contains("403"), "{method} {path}: {e}");
+        e
+    };
+    let e = forbidden("PATCH", "/api/v1/nodes/win-a", "application/merge-patch+json", json!({"spec": {"taints": []}}));
+    assert!(e.contains("taints"), "{e}");
+    forbidden(
+        "PATCH",
+        "/api/v1/nodes/win-b/status",
+        "application/strategic-merge-patch+json",
+        json!({"status": {"conditions": [{"type": CONDITION_TYPE, "status": "True"}]}}),
+    );
+    forbidden("PATCH", "/api/v1/nodes/win-b", "application/merge-patch+json", json!({"metadata": {"annotations": {BUNDLE_ANNOTATION: "x"}}}));
+    let e = forbidden(
+        "PATCH",
+        "/api/v1/nodes/win-a",
+        "application/merge-patch+json",
+        json!({"metadata": {"labels": {"node-role.kubernetes.io/worker": ""}}}),
+    );
+    assert!(e.contains("labels"), "{e}");
+    let e = node.request("GET", "/api/v1/namespaces/openshift-config/secrets/pull-secret", "application/json", None);
+    assert!(e.unwrap_err().contains("403"));
+    let still = admin.get("/api/v1/nodes/win-a").unwrap();
+    let ours = json!({"key": TAINT_KEY, "effect": TAINT_EFFECT});
+    assert!(still["spec"]["taints"].as_array().unwrap().contains(&ours), "the taint stays: {still}");
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs and builds everything `cargo test --locked` needs, on a fresh Debian machine of this project's kind
+# (Rust through rustup, Go, root): the real parts the tests start and stop themselves.
+#
+# - OpenSSH (the sync tests' sshd on 127.0.0.1), containerd, a registry, skopeo, umoci and a CA (tests/e2e/mirrors.sh),
+#   GNU time (the benchmarks' peak memory);
+# - Wine, MinGW-w64 and Rust's Windows target (the node agent under Wine: tests/e2e/wine-setup.sh);
+# - kube-apiserver and etcd, built from source at pinned releases (tests/apiserver/build.sh; the cluster tests).
+#
+# Safe to run again: it installs only what is missing, and rebuilds nothing that is current.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+for tool in containerd:containerd ctr:containerd docker-registry:docker-registry skopeo:skopeo umoci:umoci \
+            openssl:openssl curl:curl ssh-keygen:openssh-client /usr/sbin/sshd:openssh-server; do
+  command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
+done
+[ -x /usr/bin/time ] || need+=(time)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
+fi
+bash tests/e2e/wine-setup.sh
+bash tests/apiserver/build.sh

@@ -1,0 +1,473 @@
+//! The controllers of a cluster that do not run beside the tests' kube-apiserver, played by the tests — here and
+//! nowhere else. Each does what the real one does, through the API as the real one's identity where that matters,
+//! and never puts an object in a state the real one cannot:
+//!
+//! - **kube-controller-manager's CSR signer** ([`Signer`]): signs an *approved* CSR of kubelet's two signers with
+//!   the cluster's CA and writes `status.certificate`, as `csrsigning` does. It never approves anything.
+//! - **the token controller** ([`bootstrap_token`]): fills the `node-bootstrapper-token` Secret OpenShift's MCO
+//!   creates with a token of its ServiceAccount (issued by the API server's TokenRequest, bound to the Secret) and
+//!   the cluster's CA; the ServiceAccount is bound to `system:node-bootstrapper` as on OpenShift.
+//! - **kubelet** ([`Kubelet`]): the TLS bootstrap (client CSR as the bootstrap token's user, the signed certificate,
+//!   a kubeconfig of its own), the Node registered as `system:node:<name>` with the taints of its configuration, its
+//!   status (addresses, boot ID, Ready), the serving CSR, and the end of evicted pods (a pod deleted with a grace
+//!   period stays until its kubelet confirms).
+//! - **the Machine API** ([`MachineApi`]): a Machine goes `Provisioning` → `Provisioned` with the instance's
+//!   addresses; its nodelink controller sets `status.nodeRef` only once a Node registered that matches it (provider
+//!   ID, then internal IP), and the phase becomes `Running`.
+//! - **the disruption controller** ([`pdb_status`]): a PodDisruptionBudget's status, which the eviction API reads.
+
+use super::apiserver::{ControlPlane, Kube};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+pub const CSRS: &str = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+pub const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+pub const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
+const TICK: Duration = Duration::from_millis(100);
+
+fn openssl(args: &[&str]) -> Vec<u8> {
+    let out = std::process::Command::new("openssl").args(args).output().expect("openssl runs");
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+/// A background loop that stops when dropped.
+pub struct Loop {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Loop {
+    fn start(mut tick: impl FnMut() + Send + 'static) -> Loop {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::SeqCst) {
+                tick();
+                std::thread::sleep(TICK);
+            }
+        });
+        Loop { stop, thread: Some(thread) }
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn approved(csr: &Value) -> bool {
+    csr["status"]["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["type"] == "Approved"))
+}
+
+/// kube-controller-manager's `csrsigning` for kubelet's signers, running until dropped.
+pub struct Signer(Loop);
+
+impl Signer {
+    pub fn start(cp: &ControlPlane) -> Signer {
+        let admin = Kube::new(&cp.path("admin.kubeconfig"));
+        let (ca, key) = (cp.path("ca.crt"), cp.path("ca.key"));
+        let work = cp.path("signer");
+        std::fs::create_dir_all(&work).expect("signer folder");
+        Signer(Loop::start(move || {
+            for csr in admin.list(CSRS) {
+                let signer = csr["spec"]["signerName"].as_str().unwrap_or("");
+                if !approved(&csr) || !csr["status"]["certificate"].is_null() {
+                    continue;
+                }
+                let usage = match signer {
+                    CLIENT_SIGNER => "clientAuth",
+                    SERVING_SIGNER => "serverAuth",
+                    _ => continue,
+                };
+                let name = csr["metadata"]["name"].as_str().unwrap_or("").to_string();
+                let Ok(request) = STANDARD.decode(csr["spec"]["request"].as_str().unwrap_or("")) else { continue };
+                let certificate = sign_request(&work, &ca, &key, &name, &request, usage);
+                let mut body = csr.clone();
+                body["status"]["certificate"] = STANDARD.encode(certificate).into();
+                let _ = admin.put(&format!("{CSRS}/{name}/status"), &body);
+            }
+        }))
+    }
+}
+
+/// Signs a PKCS#10 request with the CA, keeping its subject and subject alternative names.
+fn sign_request(work: &Path, ca: &Path, key: &Path, name: &str, request: &[u8], usage: &str) -> Vec<u8> {
+    let csr = work.join(format!("{name}.csr"));
+    let ext = work.join(format!("{name}.ext"));
+    std::fs::write(&csr, request).expect("csr");
+    // The SANs of the request, copied as the signer does.
+    let text = String::from_utf8(openssl(&["req", "-in", csr.to_str().unwrap(), "-noout", "-text"])).unwrap();
+    let san = text
+        .lines()
+        .skip_while(|l| !l.contains("Subject Alternative Name"))
+        .nth(1)
+        .map(|l| l.trim().replace("IP Address:", "IP:"))
+        .unwrap_or_default();
+    let mut extensions = format!("extendedKeyUsage={usage}\nkeyUsage=digitalSignature,keyEncipherment\n");
+    if !san.is_empty() {
+        extensions.push_str(&format!("subjectAltName={san}\n"));
+    }
+    std::fs::write(&ext, extensions).expect("extensions");
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        csr.to_str().unwrap(),
+        "-CA",
+        ca.to_str().unwrap(),
+        "-CAkey",
+        key.to_str().unwrap(),
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        ext.to_str().unwrap(),
+    ])
+}
+
+/// OpenShift's `node-bootstrapper` ServiceAccount, bound to `system:node-bootstrapper`, and its token Secret as the
+/// token controller fills it. Returns the token.
+pub fn bootstrap_token(cp: &ControlPlane) -> String {
+    let admin = cp.admin();
+    let ns = "openshift-machine-config-operator";
+    let _ = admin.create(
+        &format!("/api/v1/namespaces/{ns}/serviceaccounts"),
+        &json!({"metadata": {"name": "node-bootstrapper"}}),
+    );
+    admin.apply(
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        "system:node-bootstrapper-wmrender-rig",
+        &json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "system:node-bootstrapper-wmrender-rig"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node-bootstrapper"},
+            "subjects": [{"kind": "ServiceAccount", "name": "node-bootstrapper", "namespace": ns}],
+        }),
+    );
+    let secret = admin.apply(
+        &format!("/api/v1/namespaces/{ns}/secrets"),
+        "node-bootstrapper-token",
+        &json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+            "metadata": {"name": "node-bootstrapper-token",
+                         "annotations": {"kubernetes.io/service-account.name": "node-bootstrapper"}},
+        }),
+    );
+    let minted = admin
+        .create(
+            &format!("/api/v1/namespaces/{ns}/serviceaccounts/node-bootstrapper/token"),
+            &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                    "spec": {"expirationSeconds": 86400,
+                             "boundObjectRef": {"apiVersion": "v1", "kind": "Secret", "name": "node-bootstrapper-token",
+                                                "uid": secret["metadata"]["uid"]}}}),
+        )
+        .expect("TokenRequest for node-bootstrapper");
+    let token = minted["status"]["token"].as_str().expect("a token").to_string();
+    let mut filled = admin.get(&format!("/api/v1/namespaces/{ns}/secrets/node-bootstrapper-token")).expect("secret");
+    filled["data"] = json!({
+        "token": STANDARD.encode(&token),
+        "ca.crt": STANDARD.encode(cp.ca_pem()),
+        "namespace": STANDARD.encode(ns),
+    });
+    admin.put(&format!("/api/v1/namespaces/{ns}/secrets/node-bootstrapper-token"), &filled).expect("secret filled");
+    token
+}
+
+/// A kubeconfig for the API server with a bearer token (what the bootstrap kubeconfig is), as a kubeconfig file.
+pub fn token_kubeconfig(cp: &ControlPlane, token: &str, path: &Path) {
+    std::fs::write(
+        path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\n\
+             users:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n\
+             current-context: c\n",
+            cp.url,
+            cp.path("ca.crt").display()
+        ),
+    )
+    .expect("kubeconfig");
+}
+
+/// One node's kubelet.
+pub struct Kubelet {
+    pub name: String,
+    /// The node's credentials after the TLS bootstrap: a kubeconfig with its client certificate (key and
+    /// certificate in `pki/`), written where kubelet writes it.
+    pub kubeconfig: PathBuf,
+    pub client: Kube,
+}
+
+/// What a kubelet registers its Node with.
+#[derive(Clone, Debug, Default)]
+pub struct Registration {
+    pub addresses: Vec<(String, String)>,
+    pub taints: Vec<Value>,
+    pub provider_id: Option<String>,
+    pub boot_id: String,
+}
+
+impl Kubelet {
+    /// kubelet's TLS bootstrap with the bootstrap token: a key and a client CSR (`O=system:nodes,
+    /// CN=system:node:<name>`), posted as the token's user; waits (up to `limit`) for it to be approved and signed,
+    /// then writes the node's kubeconfig into `dir` (its `kubeconfig`, and `pki/`).
+    pub fn bootstrap(cp: &ControlPlane, token: &str, name: &str, dir: &Path, limit: Duration) -> Result<Kubelet, String> {
+        std::fs::create_dir_all(dir.join("pki")).expect("pki folder");
+        let bootstrap = dir.join("bootstrap-kubeconfig.rig");
+        token_kubeconfig(cp, token, &bootstrap);
+        let as_bootstrapper = Kube::new(&bootstrap);
+        let key = dir.join("pki/kubelet-client.key");
+        let subject = format!("/O=system:nodes/CN=system:node:{name}");
+        let request = new_request(&key, &subject, "");
+        let csr_name = format!("csr-client-{name}");
+        as_bootstrapper
+            .create(
+                CSRS,
+                &json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+                        "metadata": {"name": csr_name},
+                        "spec": {"request": STANDARD.encode(&request), "signerName": CLIENT_SIGNER,
+                                 "usages": ["digital signature", "client auth"]}}),
+            )
+            .map_err(|e| format!("the client CSR: {e}"))?;
+        let cert = wait_certificate(&as_bootstrapper, &csr_name, limit)?;
+        let cert_file = dir.join("pki/kubelet-client-current.pem");
+        std::fs::write(&cert_file, cert).expect("certificate");
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            super::apiserver::kubeconfig_text(
+                &cp.url,
+                &cp.path("ca.crt"),
+                &super::apiserver::Credentials { cert: cert_file, key },
+            ),
+        )
+        .expect("kubeconfig");
+        let client = Kube::new(&kubeconfig);
+        Ok(Kubelet { name: name.to_string(), kubeconfig, client })
+    }
+
+    /// Registers the Node as kubelet does (as `system:node:<name>`), with its status, and asks for its serving
+    /// certificate (waits up to `limit` for it).
+    pub fn register(&self, reg: &Registration, limit: Duration) -> Result<(), String> {
+        let mut spec = json!({ "taints": reg.taints });
+        if let Some(id) = &reg.provider_id {
+            spec["providerID"] = id.clone().into();
+        }
+        let node = json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": self.name, "labels": {"kubernetes.io/os": "windows", "kubernetes.io/hostname": self.name}},
+            "spec": spec,
+        });
+        match self.client.create("/api/v1/nodes", &node) {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {}
+            Err(e) => return Err(format!("registering the Node: {e}")),
+        }
+        self.report_status(reg, true)?;
+        let key = self.kubeconfig.with_file_name("pki/kubelet-server.key");
+        let san: Vec<String> = reg
+            .addresses
+            .iter()
+            .map(|(t, a)| if t == "InternalIP" || t == "ExternalIP" { format!("IP:{a}") } else { format!("DNS:{a}") })
+            .collect();
+        let request = new_request(&key, &format!("/O=system:nodes/CN=system:node:{}", self.name), &san.join(","));
+        let csr_name = format!("csr-serving-{}-{}", self.name, reg.boot_id);
+        match self.client.create(
+            CSRS,
+            &json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+                    "metadata": {"name": csr_name},
+                    "spec": {"request": STANDARD.encode(&request), "signerName": SERVING_SIGNER,
+                             "usages": ["digital signature", "server auth"]}}),
+        ) {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {}
+            Err(e) => return Err(format!("the serving CSR: {e}")),
+        }
+        wait_certificate(&self.client, &csr_name, limit).map(|_| ())
+    }
+
+    /// Node status as kubelet posts it: addresses, node info with the boot ID, and the Ready condition.
+    pub fn report_status(&self, reg: &Registration, ready: bool) -> Result<(), String> {
+        let now = now();
+        let addresses: Vec<Value> = reg.addresses.iter().map(|(t, a)| json!({"type": t, "address": a})).collect();
+        let status = json!({
+            "addresses": addresses,
+            "nodeInfo": {"bootID": reg.boot_id, "machineID": "", "systemUUID": "", "kernelVersion": "10.0.20348",
+                         "osImage": "Windows Server 2022 Datacenter", "containerRuntimeVersion": "containerd://1.7",
+                         "kubeletVersion": "v1.36.3", "kubeProxyVersion": "", "operatingSystem": "windows",
+                         "architecture": "amd64"},
+            "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" },
+                            "reason": if ready { "KubeletReady" } else { "KubeletNotReady" },
+                            "message": "", "lastHeartbeatTime": now, "lastTransitionTime": now}],
+        });
+        self.client
+            .strategic_patch(&format!("/api/v1/nodes/{}/status", self.name), &json!({"status": status}))
+            .map(|_| ())
+            .map_err(|e| format!("posting the Node's status: {e}"))
+    }
+
+    /// Ends the pods of this node that are being deleted (a pod deleted with a grace period stays until its
+    /// kubelet confirms), as kubelet does once their containers stopped; runs until dropped.
+    pub fn finish_terminating(&self) -> Loop {
+        let client = Kube::new(&self.kubeconfig);
+        let name = self.name.clone();
+        Loop::start(move || finish_terminating_once(&client, &name))
+    }
+}
+
+/// One round of [`Kubelet::finish_terminating`], with the client of the node's kubelet.
+pub fn finish_terminating_once(kubelet: &Kube, node: &str) {
+    for pod in kubelet.list(&format!("/api/v1/pods?fieldSelector=spec.nodeName%3D{node}")) {
+        if pod["metadata"]["deletionTimestamp"].is_null() {
+            continue;
+        }
+        let (ns, name) = (pod["metadata"]["namespace"].as_str().unwrap_or(""), pod["metadata"]["name"].as_str().unwrap_or(""));
+        let _ = kubelet.delete_with(
+            &format!("/api/v1/namespaces/{ns}/pods/{name}"),
+            &json!({"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+                    "preconditions": {"uid": pod["metadata"]["uid"]}}),
+        );
+    }
+}
+
+fn new_request(key: &Path, subject: &str, san: &str) -> Vec<u8> {
+    let mut args = vec![
+        "req",
+        "-new",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        key.to_str().unwrap(),
+        "-subj",
+        subject,
+    ];
+    let ext = format!("subjectAltName={san}");
+    if !san.is_empty() {
+        args.extend(["-addext", &ext]);
+    }
+    openssl(&args)
+}
+
+fn wait_certificate(client: &Kube, csr: &str, limit: Duration) -> Result<Vec<u8>, String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(c) = client.try_get(&format!("{CSRS}/{csr}"))
+            && let Some(cert) = c["status"]["certificate"].as_str()
+        {
+            return STANDARD.decode(cert).map_err(|e| e.to_string());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("CSR {csr} was not approved and signed within {limit:?}"));
+        }
+        std::thread::sleep(TICK);
+    }
+}
+
+/// `2026-11-25T15:04:05Z`.
+pub fn now() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// The Machine API for Windows Machines: creates a Machine as the MachineSet controller does and provisions it
+/// (the machine controller: `Provisioning`, then `Provisioned` with the instance's provider ID and addresses); its
+/// nodelink loop, running until dropped, sets `status.nodeRef` and phase `Running` once a matching Node registered.
+pub struct MachineApi {
+    _nodelink: Loop,
+}
+
+pub const MACHINES: &str = "/apis/machine.openshift.io/v1beta1/namespaces/openshift-machine-api/machines";
+
+impl MachineApi {
+    pub fn start(cp: &ControlPlane) -> MachineApi {
+        let admin = Kube::new(&cp.path("admin.kubeconfig"));
+        MachineApi { _nodelink: Loop::start(move || nodelink_once(&admin)) }
+    }
+
+    /// A Windows Machine whose instance is provisioned at `addresses`.
+    pub fn provision(admin: &Kube, name: &str, provider_id: &str, addresses: &[(&str, &str)]) {
+        let machine = json!({
+            "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
+            "metadata": {"name": name, "namespace": "openshift-machine-api",
+                         "labels": {"machine.openshift.io/os-id": "Windows"}},
+            "spec": {"providerID": provider_id},
+        });
+        admin.create(MACHINES, &machine).expect("Machine created");
+        let path = format!("{MACHINES}/{name}");
+        admin.set_status(&path, &json!({"phase": "Provisioning"}));
+        let addresses: Vec<Value> = addresses.iter().map(|(t, a)| json!({"type": t, "address": a})).collect();
+        admin.set_status(&path, &json!({"phase": "Provisioned", "addresses": addresses}));
+    }
+}
+
+/// One round of the nodelink controller: each Machine without a nodeRef gets the one Node that matches it.
+pub fn nodelink_once(admin: &Kube) {
+    let nodes = admin.list("/api/v1/nodes");
+    for m in admin.list(MACHINES) {
+        if !m["status"]["nodeRef"].is_null() {
+            continue;
+        }
+        let id = m["spec"]["providerID"].as_str();
+        let by_id: Vec<&Value> = nodes.iter().filter(|n| id.is_some() && n["spec"]["providerID"].as_str() == id).collect();
+        let ips: Vec<&str> = m["status"]["addresses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|a| a["type"] == "InternalIP")
+            .filter_map(|a| a["address"].as_str())
+            .collect();
+        let by_ip: Vec<&Value> = nodes
+            .iter()
+            .filter(|n| {
+                n["status"]["addresses"]
+                    .as_array()
+                    .and_then(|l| l.iter().find(|a| a["type"] == "InternalIP"))
+                    .and_then(|a| a["address"].as_str())
+                    .is_some_and(|ip| ips.contains(&ip))
+            })
+            .collect();
+        let node = match (by_id.as_slice(), by_ip.as_slice()) {
+            ([one], _) => *one,
+            ([], [one]) => *one,
+            _ => continue,
+        };
+        let name = m["metadata"]["name"].as_str().unwrap_or("");
+        let mut status = m["status"].clone();
+        status["nodeRef"] = json!({"kind": "Node", "name": node["metadata"]["name"], "uid": node["metadata"]["uid"]});
+        status["phase"] = "Running".into();
+        let _ = admin.merge_patch(&format!("{MACHINES}/{name}/status"), &json!({"status": status}));
+    }
+}
+
+/// The disruption controller's status of PodDisruptionBudget `ns/name`: `allowed` disruptions now.
+pub fn pdb_status(admin: &Kube, ns: &str, name: &str, allowed: i64, healthy: i64) {
+    let path = format!("/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/{name}");
+    let pdb = admin.get(&path).expect("the PodDisruptionBudget");
+    admin.set_status(
+        &path,
+        &json!({"observedGeneration": pdb["metadata"]["generation"], "disruptionsAllowed": allowed,
+                "currentHealthy": healthy, "desiredHealthy": healthy - allowed, "expectedPods": healthy}),
+    );
+}
