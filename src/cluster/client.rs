@@ -5,9 +5,10 @@
 //! - is bounded: by the deadline of the step it belongs to (the drain's `--drain-timeout`, the CSR wait's
 //!   `--csr-timeout`, the reboot's `--reboot-timeout`), or else by [`API_TIMEOUT`], its retries included;
 //! - is retried by wmrender alone (kube-rs's own retry layer is off: it would retry a 429 fifteen times past any
-//!   time-out the user gave), when the answer is transient — 429 Too Many Requests, 503, 504, or no answer (a
-//!   refused or dropped connection) — after 0.5 s, then 1 s, 2 s, 4 s and 5 s between tries (the server's
-//!   `Retry-After` lengthens a pause up to 5 s), never past the deadline. Any other answer is final.
+//!   time-out the user gave), when the answer is transient — 429 Too Many Requests, 503 or 504 until the deadline,
+//!   no answer at all (a refused or dropped connection) [`NO_ANSWER_ATTEMPTS`] times — after 0.5 s, then 1 s, 2 s,
+//!   4 s and 5 s between tries (the server's `Retry-After` lengthens a pause up to 5 s), never past the deadline.
+//!   Any other answer is final.
 
 use super::ClusterError;
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -20,6 +21,9 @@ pub const API_TIMEOUT: Duration = Duration::from_secs(30);
 /// The pause before the first retry; it doubles up to [`BACKOFF_MAX`].
 pub const BACKOFF_FIRST: Duration = Duration::from_millis(500);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// Tries of a request that gets no answer: enough for an API server restarting behind its load balancer, few
+/// enough that a wrong or dead address fails in seconds.
+pub const NO_ANSWER_ATTEMPTS: u32 = 3;
 
 /// `wmrender/0.1.0 (linux/x86_64)`.
 pub fn user_agent() -> String {
@@ -117,22 +121,27 @@ impl Cluster {
     ) -> Result<Value, CallError> {
         let bytes = body.as_ref().map(|b| serde_json::to_vec(b.json).unwrap_or_default());
         let mut pause = BACKOFF_FIRST;
+        let mut unanswered = 0;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let error = match self.once(&method, path, body.as_ref().map(|b| b.content_type), &bytes, left).await {
+            match self.once(&method, path, body.as_ref().map(|b| b.content_type), &bytes, left).await {
                 Ok(v) => return Ok(v),
                 Err((e, _)) if !e.transient() => return Err(e),
                 Err((e, retry_after)) => {
+                    if matches!(e, CallError::NoAnswer(_)) {
+                        unanswered += 1;
+                        if unanswered >= NO_ANSWER_ATTEMPTS {
+                            return Err(e);
+                        }
+                    }
                     let wait = pause.max(retry_after.unwrap_or_default()).min(BACKOFF_MAX);
                     if Instant::now() + wait >= deadline {
                         return Err(e);
                     }
                     tokio::time::sleep(wait).await;
                     pause = (pause * 2).min(BACKOFF_MAX);
-                    e
                 }
-            };
-            drop(error);
+            }
         }
     }
 

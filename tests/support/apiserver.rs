@@ -319,6 +319,22 @@ impl ControlPlane {
     }
 }
 
+/// The API path of an object's collection, from its apiVersion, kind and namespace (plural: the kind in lower case
+/// with `s`, `y` → `ies`, as every kind the tests seed is named).
+pub fn collection_path(object: &Value) -> String {
+    let api_version = object["apiVersion"].as_str().expect("apiVersion");
+    let kind = object["kind"].as_str().expect("kind").to_ascii_lowercase();
+    let plural = match kind.strip_suffix('y') {
+        Some(stem) => format!("{stem}ies"),
+        None => format!("{kind}s"),
+    };
+    let group = if api_version.contains('/') { format!("/apis/{api_version}") } else { format!("/api/{api_version}") };
+    match object["metadata"]["namespace"].as_str() {
+        Some(ns) => format!("{group}/namespaces/{ns}/{plural}"),
+        None => format!("{group}/{plural}"),
+    }
+}
+
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
@@ -402,15 +418,18 @@ fn issue(dir: &Path, user: &str, groups: &[&str]) -> Credentials {
     Credentials { cert: dir.join(format!("{name}.crt")), key: dir.join(format!("{name}.key")) }
 }
 
-/// A kubeconfig (YAML, as `kubectl config` writes it) for the API server at `url`.
+/// A kubeconfig (YAML, as `kubectl config` writes it) for the API server at `url`, with the CA and the credentials
+/// inline (`*-data`), so it outlives the files it was made from.
 pub fn kubeconfig_text(url: &str, ca: &Path, creds: &Credentials) -> String {
+    use base64::Engine;
+    let data = |p: &Path| base64::engine::general_purpose::STANDARD.encode(std::fs::read(p).expect("PEM file"));
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: rig\n  cluster:\n    server: {url}\n    certificate-authority: {}\n\
-         users:\n- name: user\n  user:\n    client-certificate: {}\n    client-key: {}\n\
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: rig\n  cluster:\n    server: {url}\n    certificate-authority-data: {}\n\
+         users:\n- name: user\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\n\
          contexts:\n- name: rig\n  context:\n    cluster: rig\n    user: user\ncurrent-context: rig\n",
-        ca.display(),
-        creds.cert.display(),
-        creds.key.display()
+        data(ca),
+        data(&creds.cert),
+        data(&creds.key)
     )
 }
 
@@ -524,6 +543,27 @@ impl Kube {
             }
             Err(r) => panic!("POST {path}: {r}"),
         }
+    }
+
+    /// Creates an object as `oc get -o yaml` dumped it: the server's own metadata dropped, the status written
+    /// through the status subresource afterwards (as the object's controller would). Returns its path.
+    pub fn seed(&self, object: &Value) -> String {
+        let mut object = object.clone();
+        let status = object.as_object_mut().and_then(|o| o.remove("status"));
+        if let Some(meta) = object["metadata"].as_object_mut() {
+            for k in ["uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"] {
+                meta.remove(k);
+            }
+        }
+        let collection = collection_path(&object);
+        let name = object["metadata"]["name"].as_str().expect("a name").to_string();
+        self.apply(&collection, &name, &object);
+        let path = format!("{collection}/{name}");
+        if let Some(status) = status.filter(|s| !s.is_null()) {
+            // Objects whose kind has no status subresource keep it from the create; a 404 here means that.
+            let _ = self.merge_patch(&format!("{path}/status"), &json!({ "status": status }));
+        }
+        path
     }
 
     /// Writes `status` of the object at `path` through its status subresource (as its controller does).
