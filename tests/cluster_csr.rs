@@ -242,6 +242,26 @@ fn a_label_patch_that_meets_a_concurrent_writer_is_read_and_tried_again() {
     let patches: Vec<u16> =
         cp.requests_by(WMRENDER_USER).iter().filter(|r| r.verb == "patch").map(|r| r.code).collect();
     assert_eq!(patches, [409, 409, 200]);
+
+    // A writer that never stops: a bounded number of tries, then an error that says so.
+    let failed = runtime().block_on(async {
+        let cluster = wmrender::cluster::Cluster::connect(&kubeconfig).await.unwrap();
+        wmrender::cluster::nodes::patch(&cluster, "node-00", Instant::now() + Duration::from_secs(30), |_| {
+            let n = writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let path = admin_kubeconfig.clone();
+            std::thread::spawn(move || {
+                Kube::new(&path)
+                    .merge_patch("/api/v1/nodes/node-00", &json!({"metadata": {"annotations": {"other": n.to_string()}}}))
+                    .unwrap();
+            })
+            .join()
+            .unwrap();
+            Some(json!({"metadata": {"labels": {"x": "z"}}}))
+        })
+        .await
+    });
+    let e = failed.expect_err("a Node that keeps changing");
+    assert!(e.to_string().contains("409 Conflict"), "{e}");
 }
 
 #[test]

@@ -245,8 +245,13 @@ impl ControlPlane {
     /// docs/without-operator.md lists (`wmrender-sync`, `wmrender-reboot`, `wmrender-import`), applied here as a
     /// user would apply them.
     pub fn wmrender_kubeconfig(&self, path: &Path, role: &str) {
-        super::rbac::grant(self.admin(), role, WMRENDER_USER);
-        self.write_kubeconfig(path, WMRENDER_USER, &[]);
+        self.role_kubeconfig(path, WMRENDER_USER, role);
+    }
+
+    /// A kubeconfig at `path` for `user`, holding the documented roles named `role` and nothing else.
+    pub fn role_kubeconfig(&self, path: &Path, user: &str, role: &str) {
+        super::rbac::grant(self.admin(), role, user);
+        self.write_kubeconfig(path, user, &[]);
     }
 
     /// Every request the API server completed, in order, from its audit log.
