@@ -14,6 +14,8 @@
 //! - **the Machine API** ([`MachineApi`]): a Machine goes `Provisioning` → `Provisioned` with the instance's
 //!   addresses; its nodelink controller sets `status.nodeRef` only once a Node registered that matches it (provider
 //!   ID, then internal IP), and the phase becomes `Running`.
+//! - **the node lifecycle controller** ([`NodeLifecycle`]): the `node.kubernetes.io/not-ready` taint the API server
+//!   puts on a new Node comes off once the Node is Ready (and goes back on when it is not).
 //! - **the disruption controller** ([`pdb_status`]): a PodDisruptionBudget's status, which the eviction API reads.
 
 use super::apiserver::{ControlPlane, Kube};
@@ -470,4 +472,34 @@ pub fn pdb_status(admin: &Kube, ns: &str, name: &str, allowed: i64, healthy: i64
         &json!({"observedGeneration": pdb["metadata"]["generation"], "disruptionsAllowed": allowed,
                 "currentHealthy": healthy, "desiredHealthy": healthy - allowed, "expectedPods": healthy}),
     );
+}
+
+const NOT_READY: &str = "node.kubernetes.io/not-ready";
+
+/// kube-controller-manager's node lifecycle controller, for its `not-ready` taint, running until dropped.
+pub struct NodeLifecycle(Loop);
+
+impl NodeLifecycle {
+    pub fn start(cp: &ControlPlane) -> NodeLifecycle {
+        let admin = Kube::new(&cp.path("admin.kubeconfig"));
+        NodeLifecycle(Loop::start(move || {
+            for node in admin.list("/api/v1/nodes") {
+                let ready = node["status"]["conditions"]
+                    .as_array()
+                    .is_some_and(|l| l.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+                let taints = node["spec"]["taints"].as_array().cloned().unwrap_or_default();
+                let has = taints.iter().any(|t| t["key"] == NOT_READY);
+                if ready == has {
+                    let mut kept: Vec<Value> = taints.into_iter().filter(|t| t["key"] != NOT_READY).collect();
+                    if !ready {
+                        kept.push(json!({"key": NOT_READY, "effect": "NoSchedule"}));
+                    }
+                    let name = node["metadata"]["name"].as_str().unwrap_or("");
+                    let patch = json!({"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+                                       "spec": {"taints": kept}});
+                    let _ = admin.merge_patch(&format!("/api/v1/nodes/{name}"), &patch);
+                }
+            }
+        }))
+    }
 }

@@ -1,0 +1,213 @@
+//! The whole join, end to end: a Machine-backed Windows node joins a cluster without the operator in one
+//! `wmrender sync --kubeconfig` run — first contact, the first boot's reboot, the CSRs, Ready, untainted.
+//!
+//! - **The cluster** is a real kube-apiserver with RBAC and NodeRestriction (tests/support/apiserver.rs); wmrender
+//!   runs as the user holding exactly the documented `wmrender-sync` role.
+//! - **The node** is the Wine rig (tests/support/wine.rs) behind a real sshd arranged as a Windows node's
+//!   (tests/support/wine_sshd.rs): sync pushes the bundle and the agent, the agent runs under Wine with the
+//!   rendered services in Wine's Service Control Manager, and reports on its own Node through the real API server
+//!   with the node's own credentials.
+//! - **Played** (tests/support/played.rs): the Machine API (the Machine provisioned at the Wine node's address; its
+//!   nodelink sets `nodeRef` only after the Node registered), kubelet (when the rendered kubelet service starts, its
+//!   TLS bootstrap with the bootstrap kubeconfig sync delivered, then the Node with the delivered configuration's
+//!   taints), the CSR signer, the token controller and the node lifecycle controller; the reboot (`shutdown.exe /r`
+//!   is recorded by the sshd's wrapper and the Wine machine restarted); PowerShell (the fake answers each step: the
+//!   Containers feature asks for a reboot once, the metadata step names the host).
+//!
+//! Needs root, openssh-server, Wine and the Windows target (`bash tests/setup.sh`).
+#![cfg(feature = "cluster")]
+
+mod support;
+
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use support::apiserver::{ControlPlane, WMRENDER_USER};
+use support::played::{self, Kubelet, MachineApi, NodeLifecycle, Registration, Signer};
+use support::wine::{Wine, rig};
+use support::wine_bundle::write_whole;
+use support::{code, stderr, wmrender};
+use wmrender_contract::node_status::{BUNDLE_ANNOTATION, CONDITION_TYPE, TAINT_KEY};
+use wmrender_contract::{NodePath, ServicesFile, paths};
+
+/// The name the host gives itself (AWS's metadata step): the Node's name.
+const NODE: &str = "ip-10-0-0-5.ec2.internal";
+const MACHINE: &str = "min-00000-windows-worker-us-west-2a-x7k2p";
+
+fn p(path: &Path) -> String {
+    path.to_str().unwrap().to_string()
+}
+
+/// Every step succeeds; the Containers feature asks for one reboot; the metadata step names the host.
+fn answers() -> BTreeMap<String, Vec<(String, i32)>> {
+    let ok = ("{\"ok\":true}\n".to_string(), 0);
+    let mut t = BTreeMap::new();
+    t.insert("*".to_string(), vec![ok.clone()]);
+    t.insert("containers-feature.ps1".into(), vec![("{\"ok\":true,\"rebootRequired\":true}\n".into(), 0), ok]);
+    t.insert("aws-get-hostname.ps1".into(), vec![(format!("{{\"ok\":true,\"value\":\"{}\"}}\n", NODE.to_uppercase()), 0)]);
+    t
+}
+
+/// `--payload`: the fake service at every service binary path, and the agent.
+fn payload(wine: &Wine, rendered: &Path, root: &Path) {
+    let file = rendered.join(NodePath::known(paths::SERVICES_JSON).bundle_path());
+    let services = ServicesFile::parse(&std::fs::read(file).unwrap()).unwrap();
+    let fake = std::fs::read(wine.exes.join("fake-service.exe")).unwrap();
+    for b in services.binaries() {
+        let bytes = if b.as_str().to_ascii_lowercase().ends_with(".exe") {
+            fake.clone()
+        } else {
+            format!("# payload {b}\n").into_bytes()
+        };
+        write_whole(&root.join(b.as_str().replace('\\', "/").replacen("C:/", "C/", 1)), &bytes);
+    }
+    write_whole(&root.join("C/k/wmrender/wmrender-node.exe"), &std::fs::read(wine.exes.join("wmrender-node.exe")).unwrap());
+}
+
+/// The host: its reboot when asked, then kubelet once its service starts; it gives up when `over` (sync ended).
+fn host(wine: &mut Wine, sshd_dir: &Path, cp: &ControlPlane, kubelet_dir: &Path, over: &AtomicBool) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let wait = |what: &str, done: &dyn Fn() -> bool| -> Result<(), String> {
+        while !done() {
+            if Instant::now() > deadline || over.load(Ordering::SeqCst) {
+                return Err(format!("waited in vain for {what}"));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    };
+    wait("the first boot's reboot", &|| sshd_dir.join("reboot-requested").exists())?;
+    std::fs::remove_file(sshd_dir.join("reboot-requested")).ok();
+    wine.reboot();
+    std::fs::remove_file(sshd_dir.join("rebooting")).ok();
+    wait("kubelet to start", &|| wine.service_events().iter().any(|e| e.event == "start" && e.service == "kubelet"))?;
+    // kubelet's TLS bootstrap with what sync delivered, its kubeconfig where kubelet writes it.
+    let bootstrap: Value =
+        serde_json::from_slice(&std::fs::read(wine.c(paths::BOOTSTRAP_KUBECONFIG)).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    let token = bootstrap["users"][0]["user"]["token"].as_str().unwrap_or("").to_string();
+    let config: Value = serde_json::from_slice(&std::fs::read(wine.c(r"C:\k\kubelet.conf")).unwrap()).unwrap();
+    let k = Kubelet::bootstrap(cp, &token, NODE, kubelet_dir, Duration::from_secs(120))?;
+    write_whole(&wine.c(paths::KUBECONFIG), &std::fs::read(&k.kubeconfig).unwrap());
+    let reg = Registration {
+        addresses: vec![("InternalIP".into(), "127.0.0.1".into()), ("Hostname".into(), NODE.into())],
+        taints: config["registerWithTaints"].as_array().cloned().unwrap_or_default(),
+        provider_id: None,
+        boot_id: "wine-boot-2".into(),
+    };
+    k.register(&reg, Duration::from_secs(120))
+}
+
+#[test]
+fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
+    let mut wine = rig();
+    let sshd = support::wine_sshd::start(&wine);
+    let work = tempfile::tempdir().unwrap();
+    let path = |n: &str| -> PathBuf { work.path().join(n) };
+    let cp = ControlPlane::start();
+    support::openshift::infrastructure(&cp, "AWS", &cp.url);
+    support::openshift::controller_config(&cp, &support::certificate("kubelet-ca"), &[]);
+    support::openshift::proxy(&cp, None);
+    support::openshift::pull_secret(&cp, r#"{"auths":{}}"#);
+    played::bootstrap_token(&cp);
+    cp.wmrender_kubeconfig(&path("kubeconfig"), "wmrender-sync");
+    let (_signer, _machine_api, _lifecycle) = (Signer::start(&cp), MachineApi::start(&cp), NodeLifecycle::start(&cp));
+    // The MachineSet's Machine, provisioned by the Machine API at the Wine node's address; no Node, no nodeRef.
+    MachineApi::provision(
+        cp.admin(),
+        MACHINE,
+        "aws:///us-west-2a/i-0123456789abcdef0",
+        &[("InternalIP", "127.0.0.1"), ("InternalDNS", NODE)],
+    );
+
+    let inputs = support::root().join("fixtures/aws-defaults/wmrender.yaml");
+    let o = wmrender(&["render", "-f", &p(&inputs), "-o", &p(&path("rendered"))]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    payload(&wine, &path("rendered"), &path("payload"));
+    for name in ["tls.crt", "tls.key"] {
+        std::fs::write(path(name), format!("wine rig {name}\n")).unwrap();
+    }
+    // How the rig's Wine node is reached: the Machine's address, through this sshd (port, user).
+    std::fs::write(
+        path("nodes.yaml"),
+        format!("nodes:\n- name: wine-node\n  address: 127.0.0.1\n  port: {}\n  user: root\n  profile: windows\n", sshd.port),
+    )
+    .unwrap();
+    wine.set_powershell(&answers());
+    // What the network step writes on a real node (the fake powershell runs nothing).
+    write_whole(&wine.c(r"C:\k\kube-proxy.conf"), b"kind: KubeProxyConfiguration\n");
+
+    let args: Vec<String> = vec![
+        "sync".into(),
+        "--rendered".into(),
+        p(&path("rendered")),
+        "--inventory".into(),
+        p(&path("nodes.yaml")),
+        "--identity".into(),
+        p(&sshd.path("client_ed25519")),
+        "--known-hosts".into(),
+        p(&sshd.path("known_hosts")),
+        "--payload".into(),
+        p(&path("payload")),
+        "--exporter-tls-cert".into(),
+        p(&path("tls.crt")),
+        "--exporter-tls-key".into(),
+        p(&path("tls.key")),
+        "--kubeconfig".into(),
+        p(&path("kubeconfig")),
+        "--csr-timeout".into(),
+        "180".into(),
+        "--reboot-timeout".into(),
+        "180".into(),
+        "--connect-timeout".into(),
+        "20".into(),
+        "--output".into(),
+        "json".into(),
+    ];
+    let sshd_dir = sshd.path("");
+    let over = AtomicBool::new(false);
+    let machine: &mut Wine = &mut wine;
+    let (o, played) = std::thread::scope(|s| {
+        let host = s.spawn(|| host(machine, &sshd_dir, &cp, &path("kubelet"), &over));
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = wmrender(&refs);
+        over.store(true, Ordering::SeqCst);
+        (o, host.join().unwrap())
+    });
+    let err = stderr(&o);
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    assert_eq!(code(&o), 0, "{err}\n{report}\nhost: {played:?}");
+    played.unwrap();
+
+    let n = &report["nodes"][0];
+    assert_eq!((n["status"].as_str(), n["rebooted"].as_bool()), (Some("synced"), Some(true)), "{report}");
+    assert_eq!(n["apply"]["status"], "converged", "{report}");
+    assert_eq!(n["apply"]["nodeName"], NODE);
+    assert_eq!(n["apply"]["nodeReport"], "reported", "the agent reported on its Node: {report}");
+    let approved: Vec<&str> =
+        report["cluster"]["approved"].as_array().unwrap().iter().map(|a| a["kind"].as_str().unwrap()).collect();
+    assert_eq!(approved, ["client", "serving"], "{report}");
+    assert_eq!(report["taints"]["untainted"], json!([NODE]), "{report}");
+
+    // The Node: Ready, labelled, untainted, reported configured by its agent for the bundle sync delivered.
+    let node = cp.admin().get(&format!("/api/v1/nodes/{NODE}")).expect("the Node");
+    let conditions = node["status"]["conditions"].as_array().unwrap();
+    assert!(conditions.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"), "{node}");
+    let configured = conditions.iter().find(|c| c["type"] == CONDITION_TYPE).expect("the agent's condition");
+    assert_eq!(configured["status"], "True", "{node}");
+    assert_eq!(node["metadata"]["annotations"][BUNDLE_ANNOTATION], n["apply"]["bundle"], "{node}");
+    let taints = node["spec"]["taints"].as_array().cloned().unwrap_or_default();
+    assert!(taints.iter().all(|t| t["key"] != TAINT_KEY && t["key"] != "node.kubernetes.io/not-ready"), "{node}");
+    assert_eq!(node["metadata"]["labels"]["node-role.kubernetes.io/worker"], "");
+    // The Machine API linked the Machine to its Node once the Node registered.
+    let machine = cp.admin().get(&format!("{}/{MACHINE}", played::MACHINES)).unwrap();
+    assert_eq!((machine["status"]["nodeRef"]["name"].as_str(), machine["status"]["phase"].as_str()), (Some(NODE), Some("Running")));
+    // The agent under Wine wrote with the node's identity and its own User-Agent; wmrender with its role only.
+    let agent = cp.requests_by(&format!("system:node:{NODE}"));
+    assert!(agent.iter().any(|r| r.user_agent.starts_with("wmrender-node/") && r.uri.ends_with("/status")), "{agent:?}");
+    assert!(cp.requests_by(WMRENDER_USER).iter().all(|r| r.code != 403), "the documented role was enough");
+    // No Node before the reboot: nothing was drained.
+    assert!(cp.requests_by(WMRENDER_USER).iter().all(|r| !r.uri.contains("/eviction")));
+}
