@@ -227,7 +227,10 @@ fn a_label_patch_that_meets_a_concurrent_writer_is_read_and_tried_again() {
                     let path = admin_kubeconfig.clone();
                     std::thread::spawn(move || {
                         Kube::new(&path)
-                            .merge_patch("/api/v1/nodes/node-00", &json!({"metadata": {"annotations": {"other": n.to_string()}}}))
+                            .merge_patch(
+                                "/api/v1/nodes/node-00",
+                                &json!({"metadata": {"annotations": {"other": n.to_string()}}}),
+                            )
                             .unwrap();
                     })
                     .join()
@@ -251,7 +254,10 @@ fn a_label_patch_that_meets_a_concurrent_writer_is_read_and_tried_again() {
             let path = admin_kubeconfig.clone();
             std::thread::spawn(move || {
                 Kube::new(&path)
-                    .merge_patch("/api/v1/nodes/node-00", &json!({"metadata": {"annotations": {"other": n.to_string()}}}))
+                    .merge_patch(
+                        "/api/v1/nodes/node-00",
+                        &json!({"metadata": {"annotations": {"other": n.to_string()}}}),
+                    )
                     .unwrap();
             })
             .join()

@@ -75,7 +75,10 @@ impl Rig {
             ));
             let admin = rig.cp.admin();
             admin
-                .create("/api/v1/nodes", &json!({ "metadata": { "name": name, "labels": { "kubernetes.io/os": "windows" } } }))
+                .create(
+                    "/api/v1/nodes",
+                    &json!({ "metadata": { "name": name, "labels": { "kubernetes.io/os": "windows" } } }),
+                )
                 .unwrap();
             rig.set_status(&name, Some(&format!("{name}-boot-0")), "True");
         }
@@ -225,9 +228,7 @@ impl Rig {
                                          "osImage": "", "containerRuntimeVersion": "", "kubeletVersion": "",
                                          "kubeProxyVersion": "", "operatingSystem": "windows", "architecture": "amd64" });
         }
-        self.admin()
-            .strategic_patch(&format!("/api/v1/nodes/{node}/status"), &json!({ "status": status }))
-            .unwrap();
+        self.admin().strategic_patch(&format!("/api/v1/nodes/{node}/status"), &json!({ "status": status })).unwrap();
     }
 }
 

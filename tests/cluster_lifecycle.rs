@@ -211,12 +211,14 @@ fn a_node_is_tainted_again_when_its_agent_fails_or_reports_failing_and_untainted
 
     // The agent's own report says it fails (its service's later passes): the next sync, with nothing to push,
     // taints the node.
-    rig.cp.admin().strategic_patch(
-        "/api/v1/nodes/node-00/status",
-        &json!({"status": {"conditions": [{"type": CONDITION_TYPE, "status": "False", "reason": "ApplyFailed",
+    rig.cp
+        .admin()
+        .strategic_patch(
+            "/api/v1/nodes/node-00/status",
+            &json!({"status": {"conditions": [{"type": CONDITION_TYPE, "status": "False", "reason": "ApplyFailed",
                                            "message": "kube-proxy: the service stopped"}]}}),
-    )
-    .unwrap();
+        )
+        .unwrap();
     let (rc, report, err) = rig.sync();
     assert_eq!(report["nodes"][0]["status"], "unchanged", "{report}");
     assert_eq!(rc, 3, "{err}");

@@ -109,7 +109,11 @@ fn the_agent_reports_on_its_own_node_and_node_restriction_allows_nothing_more() 
     assert_eq!(node["metadata"]["annotations"][BUNDLE_ANNOTATION], "sha256:1111");
 
     // Every request the agent made carried its User-Agent.
-    let agent: Vec<_> = cp.requests_by("system:node:win-a").into_iter().filter(|r| r.user_agent.starts_with("wmrender-node/")).collect();
+    let agent: Vec<_> = cp
+        .requests_by("system:node:win-a")
+        .into_iter()
+        .filter(|r| r.user_agent.starts_with("wmrender-node/"))
+        .collect();
     assert!(agent.len() >= 4, "{agent:?}");
 
     // And nothing more, with the same credentials.
@@ -127,7 +131,12 @@ fn the_agent_reports_on_its_own_node_and_node_restriction_allows_nothing_more() 
         "application/strategic-merge-patch+json",
         json!({"status": {"conditions": [{"type": CONDITION_TYPE, "status": "True"}]}}),
     );
-    forbidden("PATCH", "/api/v1/nodes/win-b", "application/merge-patch+json", json!({"metadata": {"annotations": {BUNDLE_ANNOTATION: "x"}}}));
+    forbidden(
+        "PATCH",
+        "/api/v1/nodes/win-b",
+        "application/merge-patch+json",
+        json!({"metadata": {"annotations": {BUNDLE_ANNOTATION: "x"}}}),
+    );
     let e = forbidden(
         "PATCH",
         "/api/v1/nodes/win-a",

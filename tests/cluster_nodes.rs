@@ -33,8 +33,11 @@ impl Rig {
         let o = wmrender(&["render", "-f", inputs.to_str().unwrap(), "-o", rig.path("rendered").to_str().unwrap()]);
         assert_eq!(code(&o), 0, "{}", stderr(&o));
         // What Argo CD would apply of the rendered cluster/: the cloud-node-manager's identity.
-        for file in ["namespace-wmrender.yaml", "clusterrole-wmrender-cloud-node-manager.yaml",
-                     "clusterrolebinding-wmrender-cloud-node-manager.yaml"] {
+        for file in [
+            "namespace-wmrender.yaml",
+            "clusterrole-wmrender-cloud-node-manager.yaml",
+            "clusterrolebinding-wmrender-cloud-node-manager.yaml",
+        ] {
             let text = std::fs::read_to_string(rig.path("rendered/cluster").join(file)).unwrap();
             rig.cp.admin().seed(&serde_saphyr::from_str(&text).unwrap());
         }
@@ -59,7 +62,8 @@ impl Rig {
 
     /// The rendered ServiceAccount, applied.
     fn service_account(&self) {
-        let text = std::fs::read_to_string(self.path("rendered/cluster/serviceaccount-cloud-node-manager.yaml")).unwrap();
+        let text =
+            std::fs::read_to_string(self.path("rendered/cluster/serviceaccount-cloud-node-manager.yaml")).unwrap();
         self.cp.admin().seed(&serde_saphyr::from_str(&text).unwrap());
     }
 
@@ -180,13 +184,8 @@ fn the_cloud_node_managers_kubeconfig_holds_a_token_minted_for_its_service_accou
     assert_eq!(server, API_INT, "the API server kubelet's bootstrap kubeconfig names");
     // The API server issued exactly this token, for exactly that ServiceAccount.
     assert_eq!(rig.token_user(&token), SA_USER);
-    let minted: Vec<String> = rig
-        .cp
-        .requests_by(WMRENDER_USER)
-        .iter()
-        .filter(|r| r.uri.ends_with("/token"))
-        .map(|r| r.to_string())
-        .collect();
+    let minted: Vec<String> =
+        rig.cp.requests_by(WMRENDER_USER).iter().filter(|r| r.uri.ends_with("/token")).map(|r| r.to_string()).collect();
     let url = "/api/v1/namespaces/wmrender/serviceaccounts/cloud-node-manager/token";
     assert_eq!(minted, [format!("create {url} 404"), format!("create {url} 201")], "one refused, one issued");
     // The secret is nowhere but on the node: not on stdout or stderr, not in a local file.
@@ -285,7 +284,8 @@ fn provisioned_windows_machines_are_targets_the_others_wait_or_are_refused() {
     assert!(err.contains("phase Provisioning"), "{err}");
     assert!(!Path::new("/tmp/pwned").exists());
     let listed = rig.cp.requests_by(WMRENDER_USER).iter().any(|r| {
-        r.verb == "list" && r.uri.starts_with("/apis/machine.openshift.io/v1beta1/namespaces/openshift-machine-api/machines")
+        r.verb == "list"
+            && r.uri.starts_with("/apis/machine.openshift.io/v1beta1/namespaces/openshift-machine-api/machines")
     });
     assert!(listed, "the Machines are listed with the documented role");
 

@@ -169,7 +169,11 @@ fn credentials_come_from_the_cluster_follow_a_rotation_and_are_never_shown() {
     assert_eq!(report["nodes"][0]["status"], "synced", "{report}");
 
     let kubeconfig: Value = serde_json::from_str(&rig.node_file("bootstrap-kubeconfig")).unwrap();
-    assert_eq!(kubeconfig["clusters"][0]["cluster"]["server"], rig.cp.url.as_str(), "the Infrastructure's apiServerInternalURI");
+    assert_eq!(
+        kubeconfig["clusters"][0]["cluster"]["server"],
+        rig.cp.url.as_str(),
+        "the Infrastructure's apiServerInternalURI"
+    );
     assert_eq!(kubeconfig["users"][0]["user"]["token"], token.as_str());
     assert_eq!(kubeconfig["current-context"], "kubelet");
     let ca_data = kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"].as_str().unwrap();

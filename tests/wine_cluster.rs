@@ -46,7 +46,10 @@ fn answers() -> BTreeMap<String, Vec<(String, i32)>> {
     let mut t = BTreeMap::new();
     t.insert("*".to_string(), vec![ok.clone()]);
     t.insert("containers-feature.ps1".into(), vec![("{\"ok\":true,\"rebootRequired\":true}\n".into(), 0), ok]);
-    t.insert("aws-get-hostname.ps1".into(), vec![(format!("{{\"ok\":true,\"value\":\"{}\"}}\n", NODE.to_uppercase()), 0)]);
+    t.insert(
+        "aws-get-hostname.ps1".into(),
+        vec![(format!("{{\"ok\":true,\"value\":\"{}\"}}\n", NODE.to_uppercase()), 0)],
+    );
     t
 }
 
@@ -63,11 +66,20 @@ fn payload(wine: &Wine, rendered: &Path, root: &Path) {
         };
         write_whole(&root.join(b.as_str().replace('\\', "/").replacen("C:/", "C/", 1)), &bytes);
     }
-    write_whole(&root.join("C/k/wmrender/wmrender-node.exe"), &std::fs::read(wine.exes.join("wmrender-node.exe")).unwrap());
+    write_whole(
+        &root.join("C/k/wmrender/wmrender-node.exe"),
+        &std::fs::read(wine.exes.join("wmrender-node.exe")).unwrap(),
+    );
 }
 
 /// The host: its reboot when asked, then kubelet once its service starts; it gives up when `over` (sync ended).
-fn host(wine: &mut Wine, sshd_dir: &Path, cp: &ControlPlane, kubelet_dir: &Path, over: &AtomicBool) -> Result<(), String> {
+fn host(
+    wine: &mut Wine,
+    sshd_dir: &Path,
+    cp: &ControlPlane,
+    kubelet_dir: &Path,
+    over: &AtomicBool,
+) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(240);
     let wait = |what: &str, done: &dyn Fn() -> bool| -> Result<(), String> {
         while !done() {
@@ -132,7 +144,10 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     // How the rig's Wine node is reached: the Machine's address, through this sshd (port, user).
     std::fs::write(
         path("nodes.yaml"),
-        format!("nodes:\n- name: wine-node\n  address: 127.0.0.1\n  port: {}\n  user: root\n  profile: windows\n", sshd.port),
+        format!(
+            "nodes:\n- name: wine-node\n  address: 127.0.0.1\n  port: {}\n  user: root\n  profile: windows\n",
+            sshd.port
+        ),
     )
     .unwrap();
     wine.set_powershell(&answers());
@@ -203,10 +218,16 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     assert_eq!(node["metadata"]["labels"]["node-role.kubernetes.io/worker"], "");
     // The Machine API linked the Machine to its Node once the Node registered.
     let machine = cp.admin().get(&format!("{}/{MACHINE}", played::MACHINES)).unwrap();
-    assert_eq!((machine["status"]["nodeRef"]["name"].as_str(), machine["status"]["phase"].as_str()), (Some(NODE), Some("Running")));
+    assert_eq!(
+        (machine["status"]["nodeRef"]["name"].as_str(), machine["status"]["phase"].as_str()),
+        (Some(NODE), Some("Running"))
+    );
     // The agent under Wine wrote with the node's identity and its own User-Agent; wmrender with its role only.
     let agent = cp.requests_by(&format!("system:node:{NODE}"));
-    assert!(agent.iter().any(|r| r.user_agent.starts_with("wmrender-node/") && r.uri.ends_with("/status")), "{agent:?}");
+    assert!(
+        agent.iter().any(|r| r.user_agent.starts_with("wmrender-node/") && r.uri.ends_with("/status")),
+        "{agent:?}"
+    );
     assert!(cp.requests_by(WMRENDER_USER).iter().all(|r| r.code != 403), "the documented role was enough");
     // No Node before the reboot: nothing was drained.
     assert!(cp.requests_by(WMRENDER_USER).iter().all(|r| !r.uri.contains("/eviction")));

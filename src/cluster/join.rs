@@ -81,7 +81,8 @@ async fn approve(cluster: &Cluster, csr: &Value, node: &str, deadline: Instant) 
 
 pub async fn run(cluster: &Cluster, expected: &[Expected], timeout: Duration) -> Result<JoinReport, ClusterError> {
     let mut report = JoinReport::default();
-    let mut state: BTreeMap<String, NodeState> = expected.iter().map(|n| (n.name.clone(), NodeState::default())).collect();
+    let mut state: BTreeMap<String, NodeState> =
+        expected.iter().map(|n| (n.name.clone(), NodeState::default())).collect();
     let mut reported: BTreeSet<String> = BTreeSet::new();
     let deadline = Instant::now() + timeout;
     let mut first = true;

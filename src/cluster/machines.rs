@@ -102,7 +102,9 @@ pub async fn list(cluster: &Cluster) -> Result<WindowsMachines, ClusterError> {
     let infra = cluster.get("/apis/config.openshift.io/v1/infrastructures/cluster").await?.unwrap_or(Value::Null);
     let platform = infra["status"]["platformStatus"]["type"].as_str().or(infra["status"]["platform"].as_str());
     let items = cluster
-        .list(&format!("/apis/machine.openshift.io/v1beta1/namespaces/{NAMESPACE}/machines?labelSelector={OS_LABEL}%3DWindows"))
+        .list(&format!(
+            "/apis/machine.openshift.io/v1beta1/namespaces/{NAMESPACE}/machines?labelSelector={OS_LABEL}%3DWindows"
+        ))
         .await?;
     Ok(WindowsMachines {
         platform: platform.unwrap_or("").to_string(),

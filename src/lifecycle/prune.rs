@@ -87,8 +87,7 @@ fn claimed(all: &[Value], targets: &[Target]) -> Vec<String> {
             names.push(t.node_name.clone());
             continue;
         }
-        let by_address: Vec<&Value> =
-            all.iter().filter(|n| addresses(n).any(|(_, a)| a == t.node.address)).collect();
+        let by_address: Vec<&Value> = all.iter().filter(|n| addresses(n).any(|(_, a)| a == t.node.address)).collect();
         if let [one] = by_address.as_slice() {
             names.push(name_of(one).to_string());
         }

@@ -5,13 +5,13 @@
 //! Without the `cluster` build feature, [`ClusterSide`] has no value, so none of it can run and `connect` says the
 //! feature is missing.
 
+use super::Rendered;
+#[cfg(feature = "cluster")]
+use super::SyncOptions;
 use super::inventory::Node;
 #[cfg(feature = "cluster")]
 use super::node::{NodeReport, Status};
 use super::secrets::{Fetched, Secrets};
-use super::Rendered;
-#[cfg(feature = "cluster")]
-use super::SyncOptions;
 use crate::error::Error;
 use serde::Serialize;
 use std::path::Path;
@@ -188,16 +188,15 @@ impl ClusterSide {
         }
         for r in reports {
             let name = r.node_name();
-            let node = match nodes::get(&self.cluster, &name, std::time::Instant::now() + crate::cluster::API_TIMEOUT)
-                .await
-            {
-                Ok(Some(n)) => n,
-                Ok(None) => continue,
-                Err(e) => {
-                    report.taints.tainted.push(Tainted { node: name, why: format!("could not be read: {e}") });
-                    continue;
-                }
-            };
+            let node =
+                match nodes::get(&self.cluster, &name, std::time::Instant::now() + crate::cluster::API_TIMEOUT).await {
+                    Ok(Some(n)) => n,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        report.taints.tainted.push(Tainted { node: name, why: format!("could not be read: {e}") });
+                        continue;
+                    }
+                };
             let agent = nodes::configured(&node);
             let failed_since = agent.as_ref().filter(|c| c.status == "False");
             let verdict = match r.status {
@@ -206,10 +205,9 @@ impl ClusterSide {
                     Some(c) => Some((true, format!("the agent reports {}: {}", c.reason, c.message))),
                     None => Some((false, String::new())),
                 },
-                Status::Failed if r.apply.is_some() || r.error.is_some() => Some((
-                    true,
-                    r.error.clone().unwrap_or_else(|| "the agent's pass failed".into()),
-                )),
+                Status::Failed if r.apply.is_some() || r.error.is_some() => {
+                    Some((true, r.error.clone().unwrap_or_else(|| "the agent's pass failed".into())))
+                }
                 _ => None,
             };
             let Some((on, why)) = verdict else { continue };
@@ -219,10 +217,10 @@ impl ClusterSide {
             match nodes::set_taint(&self.cluster, &name, on).await {
                 Ok(_) if on => report.taints.tainted.push(Tainted { node: name, why }),
                 Ok(_) => report.taints.untainted.push(name),
-                Err(e) => report.taints.tainted.push(Tainted {
-                    node: name,
-                    why: format!("the taint could not be changed: {e}"),
-                }),
+                Err(e) => report
+                    .taints
+                    .tainted
+                    .push(Tainted { node: name, why: format!("the taint could not be changed: {e}") }),
             }
         }
     }

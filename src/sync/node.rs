@@ -242,9 +242,7 @@ const REBOOT_POLL: Duration = Duration::from_secs(2);
 /// is nothing to drain): restarts the host over SSH, waits until it answers again from a new boot (`bootId` of the
 /// agent's result) within `timeout` (`--reboot-timeout`), and returns the agent's pass in that boot.
 async fn first_boot(job: &Job<'_>, old_boot: &str, timeout: Duration) -> Result<ApplyResult, SyncError> {
-    restart(job.node, job.connect)
-        .await
-        .map_err(|e| SyncError::Remote(format!("the first-boot reboot: {e}")))?;
+    restart(job.node, job.connect).await.map_err(|e| SyncError::Remote(format!("the first-boot reboot: {e}")))?;
     let deadline = Instant::now() + timeout;
     let mut last = String::from("no answer yet");
     loop {

@@ -4,11 +4,11 @@
 
 use super::error::{PullSecretProblem, SecretsError};
 pub use crate::secret::Secret;
-use wmrender_contract::paths;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use wmrender_contract::paths;
 
 /// The secret files given to `sync`, and where each goes on the node.
 #[derive(Clone, Debug, Default)]

@@ -487,9 +487,8 @@ impl Kube {
     /// GET of a non-resource path (`/readyz`): the code and the body, `None` when the server cannot be reached.
     fn raw_get(&self, path: &str) -> Option<(u16, String)> {
         let request = http::Request::get(path).body(Vec::new()).unwrap();
-        let fut = async {
-            tokio::time::timeout(Duration::from_secs(5), self.client.request_text(request)).await.ok()?.ok()
-        };
+        let fut =
+            async { tokio::time::timeout(Duration::from_secs(5), self.client.request_text(request)).await.ok()?.ok() };
         self.runtime.block_on(fut).map(|body| (200, body))
     }
 

@@ -88,7 +88,17 @@ pub fn render_to_temp(inputs: &Path) -> (tempfile::TempDir, PathBuf) {
 /// A self-signed certificate (PEM) with this common name, valid one day, made by openssl: test data.
 pub fn certificate(cn: &str) -> String {
     let out = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "/dev/null"])
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "/dev/null",
+        ])
         .args(["-days", "1", "-subj", &format!("/CN={cn}")])
         .output()
         .expect("openssl runs");

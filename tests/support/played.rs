@@ -222,7 +222,13 @@ impl Kubelet {
     /// kubelet's TLS bootstrap with the bootstrap token: a key and a client CSR (`O=system:nodes,
     /// CN=system:node:<name>`), posted as the token's user; waits (up to `limit`) for it to be approved and signed,
     /// then writes the node's kubeconfig into `dir` (its `kubeconfig`, and `pki/`).
-    pub fn bootstrap(cp: &ControlPlane, token: &str, name: &str, dir: &Path, limit: Duration) -> Result<Kubelet, String> {
+    pub fn bootstrap(
+        cp: &ControlPlane,
+        token: &str,
+        name: &str,
+        dir: &Path,
+        limit: Duration,
+    ) -> Result<Kubelet, String> {
         std::fs::create_dir_all(dir.join("pki")).expect("pki folder");
         let bootstrap = dir.join("bootstrap-kubeconfig.rig");
         token_kubeconfig(cp, token, &bootstrap);
@@ -332,7 +338,8 @@ pub fn finish_terminating_once(kubelet: &Kube, node: &str) {
         if pod["metadata"]["deletionTimestamp"].is_null() {
             continue;
         }
-        let (ns, name) = (pod["metadata"]["namespace"].as_str().unwrap_or(""), pod["metadata"]["name"].as_str().unwrap_or(""));
+        let (ns, name) =
+            (pod["metadata"]["namespace"].as_str().unwrap_or(""), pod["metadata"]["name"].as_str().unwrap_or(""));
         let _ = kubelet.delete_with(
             &format!("/api/v1/namespaces/{ns}/pods/{name}"),
             &json!({"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
@@ -432,7 +439,8 @@ pub fn nodelink_once(admin: &Kube) {
             continue;
         }
         let id = m["spec"]["providerID"].as_str();
-        let by_id: Vec<&Value> = nodes.iter().filter(|n| id.is_some() && n["spec"]["providerID"].as_str() == id).collect();
+        let by_id: Vec<&Value> =
+            nodes.iter().filter(|n| id.is_some() && n["spec"]["providerID"].as_str() == id).collect();
         let ips: Vec<&str> = m["status"]["addresses"]
             .as_array()
             .into_iter()

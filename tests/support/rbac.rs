@@ -9,7 +9,8 @@ const MARKER: &str = "<!-- rbac: the cluster tests apply this block as it is -->
 
 /// The objects of the documented block, in order.
 pub fn documented() -> Vec<Value> {
-    let doc = std::fs::read_to_string(super::root().join("docs/without-operator.md")).expect("docs/without-operator.md");
+    let doc =
+        std::fs::read_to_string(super::root().join("docs/without-operator.md")).expect("docs/without-operator.md");
     let after = doc.split_once(MARKER).unwrap_or_else(|| panic!("docs/without-operator.md has no `{MARKER}`")).1;
     let block = after
         .split_once("```yaml\n")

@@ -216,7 +216,8 @@ impl Client {
             .unwrap_or(Value::Null);
         let now = crate::log::utc_now();
         if current["status"] != status || current["reason"] != reason || current["message"] != message.as_str() {
-            let since = if current["status"] == status { current["lastTransitionTime"].clone() } else { now.clone().into() };
+            let since =
+                if current["status"] == status { current["lastTransitionTime"].clone() } else { now.clone().into() };
             let patch = json!({ "status": { "conditions": [{
                 "type": CONDITION_TYPE, "status": status, "reason": reason, "message": message,
                 "lastHeartbeatTime": now, "lastTransitionTime": since,
