@@ -460,6 +460,41 @@ fn max_unavailable_is_honoured() {
 }
 
 #[test]
+fn a_user_missing_a_permission_of_the_drain_is_refused_before_the_node_is_cordoned() {
+    let rig = Rig::new(1);
+    daemonset(&rig, "exporter");
+    rig.put(pod("exporter-x", "node-00", Some(("DaemonSet", "exporter")), json!({})));
+    rig.put(pod("web", "node-00", Some(("ReplicaSet", "web-5d9")), json!({})));
+    // The documented role without `get daemonsets`: the drain would read one only after cordoning and evicting.
+    let mut role = support::rbac::documented()
+        .into_iter()
+        .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "wmrender-reboot")
+        .unwrap();
+    role["metadata"]["name"] = "partial".into();
+    role["rules"].as_array_mut().unwrap().retain(|r| r["resources"] != json!(["daemonsets"]));
+    rig.admin().create("/apis/rbac.authorization.k8s.io/v1/clusterroles", &role).unwrap();
+    rig.admin()
+        .create(
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            &json!({"metadata": {"name": "partial"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "partial"},
+                    "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": REBOOT_USER}]}),
+        )
+        .unwrap();
+    rig.admin()
+        .delete(&format!("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/wmrender-reboot-{REBOOT_USER}"))
+        .unwrap();
+    let ((rc, report, err), kubelets) = rig.with_kubelets(&[], || rig.reboot(&["node-00"], &[]));
+    assert_eq!(rc, 3, "{err}");
+    assert_eq!(outcomes(&report), [("node-00".to_string(), "failed".to_string())]);
+    assert!(err.contains("may not get daemonsets.apps") && err.contains("wmrender-reboot"), "{err}");
+    let node = rig.node("node-00");
+    assert!(node["spec"]["unschedulable"].is_null(), "not cordoned: {node}");
+    assert!(rig.calls("/eviction").is_empty() && kubelets.reboots.is_empty());
+    assert!(rig.pod("web").is_some());
+}
+
+#[test]
 fn the_drain_time_out_bounds_the_evictions_of_a_budget_that_never_allows_one() {
     let rig = Rig::new(1);
     rig.put(pod("web", "node-00", Some(("ReplicaSet", "web-5d9")), json!({})));

@@ -6,6 +6,8 @@
 //! [`ClusterError`] is compiled with or without the feature, so a build without it can say which command needs it.
 
 #[cfg(feature = "cluster")]
+pub mod access;
+#[cfg(feature = "cluster")]
 pub mod client;
 #[cfg(feature = "cluster")]
 pub mod credentials;

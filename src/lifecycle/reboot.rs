@@ -6,6 +6,7 @@
 //!
 //! Binary upgrades by `sync` use the same cordon and drain ([`before_upgrade`], [`after_upgrade`]).
 
+use crate::cluster::access;
 use crate::cluster::drain::{self, Cordon, DrainError, DrainOptions};
 use crate::cluster::nodes::{self, boot_id, wait_back};
 use crate::cluster::{API_TIMEOUT, Cluster, ClusterError};
@@ -119,6 +120,10 @@ pub async fn reboot_node(cluster: &Cluster, node: &Node, opts: &RebootOptions) -
         r.error = Some(e);
         r
     };
+    // A permission missing half way would leave the node cordoned and some pods evicted.
+    if let Err(e) = access::require(cluster, &access::DRAIN, "rebooting a node", "wmrender-reboot").await {
+        return failed(report, Outcome::Failed, e.to_string());
+    }
     let before = match nodes::get(cluster, &node.name, Instant::now() + API_TIMEOUT).await {
         Ok(Some(n)) => boot_id(&n).to_string(),
         Ok(None) => return failed(report, Outcome::Failed, format!("the cluster has no Node named {}", node.name)),
@@ -171,6 +176,9 @@ pub async fn before_upgrade(
     if nodes::get(cluster, name, Instant::now() + API_TIMEOUT).await.map_err(|e| e.to_string())?.is_none() {
         return Ok(None);
     }
+    access::require(cluster, &access::DRAIN, "draining a node for an upgrade", "wmrender-sync")
+        .await
+        .map_err(|e| e.to_string())?;
     let cordon = drain::cordon(cluster, name, "upgrade").await.map_err(|e| e.to_string())?;
     match drain::drain(cluster, name, opts).await {
         Ok(drained) => Ok(Some((cordon, drained))),
