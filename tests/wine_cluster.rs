@@ -197,6 +197,7 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     played.unwrap();
 
     let n = &report["nodes"][0];
+    assert_eq!(n["machine"], MACHINE, "the inventory says how to reach the Machine's instance: {report}");
     assert_eq!((n["status"].as_str(), n["rebooted"].as_bool()), (Some("synced"), Some(true)), "{report}");
     assert_eq!(n["apply"]["status"], "converged", "{report}");
     assert_eq!(n["apply"]["nodeName"], NODE);

@@ -36,6 +36,9 @@ pub enum Status {
 pub struct NodeReport {
     pub name: String,
     pub address: String,
+    /// The Windows Machine whose instance this is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
     pub status: Status,
     pub added: Vec<String>,
     pub changed: Vec<String>,
@@ -103,6 +106,7 @@ impl NodeReport {
         NodeReport {
             name: node.name.clone(),
             address: node.address.clone(),
+            machine: node.machine.clone(),
             status,
             added: vec![],
             changed: vec![],
