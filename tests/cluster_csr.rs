@@ -17,15 +17,7 @@ use wmrender::cluster::csr::{BOOTSTRAPPER, CLIENT_SIGNER, Expected, Kind, SERVIN
 
 /// A PEM CSR for `subject` (openssl's `/O=…/CN=…` form) with `san` (e.g. `DNS:a,IP:1.2.3.4`) if not empty.
 fn request(subject: &str, san: &str) -> Vec<u8> {
-    let mut cmd = std::process::Command::new("openssl");
-    cmd.args(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "/dev/null"]);
-    cmd.args(["-subj", subject]);
-    if !san.is_empty() {
-        cmd.args(["-addext", &format!("subjectAltName={san}")]);
-    }
-    let out = cmd.output().expect("openssl runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    out.stdout
+    support::request(std::path::Path::new("/dev/null"), subject, san)
 }
 
 const CLIENT_USAGES: [&str; 3] = ["digital signature", "key encipherment", "client auth"];
@@ -218,23 +210,24 @@ fn a_label_patch_that_meets_a_concurrent_writer_is_read_and_tried_again() {
     // resourceVersion makes the API server refuse the patch (409), and wmrender reads again.
     let writes = std::sync::atomic::AtomicUsize::new(0);
     let admin_kubeconfig = cp.path("admin.kubeconfig");
+    // The other writer, from a thread of its own (the patch's closure runs inside wmrender's async runtime).
+    let write_between = |n: usize| {
+        let path = admin_kubeconfig.clone();
+        std::thread::spawn(move || {
+            Kube::new(&path)
+                .merge_patch("/api/v1/nodes/node-00", &json!({"metadata": {"annotations": {"other": n.to_string()}}}))
+                .unwrap();
+        })
+        .join()
+        .unwrap();
+    };
     let patched = runtime()
         .block_on(async {
             let cluster = wmrender::cluster::Cluster::connect(&kubeconfig).await?;
             wmrender::cluster::nodes::patch(&cluster, "node-00", Instant::now() + Duration::from_secs(30), |_| {
                 let n = writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 if n < 2 {
-                    let path = admin_kubeconfig.clone();
-                    std::thread::spawn(move || {
-                        Kube::new(&path)
-                            .merge_patch(
-                                "/api/v1/nodes/node-00",
-                                &json!({"metadata": {"annotations": {"other": n.to_string()}}}),
-                            )
-                            .unwrap();
-                    })
-                    .join()
-                    .unwrap();
+                    write_between(n);
                 }
                 Some(json!({"metadata": {"labels": {"x": "y"}}}))
             })
@@ -250,18 +243,7 @@ fn a_label_patch_that_meets_a_concurrent_writer_is_read_and_tried_again() {
     let failed = runtime().block_on(async {
         let cluster = wmrender::cluster::Cluster::connect(&kubeconfig).await.unwrap();
         wmrender::cluster::nodes::patch(&cluster, "node-00", Instant::now() + Duration::from_secs(30), |_| {
-            let n = writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let path = admin_kubeconfig.clone();
-            std::thread::spawn(move || {
-                Kube::new(&path)
-                    .merge_patch(
-                        "/api/v1/nodes/node-00",
-                        &json!({"metadata": {"annotations": {"other": n.to_string()}}}),
-                    )
-                    .unwrap();
-            })
-            .join()
-            .unwrap();
+            write_between(writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
             Some(json!({"metadata": {"labels": {"x": "z"}}}))
         })
         .await

@@ -134,18 +134,21 @@ fn first_internal_ip(node: &Value) -> Option<&str> {
     node["status"]["addresses"].as_array()?.iter().find(|a| a["type"] == "InternalIP")?["address"].as_str()
 }
 
+/// A Machine as read, for tests: named, in `phase`, at `addresses` (a JSON list of `{type, address}`).
+#[cfg(test)]
+pub(crate) fn test_machine(name: &str, phase: Option<&str>, addresses: Value) -> Machine {
+    let mut m = serde_json::json!({ "metadata": { "name": name }, "status": { "addresses": addresses } });
+    if let Some(p) = phase {
+        m["status"]["phase"] = p.into();
+    }
+    Machine::from_object(&m)
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_machine as machine;
     use super::*;
     use serde_json::json;
-
-    fn machine(name: &str, phase: Option<&str>, addresses: Value) -> Machine {
-        let mut m = json!({ "metadata": { "name": name }, "status": { "addresses": addresses } });
-        if let Some(p) = phase {
-            m["status"]["phase"] = p.into();
-        }
-        Machine::from_object(&m)
-    }
 
     #[test]
     fn internal_ipv4_then_internal_dns_is_the_address() {

@@ -48,15 +48,8 @@ pub fn targets(found: WindowsMachines) -> Found {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{Value, json};
-
-    fn machine(name: &str, phase: Option<&str>, addresses: Value) -> Machine {
-        let mut m = json!({ "metadata": { "name": name }, "status": { "addresses": addresses } });
-        if let Some(p) = phase {
-            m["status"]["phase"] = p.into();
-        }
-        Machine::from_object(&m)
-    }
+    use crate::cluster::machines::test_machine as machine;
+    use serde_json::json;
 
     #[test]
     fn provisioned_machines_become_targets_the_others_wait_or_are_refused() {

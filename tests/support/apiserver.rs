@@ -56,11 +56,6 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").expect("a free port on 127.0.0.1").local_addr().expect("its address").port()
 }
 
-fn openssl(args: &[&str]) {
-    let out = Command::new("openssl").args(args).output().expect("openssl runs");
-    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
 /// Starts a process that dies with the thread that started it (a test that panics or is killed leaves no server
 /// behind), its output in `log`.
 fn spawn(program: &Path, args: &[String], log: &Path) -> Child {
@@ -114,26 +109,11 @@ impl ControlPlane {
         let p = |name: &str| d.join(name).to_string_lossy().into_owned();
         // One CA: it signs the API server's serving certificate, every client certificate (users, and the nodes'
         // certificates that the played CSR signer issues) and is the CA kubelets and wmrender trust.
-        openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &p("ca.key"),
-            "-out",
-            &p("ca.crt"),
-            "-days",
-            "2",
-            "-subj",
-            "/CN=wmrender-test-rig-ca",
-        ]);
+        let ca = super::self_signed(&d.join("ca.key"), "/CN=wmrender-test-rig-ca", 2);
+        std::fs::write(d.join("ca.crt"), ca).expect("ca.crt");
         sign(&d, "serving", "/CN=kube-apiserver", "serverAuth", "IP:127.0.0.1,DNS:localhost,IP:10.96.0.1");
-        openssl(&["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", &p("sa.key")]);
-        openssl(&["pkey", "-in", &p("sa.key"), "-pubout", "-out", &p("sa.pub")]);
+        super::openssl(&["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", &p("sa.key")]);
+        super::openssl(&["pkey", "-in", &p("sa.key"), "-pubout", "-out", &p("sa.pub")]);
         std::fs::write(d.join("audit-policy.yaml"), AUDIT_POLICY).expect("audit policy");
 
         let mut last_log = String::new();
@@ -372,46 +352,31 @@ impl std::fmt::Display for Audit {
 /// Signs a certificate `name.crt` (key `name.key`) with the rig's CA.
 fn sign(dir: &Path, name: &str, subject: &str, usage: &str, san: &str) {
     let p = |n: &str| dir.join(n).to_string_lossy().into_owned();
-    let key = p(&format!("{name}.key"));
     let csr = p(&format!("{name}.csr"));
-    openssl(&[
-        "req",
-        "-new",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        &key,
-        "-out",
-        &csr,
-        "-subj",
-        subject,
-    ]);
+    std::fs::write(&csr, super::request(&dir.join(format!("{name}.key")), subject, "")).expect("csr");
     let mut ext = format!("extendedKeyUsage={usage}\n");
     if !san.is_empty() {
         ext.push_str(&format!("subjectAltName={san}\n"));
     }
     let ext_file = p(&format!("{name}.ext"));
     std::fs::write(&ext_file, ext).expect("extensions");
-    openssl(&[
+    let ca = (p("ca.crt"), p("ca.key"));
+    let cert = super::openssl(&[
         "x509",
         "-req",
         "-in",
         &csr,
         "-CA",
-        &p("ca.crt"),
+        &ca.0,
         "-CAkey",
-        &p("ca.key"),
+        &ca.1,
         "-CAcreateserial",
         "-days",
         "1",
         "-extfile",
         &ext_file,
-        "-out",
-        &p(&format!("{name}.crt")),
     ]);
+    std::fs::write(p(&format!("{name}.crt")), cert).expect("certificate");
 }
 
 /// A client certificate for `user` in `groups`.

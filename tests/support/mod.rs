@@ -85,23 +85,39 @@ pub fn render_to_temp(inputs: &Path) -> (tempfile::TempDir, PathBuf) {
     (tmp, out)
 }
 
-/// A self-signed certificate (PEM) with this common name, valid one day, made by openssl: test data.
+/// Runs openssl; its stdout.
+pub fn openssl(args: &[&str]) -> Vec<u8> {
+    let out = Command::new("openssl").args(args).output().expect("openssl runs");
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+/// `openssl req` with a new P-256 key written to `key`: the rest of the arguments follow.
+fn new_key_request(key: &Path, rest: &[&str]) -> Vec<u8> {
+    let key = key.to_str().expect("UTF-8 path");
+    let mut args = vec!["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key];
+    args.extend_from_slice(rest);
+    openssl(&args)
+}
+
+/// A self-signed certificate (PEM) for `subject` (`/CN=…`), its new key written to `key`, valid `days`.
+pub fn self_signed(key: &Path, subject: &str, days: u32) -> String {
+    let days = days.to_string();
+    String::from_utf8(new_key_request(key, &["-x509", "-days", &days, "-subj", subject])).expect("PEM")
+}
+
+/// A certificate signing request (PEM) for `subject` (`/O=…/CN=…`) with `san` (e.g. `DNS:a,IP:1.2.3.4`, none if
+/// empty), its new key written to `key`.
+pub fn request(key: &Path, subject: &str, san: &str) -> Vec<u8> {
+    let ext = format!("subjectAltName={san}");
+    let mut rest = vec!["-new", "-subj", subject];
+    if !san.is_empty() {
+        rest.extend(["-addext", ext.as_str()]);
+    }
+    new_key_request(key, &rest)
+}
+
+/// A self-signed certificate (PEM) with this common name, valid one day: test data.
 pub fn certificate(cn: &str) -> String {
-    let out = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "/dev/null",
-        ])
-        .args(["-days", "1", "-subj", &format!("/CN={cn}")])
-        .output()
-        .expect("openssl runs");
-    assert!(out.status.success());
-    String::from_utf8(out.stdout).expect("PEM")
+    self_signed(Path::new("/dev/null"), &format!("/CN={cn}"), 1)
 }

@@ -19,6 +19,7 @@
 //! - **the disruption controller** ([`pdb_status`]): a PodDisruptionBudget's status, which the eviction API reads.
 
 use super::apiserver::{ControlPlane, Kube};
+use super::{openssl, request};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
@@ -31,12 +32,6 @@ pub const CSRS: &str = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 pub const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 pub const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
 const TICK: Duration = Duration::from_millis(100);
-
-fn openssl(args: &[&str]) -> Vec<u8> {
-    let out = std::process::Command::new("openssl").args(args).output().expect("openssl runs");
-    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    out.stdout
-}
 
 /// A background loop that stops when dropped.
 pub struct Loop {
@@ -235,7 +230,7 @@ impl Kubelet {
         let as_bootstrapper = Kube::new(&bootstrap);
         let key = dir.join("pki/kubelet-client.key");
         let subject = format!("/O=system:nodes/CN=system:node:{name}");
-        let request = new_request(&key, &subject, "");
+        let request = request(&key, &subject, "");
         let csr_name = format!("csr-client-{name}");
         as_bootstrapper
             .create(
@@ -287,7 +282,7 @@ impl Kubelet {
             .iter()
             .map(|(t, a)| if t == "InternalIP" || t == "ExternalIP" { format!("IP:{a}") } else { format!("DNS:{a}") })
             .collect();
-        let request = new_request(&key, &format!("/O=system:nodes/CN=system:node:{}", self.name), &san.join(","));
+        let request = request(&key, &format!("/O=system:nodes/CN=system:node:{}", self.name), &san.join(","));
         let csr_name = format!("csr-serving-{}-{}", self.name, reg.boot_id);
         match self.client.create(
             CSRS,
@@ -348,27 +343,6 @@ pub fn finish_terminating_once(kubelet: &Kube, node: &str) {
     }
 }
 
-fn new_request(key: &Path, subject: &str, san: &str) -> Vec<u8> {
-    let mut args = vec![
-        "req",
-        "-new",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        key.to_str().unwrap(),
-        "-subj",
-        subject,
-    ];
-    let ext = format!("subjectAltName={san}");
-    if !san.is_empty() {
-        args.extend(["-addext", &ext]);
-    }
-    openssl(&args)
-}
-
 fn wait_certificate(client: &Kube, csr: &str, limit: Duration) -> Result<Vec<u8>, String> {
     let deadline = Instant::now() + limit;
     loop {
@@ -384,20 +358,9 @@ fn wait_certificate(client: &Kube, csr: &str, limit: Duration) -> Result<Vec<u8>
     }
 }
 
-/// `2026-11-25T15:04:05Z`.
+/// `2026-11-25T15:04:05Z`, now.
 pub fn now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    wmrender_node::log::utc_now()
 }
 
 /// The Machine API for Windows Machines: creates a Machine as the MachineSet controller does and provisions it
