@@ -225,3 +225,17 @@ fn a_node_is_tainted_again_when_its_agent_fails_or_reports_failing_and_untainted
     assert!(err.contains("kube-proxy: the service stopped"), "{err}");
     assert!(ours_tainted(&rig.node()));
 }
+
+#[test]
+fn a_host_that_joined_before_is_never_rebooted_without_a_drain_even_when_the_cluster_has_no_node_for_it() {
+    let rig = Rig::new();
+    // kubelet's credentials are there (an earlier join; its Node may be named or addressed otherwise), and the
+    // agent asks for a reboot: that is for `--reboot` or `wmrender reboot` (cordon, drain), not the first boot's.
+    std::fs::create_dir_all(rig.path("node-00/C/k")).unwrap();
+    std::fs::write(rig.path("node-00/C/k/kubeconfig"), "apiVersion: v1\nkind: Config\n").unwrap();
+    std::fs::write(rig.path("node-00/reboot-pending"), "").unwrap();
+    let (_, report, err) = rig.sync();
+    let n = &report["nodes"][0];
+    assert_eq!((n["rebootRequired"].as_bool(), n["rebooted"].as_bool()), (Some(true), None), "{err}\n{report}");
+    assert!(!rig.path("node-00/reboot-requested").exists(), "not rebooted");
+}

@@ -15,6 +15,8 @@ use super::secrets::{Fetched, Secrets};
 use crate::error::Error;
 use serde::Serialize;
 use std::path::Path;
+#[cfg(feature = "cluster")]
+use wmrender_contract::ApplyStatus;
 
 /// What the cluster side did, for the report: merged into its top level (`machines`, `pruned`, `cluster`).
 #[cfg(feature = "cluster")]
@@ -205,7 +207,8 @@ impl ClusterSide {
                     Some(c) => Some((true, format!("the agent reports {}: {}", c.reason, c.message))),
                     None => Some((false, String::new())),
                 },
-                Status::Failed if r.apply.is_some() || r.error.is_some() => {
+                // The agent's pass failed (not: the node could not be reached, which says nothing of its state).
+                Status::Failed if r.apply.as_ref().is_some_and(|a| a.status == ApplyStatus::Failed) => {
                     Some((true, r.error.clone().unwrap_or_else(|| "the agent's pass failed".into())))
                 }
                 _ => None,

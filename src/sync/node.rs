@@ -12,7 +12,7 @@ use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
-use wmrender_contract::paths::{AGENT_EXE, NODE_MANIFEST};
+use wmrender_contract::paths::{AGENT_EXE, KUBECONFIG, NODE_MANIFEST};
 use wmrender_contract::{ApplyResult, ApplyStatus, NodeManifest, NodePath, STAGED_SUFFIX, ServicesFile, TEMP_SUFFIX};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -198,7 +198,10 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
     report.evicted = held.as_ref().map(|h| h.evicted.clone()).unwrap_or_default();
     report.bytes_sent = push(profile, &conn, &sftp, &on_node, &changes).await?;
     let mut result = apply(&conn, profile).await?;
+    // A host that holds kubelet's credentials joined before: whatever the cluster says, pods may run there.
     if result.reboot_required
+        && result.status != ApplyStatus::Failed
+        && sftp.read_if_exists(&profile.sftp_path(&NodePath::known(KUBECONFIG))).await?.is_none()
         && let Some(timeout) = job.guard.first_boot_reboot(job.node).await?
     {
         result = first_boot(job, &result.boot_id, timeout).await?;
@@ -216,8 +219,10 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
             report.status = Status::Synced;
         }
         ApplyStatus::Pending => report.status = Status::Pending,
-        // apply() turns a failed result into an error; kept as one here too rather than trusted.
-        ApplyStatus::Failed => return Err(SyncError::Apply("the agent's pass failed".into())),
+        ApplyStatus::Failed => {
+            let why = report.apply.as_ref().map(failure).unwrap_or_default();
+            return Err(SyncError::Apply(why));
+        }
     }
     job.guard.after_upgrade(held).await?;
     conn.close().await;
@@ -393,24 +398,33 @@ async fn replace(
     Ok(sent)
 }
 
-/// Runs the apply step and reads its result line. A failed apply is an error; a pending one is a result.
+/// Runs the apply step and reads its result line: converged, pending or failed. No result line is an error.
 async fn apply(conn: &Connection, profile: &Profile) -> Result<ApplyResult, SyncError> {
     let out = conn.exec(&profile.apply_command()).await?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = strip_clixml(&String::from_utf8_lossy(&out.stderr));
     match ApplyResult::from_stdout(&stdout) {
-        Some(r) if r.status == ApplyStatus::Failed || !r.errors.is_empty() => {
-            let mut why = r.errors.join("; ");
-            if !r.missing.is_empty() {
-                why = format!("{why} (missing on the node: {})", r.missing.join(", "));
+        Some(mut r) => {
+            // Errors make a pass failed whatever its status says.
+            if !r.errors.is_empty() {
+                r.status = ApplyStatus::Failed;
             }
-            Err(SyncError::Apply(why.trim().to_string()))
+            Ok(r)
         }
-        Some(r) => Ok(r),
         None => Err(SyncError::Apply(format!(
             "no result line (exit status {}): {}",
             out.status.map(|s| s.to_string()).unwrap_or_else(|| "none".into()),
             stderr.trim()
         ))),
     }
+}
+
+/// Why a failed pass failed, as the agent said.
+fn failure(r: &ApplyResult) -> String {
+    let mut why = r.errors.join("; ");
+    if !r.missing.is_empty() {
+        why = format!("{why} (missing on the node: {})", r.missing.join(", "));
+    }
+    let why = why.trim();
+    if why.is_empty() { "the agent's pass failed".into() } else { why.to_string() }
 }
