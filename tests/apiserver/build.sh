@@ -4,8 +4,9 @@
 # for its binaries, $KUBEBUILDER_ASSETS (default: target/kube-assets of this checkout), and does nothing when they
 # are already there for this go.mod, go.sum and etcd/main.go. Needs Go (see go.mod) and the Go module proxy.
 #
-# First build about 7 minutes on 2 cores (downloading about 400 modules); with Go's module and build caches
-# kept (~/go/pkg/mod, ~/.cache/go-build), a rebuild after a pin change takes well under a minute.
+# The first build took 4 min 51 s on a busy 2-core machine with empty Go caches (325 CPU-seconds, the modules
+# downloaded); with Go's module and build caches kept (~/go/pkg/mod, ~/.cache/go-build) linking them again takes
+# about 8 s, and a pin change recompiles only what changed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
