@@ -274,10 +274,12 @@ struct Run {
 }
 
 impl Run {
-    /// One node's sync, told to the progress display.
-    async fn sync_node(&self, node: &Node) -> NodeReport {
+    /// One node's sync, told to the progress display unless it is a node's second sync of the run (its
+    /// line is there already).
+    async fn sync_node(&self, node: &Node, announce: bool) -> NodeReport {
         let opts = &self.opts;
-        if let Some(p) = &opts.progress {
+        let progress = opts.progress.as_ref().filter(|_| announce);
+        if let Some(p) = progress {
             p.started(node);
         }
         let job = Job {
@@ -291,7 +293,7 @@ impl Run {
             guard: &self.guard,
         };
         let report = node::sync(job).await;
-        if let Some(p) = &opts.progress {
+        if let Some(p) = progress {
             p.finished(&report);
         }
         report
@@ -320,7 +322,7 @@ async fn rollout(run: &Arc<Run>, nodes: &[Node]) -> Result<Vec<NodeReport>, Erro
         let (stop, run) = (stop.clone(), run.clone());
         tasks.spawn(async move {
             let _slot = slot;
-            let report = run.sync_node(&node).await;
+            let report = run.sync_node(&node, true).await;
             if report.status == Status::Failed {
                 stop.store(true, Ordering::SeqCst);
             }
@@ -350,7 +352,7 @@ async fn after_sync(
     let joined = side.join(nodes, reports, opts, &mut report).await?;
     for (node, r) in nodes.iter().zip(reports.iter_mut()) {
         if r.status == Status::Pending && !r.reboot_required && joined.contains(&r.node_name()) {
-            let again = run.sync_node(node).await;
+            let again = run.sync_node(node, false).await;
             r.merge_later(again);
         }
     }
