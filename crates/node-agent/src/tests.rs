@@ -217,12 +217,19 @@ fn first_pass_creates_every_service_and_starts_them_in_dependency_order() {
 fn a_second_pass_changes_nothing() {
     let mut node = Node::new().converged();
     let r = node.apply();
+    // The pass says which boot it ran in, the bundle it converged to, and (the fake's kubeconfig being no real
+    // one) that it reported nothing on a Node.
+    assert_eq!((r.boot_id.as_str(), r.bundle.len()), ("boot-1", "sha256:".len() + 64), "{r:#?}");
+    assert!(r.node_report.starts_with("not reported: "), "{r:#?}");
     assert_eq!(
         r,
         ApplyResult {
             status: ApplyStatus::Converged,
             node_name: "win-node-1".into(),
             node_ip: "10.0.0.5".into(),
+            boot_id: r.boot_id.clone(),
+            bundle: r.bundle.clone(),
+            node_report: r.node_report.clone(),
             ..ApplyResult::default()
         }
     );
