@@ -117,7 +117,8 @@ fn kubelet_after_reboot(rig: &Rig, deadline: Instant) -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    // The reboot: the pending flag goes, a new boot begins.
+    // The reboot: every SSH connection is cut, the pending flag goes, a new boot begins.
+    rig.sshd.drop_connections();
     std::thread::sleep(Duration::from_millis(500));
     std::fs::remove_file(root.join("reboot-pending")).ok();
     std::fs::remove_file(root.join("reboot-requested")).ok();

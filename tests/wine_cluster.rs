@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use support::apiserver::{ControlPlane, WMRENDER_USER};
 use support::played::{self, Kubelet, MachineApi, NodeLifecycle, Registration, Signer};
+use support::sshd::Sshd;
 use support::wine::{Wine, rig};
 use support::wine_bundle::write_whole;
 use support::{code, stderr, wmrender};
@@ -72,14 +73,10 @@ fn payload(wine: &Wine, rendered: &Path, root: &Path) {
     );
 }
 
-/// The host: its reboot when asked, then kubelet once its service starts; it gives up when `over` (sync ended).
-fn host(
-    wine: &mut Wine,
-    sshd_dir: &Path,
-    cp: &ControlPlane,
-    kubelet_dir: &Path,
-    over: &AtomicBool,
-) -> Result<(), String> {
+/// The host: its reboot when asked (every SSH connection cut, as a host going down cuts them), then kubelet once
+/// its service starts; it gives up when `over` (sync ended).
+fn host(wine: &mut Wine, sshd: &Sshd, cp: &ControlPlane, kubelet_dir: &Path, over: &AtomicBool) -> Result<(), String> {
+    let sshd_dir = sshd.path("");
     let deadline = Instant::now() + Duration::from_secs(240);
     let wait = |what: &str, done: &dyn Fn() -> bool| -> Result<(), String> {
         while !done() {
@@ -92,6 +89,7 @@ fn host(
     };
     wait("the first boot's reboot", &|| sshd_dir.join("reboot-requested").exists())?;
     std::fs::remove_file(sshd_dir.join("reboot-requested")).ok();
+    sshd.drop_connections();
     wine.reboot();
     std::fs::remove_file(sshd_dir.join("rebooting")).ok();
     wait("kubelet to start", &|| wine.service_events().iter().any(|e| e.event == "start" && e.service == "kubelet"))?;
@@ -181,11 +179,10 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
         "--output".into(),
         "json".into(),
     ];
-    let sshd_dir = sshd.path("");
     let over = AtomicBool::new(false);
     let machine: &mut Wine = &mut wine;
     let (o, played) = std::thread::scope(|s| {
-        let host = s.spawn(|| host(machine, &sshd_dir, &cp, &path("kubelet"), &over));
+        let host = s.spawn(|| host(machine, &sshd, &cp, &path("kubelet"), &over));
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         let o = wmrender(&refs);
         over.store(true, Ordering::SeqCst);

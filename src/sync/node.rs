@@ -154,8 +154,8 @@ fn strings(paths: &[NodePath]) -> Vec<String> {
 
 async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
     let profile = &job.node.profile;
-    let conn = Connection::open(job.node, job.connect).await?;
-    let sftp = conn.sftp().await?;
+    let mut conn = Connection::open(job.node, job.connect).await?;
+    let mut sftp = conn.sftp().await?;
     let manifest_path = NodePath::known(NODE_MANIFEST);
     let on_node = match sftp.read_if_exists(&profile.sftp_path(&manifest_path)).await? {
         Some(bytes) => NodeManifest::parse(&bytes).map_err(|e| {
@@ -204,8 +204,12 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
         && sftp.read_if_exists(&profile.sftp_path(&NodePath::known(KUBECONFIG))).await?.is_none()
         && let Some(timeout) = job.guard.first_boot_reboot(job.node).await?
     {
+        conn.close().await;
         result = first_boot(job, &result.boot_id, timeout).await?;
         report.rebooted = true;
+        // The restart cut the connection: the rest of the sync goes over a new one.
+        conn = Connection::open(job.node, job.connect).await?;
+        sftp = conn.sftp().await?;
     }
     report.restarted = result.restarted.clone();
     report.created = result.created.clone();

@@ -150,6 +150,20 @@ impl Sshd {
         path
     }
 
+    /// Cuts every open connection, as a host going down does: each connection's own sshd process (a child of the
+    /// listening one) is killed; the server goes on listening.
+    pub fn drop_connections(&self) {
+        let master = self.child.id().to_string();
+        for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            // `pid (comm) state ppid …`: the parent pid is the second field after the command name.
+            let parent = stat.rsplit_once(") ").and_then(|(_, rest)| rest.split(' ').nth(1));
+            if parent == Some(master.as_str()) {
+                let _ = Command::new("kill").args(["-KILL", &entry.file_name().to_string_lossy()]).status();
+            }
+        }
+    }
+
     /// sshd's log so far (LogLevel VERBOSE): accepted and refused keys, connections.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.path("sshd.log")).unwrap_or_default()
