@@ -59,23 +59,17 @@ pub fn objects_from_dir(dir: &Path) -> Result<Vec<Value>, Error> {
             }
             _ => Error::io(format!("reading {}", f.display()), e),
         })?;
-        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).map_err(|_| {
-            // Say what is wrong in wmrender's words, at its place.
-            let file: std::sync::Arc<str> = std::sync::Arc::from(f.display().to_string());
+        // Read as every other YAML wmrender reads (comments, tags and aliases alike); a syntax error is bad input,
+        // said in wmrender's words at its place.
+        let file: std::sync::Arc<str> = std::sync::Arc::from(f.display().to_string());
+        let text: std::sync::Arc<str> = std::sync::Arc::from(text.as_str());
+        let docs = crate::inputs::yaml::parse_all(&file, &text).map_err(|d| {
             let mut diags = crate::diagnostics::Diagnostics::default();
-            let text: std::sync::Arc<str> = std::sync::Arc::from(text.as_str());
             diags.add_source(&file, &text);
-            if let Err(d) = crate::inputs::yaml::parse_all(&file, &text) {
-                diags.push(d);
-            } else {
-                diags.push(crate::diagnostics::Diagnostic::error(
-                    &crate::diagnostics::Loc::file_only(&file),
-                    "",
-                    "the file holds YAML that cannot be read as Kubernetes objects",
-                ));
-            }
+            diags.push(d);
             Error::Invalid(diags)
         })?;
+        let docs: Vec<Value> = docs.iter().map(json).collect();
         for doc in docs {
             if doc["kind"] == "List" {
                 out.extend(doc["items"].as_array().cloned().unwrap_or_default());
@@ -85,6 +79,32 @@ pub fn objects_from_dir(dir: &Path) -> Result<Vec<Value>, Error> {
         }
     }
     Ok(out)
+}
+
+/// A dumped object as JSON, the form import reads objects in (also what `--kubeconfig` fetches). A tagged value
+/// counts as what it tags: `oc get` writes no tags, and import only copies plain fields.
+fn json(node: &crate::inputs::yaml::Node) -> Value {
+    use crate::inputs::yaml::Value as Y;
+    fn of(value: &Y) -> Value {
+        match value {
+            Y::Null => Value::Null,
+            Y::Bool(b, _) => Value::Bool(*b),
+            Y::Int(i, _) => Value::from(*i),
+            Y::Float(f, _) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
+            Y::Str(s) => Value::String(s.clone()),
+            Y::Seq(items) => Value::Array(items.iter().map(|i| of(&i.value)).collect()),
+            // A key given twice keeps its first value, as the inputs' readers report it.
+            Y::Map(entries) => {
+                let mut object = serde_json::Map::new();
+                for (k, v) in entries {
+                    object.entry(k.name.to_string()).or_insert_with(|| of(&v.value));
+                }
+                Value::Object(object)
+            }
+            Y::Tagged(t) => of(&t.value),
+        }
+    }
+    of(&node.value)
 }
 
 fn find<'a>(objs: &'a [Value], group: &str, kind: &str) -> Option<&'a Value> {
