@@ -52,20 +52,18 @@ pub fn objects_from_dir(dir: &Path) -> Result<Vec<Value>, Error> {
     }
     let mut out = Vec::new();
     for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|e| match e.kind() {
-            // A dump that is not text is bad input, like any other malformed file the user hands over.
-            std::io::ErrorKind::InvalidData => {
-                Error::Usage(format!("{} is not UTF-8 text; give `oc get -o yaml` output (YAML or JSON)", f.display()))
-            }
-            _ => Error::io(format!("reading {}", f.display()), e),
-        })?;
-        // Read as every other YAML wmrender reads (comments, tags and aliases alike); a syntax error is bad input,
-        // said in wmrender's words at its place.
+        // Read as every other YAML wmrender reads (comments, tags and aliases alike); a dump that is not text or
+        // not YAML is bad input, said in wmrender's words at its place.
         let file: std::sync::Arc<str> = std::sync::Arc::from(f.display().to_string());
-        let text: std::sync::Arc<str> = std::sync::Arc::from(text.as_str());
+        let mut diags = crate::diagnostics::Diagnostics::default();
+        let bytes = std::fs::read(&f).map_err(|e| Error::io(format!("reading {}", f.display()), e))?;
+        let text = crate::inputs::yaml::utf8_text(&file, bytes, &mut diags).map_err(|e| {
+            let mut diags = diags.clone();
+            diags.push(e.diagnostic(&f.display().to_string(), &Loc::file_only(&file), ""));
+            Error::Invalid(diags)
+        })?;
         let docs = crate::inputs::yaml::parse_all(&file, &text).map_err(|d| {
-            let mut diags = crate::diagnostics::Diagnostics::default();
-            diags.add_source(&file, &text);
+            let mut diags = diags.clone();
             diags.push(d);
             Error::Invalid(diags)
         })?;

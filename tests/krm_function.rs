@@ -181,3 +181,40 @@ fn messages_are_placed_in_the_users_file_only_inside_the_repository() {
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     assert!(stderr(&o).contains("pkg/wmrender.yaml:12:"), "{}", stderr(&o));
 }
+
+/// A ResourceList that is not UTF-8 is bad input like any other (exit 2), answered with a ResourceList whose
+/// results entry says where the first bad byte is.
+#[test]
+fn a_resource_list_that_is_not_text_is_refused_with_a_result() {
+    let l = Layout::new();
+    let mut input = resource_list(INPUTS, &[]).into_bytes();
+    let at = input.windows(13).position(|w| w == b"Administrator").unwrap();
+    input[at] = 0xff;
+    let o = krm_in(&l.repo(), &input);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    let out: serde_json::Value = serde_saphyr::from_slice(&o.stdout).expect("a ResourceList on stdout");
+    assert_eq!(out["kind"], "ResourceList");
+    let message = out["results"][0]["message"].as_str().unwrap_or_default();
+    assert!(out["results"][0]["severity"] == "error" && message.contains("not UTF-8"), "{out}");
+    assert!(message.starts_with("line 16, column 17:"), "{message}");
+    assert!(stderr(&o).contains("<ResourceList on stdin>:16:17"), "{}", stderr(&o));
+}
+
+/// Old Mac line endings (`\r` alone) and Windows ones are line endings: the ResourceList comes back with one
+/// `items` key holding the render, and the rest as it came.
+#[test]
+fn line_endings_of_every_kind_give_one_items_key() {
+    let l = Layout::new();
+    for eol in ["\r", "\r\n"] {
+        let input = resource_list(INPUTS, &[]).replace('\n', eol);
+        let o = krm_in(&l.repo(), input.as_bytes());
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let out = String::from_utf8(o.stdout).unwrap();
+        let keys: Vec<&str> = out.split(['\n', '\r']).filter(|l| l.starts_with("items")).collect();
+        assert_eq!(keys, ["items:"], "{out:?}");
+        let list: serde_json::Value = serde_saphyr::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+        assert!(list["items"].as_array().is_some_and(|i| !i.is_empty()), "{out:?}");
+        assert_eq!(list["functionConfig"]["metadata"]["name"], "krm-hostile");
+        assert!(out.starts_with(&format!("apiVersion: config.kubernetes.io/v1{eol}kind: ResourceList{eol}")));
+    }
+}

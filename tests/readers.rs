@@ -96,6 +96,18 @@ impl Scratch {
         child.wait_with_output().expect("wmrender's output")
     }
 
+    /// The file a reader reads, as its messages name it.
+    fn file(&self, reader: Reader) -> &'static str {
+        match reader {
+            Reader::Inputs => "wmrender.yaml",
+            Reader::MirrorFile => "idms.yaml",
+            Reader::KrmStdin => "<ResourceList on stdin>",
+            Reader::KrmConfig => "generator.yaml",
+            Reader::Inventory => "nodes.yaml",
+            Reader::ImportDump => "infrastructure.yaml",
+        }
+    }
+
     /// The reader's valid document, as text.
     fn valid(&self, reader: Reader) -> String {
         match reader {
@@ -235,4 +247,74 @@ fn krm_passes_foreign_items_through_whatever_their_tags() {
         assert!(out.contains(item), "not passed through byte for byte:\n{item}\n--- output ---\n{out}");
     }
     assert!(out.contains("name: windows-instances"), "the render is added:\n{out}");
+}
+
+/// Every reader refuses a text that is not UTF-8 as bad input (exit 2), naming its file and the line and column of
+/// the first byte that is not, never "stream did not contain valid UTF-8".
+#[test]
+fn text_that_is_not_utf8_is_placed_at_its_first_bad_byte_in_every_reader() {
+    let s = Scratch::new();
+    for reader in READERS {
+        let valid = s.valid(reader);
+        // The third line's value gets a byte that no UTF-8 character starts with.
+        let mut lines: Vec<Vec<u8>> = valid.lines().map(|l| l.as_bytes().to_vec()).collect();
+        let line = (2..lines.len()).find(|&i| lines[i].windows(2).any(|w| w == b": ")).unwrap();
+        let column = lines[line].windows(2).position(|w| w == b": ").unwrap() + 3;
+        lines[line].insert(column - 1, 0xff);
+        let text: Vec<u8> = lines.join(&b'\n').into_iter().chain([b'\n']).collect();
+        let o = s.read(reader, &text);
+        let err = stderr(&o);
+        assert_eq!(code(&o), 2, "{reader:?}: {err}");
+        let at = format!(":{}:{}", line + 1, column);
+        let placed = err.lines().any(|l| l.contains("--> ") && l.contains(s.file(reader)) && l.ends_with(&at));
+        assert!(placed, "{reader:?}: not placed at {} line {} column {column}:\n{err}", s.file(reader), line + 1);
+        assert!(err.contains("is not UTF-8 text") && !err.contains("stream did not"), "{reader:?}: {err}");
+    }
+}
+
+/// An empty or blank inputs file is refused at its first line.
+#[test]
+fn an_empty_inputs_file_is_refused_at_its_first_line() {
+    let s = Scratch::new();
+    for text in ["", "\n\n  \n"] {
+        let o = s.read(Reader::Inputs, text.as_bytes());
+        assert_eq!(code(&o), 2, "{}", stderr(&o));
+        assert!(stderr(&o).contains("wmrender.yaml:1:1") && stderr(&o).contains("empty"), "{}", stderr(&o));
+    }
+}
+
+/// A name given to several inventory nodes is one error, at the line of its second entry, listing the others:
+/// not one copy per duplicate, and never without a line.
+#[test]
+fn a_duplicate_inventory_name_is_one_error_at_its_line() {
+    let s = Scratch::new();
+    let mut inventory = String::from("nodes:\n");
+    for i in 0..3000 {
+        inventory.push_str(&format!("- name: same\n  address: 10.0.{}.{}\n", i / 250, i % 250));
+    }
+    inventory.push_str("- name: other\n  address: 10.9.0.1\n- name: other\n  address: 10.9.0.2\n");
+    let o = s.read(Reader::Inventory, inventory.as_bytes());
+    let err = stderr(&o);
+    assert_eq!(code(&o), 2, "{err}");
+    assert_eq!(err.matches("error:").count(), 2, "{err}");
+    assert!(err.contains("nodes.yaml:4:3") && err.contains("node name `same` is given to 3000 nodes"), "{err}");
+    assert!(err.contains("nodes.yaml:6004:3") && err.contains("(lines 6002, 6004)"), "{err}");
+}
+
+/// "No nodes to sync" says which files were asked for nodes.
+#[test]
+fn no_nodes_to_sync_names_the_files() {
+    let s = Scratch::new();
+    // With the operator, WMCO configures the BYOH hosts: the render gives sync no node.
+    let inputs = format!("{INPUTS}  operator:\n    install: true\n");
+    std::fs::write(s.path("wmrender.yaml"), inputs).unwrap();
+    let o = s.run(&["render", "-f", "wmrender.yaml", "-o", "rendered"], None);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = s.read(Reader::Inventory, b"nodes: []\n");
+    let err = stderr(&o);
+    assert_eq!(code(&o), 2, "{err}");
+    assert!(
+        err.contains("no nodes to sync") && err.contains("rendered") && err.contains("nodes.yaml lists none"),
+        "{err}"
+    );
 }

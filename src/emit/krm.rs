@@ -114,6 +114,20 @@ impl ConfigOrigin {
     }
 }
 
+/// Runs the function on the bytes of stdin: a ResourceList that is not UTF-8 text is refused like any other that
+/// cannot be read, with a results entry at its first bad byte.
+pub fn run_bytes(input: Vec<u8>, cwd: &Path) -> Outcome {
+    let file: Arc<str> = Arc::from(STDIN);
+    let mut diags = Diagnostics::default();
+    match yaml::utf8_text(&file, input, &mut diags) {
+        Ok(text) => run(&text, cwd),
+        Err(e) => {
+            diags.push(e.diagnostic("the ResourceList", &Loc::file_only(&file), ""));
+            refuse(diags)
+        }
+    }
+}
+
 /// Runs the function on one ResourceList, in the working directory `cwd`. The repository it may read from is
 /// the one `cwd` is in: kpt and kustomize run the function there, and nothing in the input can move it.
 pub fn run(input: &str, cwd: &Path) -> Outcome {

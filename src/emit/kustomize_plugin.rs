@@ -21,11 +21,7 @@ pub fn run(config: &Path, cwd: &Path) -> Result<(String, Diagnostics), Diagnosti
     let text = match yaml::read_source(config, &shown, &mut diags) {
         Ok(t) => t,
         Err(e) => {
-            diags.push(Diagnostic::error(
-                &Loc::file_only(&shown),
-                "",
-                format!("cannot read the generator config: {e}"),
-            ));
+            diags.push(e.diagnostic("the generator config", &Loc::file_only(&shown), ""));
             return Err(diags);
         }
     };

@@ -145,7 +145,7 @@ impl<'t> ResourceListText<'t> {
 /// Appends a section, ending it with a newline if the input's last line had none.
 fn push_section(out: &mut String, section: &str) {
     out.push_str(section);
-    if !section.is_empty() && !section.ends_with('\n') {
+    if !section.is_empty() && !section.ends_with(['\n', '\r']) {
         out.push('\n');
     }
 }
@@ -167,8 +167,18 @@ pub fn as_list_item(doc: &str, indent: usize) -> String {
     out
 }
 
+/// Where each line starts, lines ending as YAML ends them: `\r\n`, `\r` or `\n` (the parser's line numbers count
+/// a lone `\r` too, as old Mac files have it).
 fn line_starts(text: &str) -> Vec<usize> {
-    std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect()
+    let bytes = text.as_bytes();
+    let mut starts = vec![0];
+    for (i, &b) in bytes.iter().enumerate() {
+        let ends = b == b'\n' || (b == b'\r' && bytes.get(i + 1) != Some(&b'\n'));
+        if ends {
+            starts.push(i + 1);
+        }
+    }
+    starts
 }
 
 /// Cuts the section of a `items:` key holding a block sequence into its entries.
@@ -255,6 +265,23 @@ mod tests {
         let text = "kind: ResourceList\nitems: []\n";
         let rl = ResourceListText::cut(text, &parse(text)).unwrap();
         assert_eq!(rl.rebuild(&|_| true, &[], ""), text);
+    }
+
+    /// Lines ending in `\r` alone or in `\r\n` are lines: each key is cut at its own line, so an `items: []`
+    /// that gets items is replaced, never written twice.
+    #[test]
+    fn old_mac_and_windows_line_endings() {
+        for eol in ["\r", "\r\n"] {
+            let text = ["kind: ResourceList", "items: []", "functionConfig:", "  k: v", ""].join(eol);
+            let rl = ResourceListText::cut(&text, &parse(&text)).unwrap();
+            let out = rl.rebuild(&|_| true, &["a: 1\n".into()], "");
+            assert_eq!(out.matches("items").count(), 1, "{out:?}");
+            assert_eq!(out, format!("kind: ResourceList{eol}items:\n- a: 1\nfunctionConfig:{eol}  k: v{eol}"));
+            let text = ["kind: ResourceList", "items:", "- a: 1", "  b: 2", "- c: 3", ""].join(eol);
+            let rl = ResourceListText::cut(&text, &parse(&text)).unwrap();
+            assert_eq!(rl.item(1), Some(format!("- c: 3{eol}").as_str()));
+            assert_eq!(rl.rebuild(&|i| i == 1, &[], ""), format!("kind: ResourceList{eol}items:{eol}- c: 3{eol}"));
+        }
     }
 
     #[test]

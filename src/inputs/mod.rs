@@ -38,16 +38,14 @@ pub fn load(path: &Path) -> Result<Loaded, Diagnostics> {
     let mut diags = Diagnostics::default();
     let text = match yaml::read_source(path, &file, &mut diags) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-            return Err(one(Diagnostic::error(&Loc::file_only(&file), "", "the inputs file is not UTF-8 text")));
+        Err(e @ yaml::NotRead::NotUtf8 { .. }) => {
+            diags.push(e.diagnostic("the inputs file", &Loc::file_only(&file), ""));
+            return Err(diags);
         }
         Err(e) => {
-            return Err(one(Diagnostic::error(
-                &Loc::file_only(&file),
-                "",
-                format!("cannot read the inputs file: {e}"),
-            )
-            .hint("pass the inputs with -f PATH (default: wmrender.yaml in the current directory)")));
+            return Err(one(e
+                .diagnostic("the inputs file", &Loc::file_only(&file), "")
+                .hint("pass the inputs with -f PATH (default: wmrender.yaml in the current directory)")));
         }
     };
     load_text(path, &file, &text, diags)
@@ -55,9 +53,10 @@ pub fn load(path: &Path) -> Result<Loaded, Diagnostics> {
 
 fn load_text(path: &Path, file: &Arc<str>, text: &Arc<str>, mut diags: Diagnostics) -> Result<Loaded, Diagnostics> {
     if text.trim().is_empty() {
+        // At its first line: where the document should start.
+        let start = Loc { file: file.clone(), line: 1, column: 1 };
         diags.push(
-            Diagnostic::error(&Loc::file_only(file), "", "the inputs file is empty")
-                .expected("a ClusterInputs document"),
+            Diagnostic::error(&start, "(document)", "the inputs file is empty").expected("a ClusterInputs document"),
         );
         return Err(diags);
     }

@@ -118,12 +118,67 @@ impl<'a> OddWholeNumber<'a> {
     }
 }
 
+/// Why a file could not be read as text.
+#[derive(Debug)]
+pub enum NotRead {
+    Io(std::io::Error),
+    /// Not UTF-8: where the first byte that is not part of a UTF-8 character is, and that byte.
+    NotUtf8 {
+        at: Loc,
+        byte: u8,
+    },
+}
+
+impl NotRead {
+    /// The diagnostic, for a file described as `what` ("the inventory", "`mirrors/idms.yaml`"): a file that cannot
+    /// be opened is named as a whole (`at` a file-level place, or the field that names it); one that is not text
+    /// at the line and column of its first bad byte.
+    pub fn diagnostic(&self, what: &str, at: &Loc, field: &str) -> Diagnostic {
+        match self {
+            NotRead::Io(e) => {
+                Diagnostic::error(at, field, format!("cannot read {what}: {}", crate::error::io_reason(e)))
+            }
+            NotRead::NotUtf8 { at, byte } => not_utf8(at, what, *byte),
+        }
+    }
+}
+
+/// `what` is not UTF-8 text: the diagnostic at the first byte that is not.
+pub fn not_utf8(at: &Loc, what: &str, byte: u8) -> Diagnostic {
+    Diagnostic::error(
+        at,
+        "",
+        format!("{what} is not UTF-8 text: the byte 0x{byte:02x} here is not part of a UTF-8 character"),
+    )
+    .expected("UTF-8 text (YAML and JSON files are)")
+    .hint("save the file as UTF-8; a file from Windows may be UTF-16, which `iconv -f UTF-16 -t UTF-8` converts")
+}
+
+/// `bytes` as text, or where the first byte that is not UTF-8 is (line and column, as the text before it counts
+/// them). The file's text, made readable, is registered with `diags` either way, so the message shows the line.
+pub fn utf8_text(file: &Arc<str>, bytes: Vec<u8>, diags: &mut Diagnostics) -> Result<Arc<str>, NotRead> {
+    match String::from_utf8(bytes) {
+        Ok(text) => {
+            let text: Arc<str> = Arc::from(text);
+            diags.add_source(file, &text);
+            Ok(text)
+        }
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let bytes = e.into_bytes();
+            let before = std::str::from_utf8(&bytes[..valid]).unwrap_or_default();
+            let line = before.matches('\n').count() as u32 + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u32 + 1;
+            diags.add_source(file, &Arc::from(String::from_utf8_lossy(&bytes).as_ref()));
+            Err(NotRead::NotUtf8 { at: Loc { file: file.clone(), line, column }, byte: bytes[valid] })
+        }
+    }
+}
+
 /// Reads a UTF-8 file and registers its text with `diags`, so diagnostics pointing into it show the offending
-/// line. The caller words the error: it knows what the file is for.
-pub fn read_source(path: &std::path::Path, shown: &Arc<str>, diags: &mut Diagnostics) -> std::io::Result<Arc<str>> {
-    let text: Arc<str> = Arc::from(std::fs::read_to_string(path)?);
-    diags.add_source(shown, &text);
-    Ok(text)
+/// line. The caller words the error ([`NotRead::diagnostic`]): it knows what the file is for.
+pub fn read_source(path: &std::path::Path, shown: &Arc<str>, diags: &mut Diagnostics) -> Result<Arc<str>, NotRead> {
+    utf8_text(shown, std::fs::read(path).map_err(NotRead::Io)?, diags)
 }
 
 /// Parses one YAML document. A syntax error comes back as a diagnostic pointing at the offending place.

@@ -113,11 +113,13 @@ pub fn cluster_node(name: &str, address: &str, user: &str) -> Result<Node, Refus
 pub fn load(path: &Path) -> Result<Vec<Node>, Diagnostics> {
     let file: Arc<str> = Arc::from(path.display().to_string());
     let mut diags = Diagnostics::default();
-    let text = yaml::read_source(path, &file, &mut diags).map_err(|e| {
-        let mut d = Diagnostics::default();
-        d.push(Diagnostic::error(&Loc::file_only(&file), "", format!("cannot read the inventory: {e}")));
-        d
-    })?;
+    let text = match yaml::read_source(path, &file, &mut diags) {
+        Ok(text) => text,
+        Err(e) => {
+            diags.push(e.diagnostic("the inventory", &Loc::file_only(&file), ""));
+            return Err(diags);
+        }
+    };
     let root = match yaml::parse(&file, &text) {
         Ok(n) => n,
         Err(e) => {
@@ -130,8 +132,10 @@ pub fn load(path: &Path) -> Result<Vec<Node>, Diagnostics> {
         if let Some(list) = f.node("nodes") {
             if let yaml::Value::Seq(items) = list.value {
                 for (i, item) in items.into_iter().enumerate() {
-                    if let Some(n) = node(item, &format!("nodes[{i}]"), &mut diags) {
-                        nodes.push(n);
+                    let field = format!("nodes[{i}]");
+                    let at = Located { value: (), loc: item.loc.clone(), field: field.as_str().into() };
+                    if let Some(n) = node(item, &field, &mut diags) {
+                        nodes.push((n, at));
                     }
                 }
             } else {
@@ -140,16 +144,36 @@ pub fn load(path: &Path) -> Result<Vec<Node>, Diagnostics> {
         }
         f.finish(&mut diags);
     }
-    let mut seen = std::collections::BTreeSet::new();
-    for n in &nodes {
-        if !seen.insert(n.name.clone()) {
-            diags.push(
-                Diagnostic::error(&Loc::file_only(&file), "nodes", format!("node name `{}` is used twice", n.name))
-                    .hint("give each node a unique `name`"),
-            );
+    duplicate_names(&nodes, &mut diags);
+    if diags.has_errors() { Err(diags) } else { Ok(nodes.into_iter().map(|(n, _)| n).collect()) }
+}
+
+/// One error per name given to more than one node, at its second entry, with where the others are.
+fn duplicate_names(nodes: &[(Node, Located<()>)], diags: &mut Diagnostics) {
+    let mut by_name: std::collections::HashMap<&str, Vec<&Located<()>>> = std::collections::HashMap::new();
+    let mut order = Vec::new();
+    for (node, at) in nodes {
+        let places = by_name.entry(&node.name).or_default();
+        if places.len() == 1 {
+            order.push(node.name.as_str());
         }
+        places.push(at);
     }
-    if diags.has_errors() { Err(diags) } else { Ok(nodes) }
+    for name in order {
+        let places = &by_name[name];
+        let lines: Vec<String> = places.iter().take(6).map(|p| p.loc.line.to_string()).collect();
+        let more = if places.len() > 6 { format!(" and {} more", places.len() - 6) } else { String::new() };
+        diags.push(
+            places[1]
+                .error(format!(
+                    "node name `{name}` is given to {} nodes (lines {}{more})",
+                    places.len(),
+                    lines.join(", ")
+                ))
+                .expected("each node's name once (the name defaults to the address)")
+                .hint("give each node a unique `name`"),
+        );
+    }
 }
 
 fn node(item: yaml::Node, field: &str, diags: &mut Diagnostics) -> Option<Node> {
