@@ -218,3 +218,53 @@ fn line_endings_of_every_kind_give_one_items_key() {
         assert!(out.starts_with(&format!("apiVersion: config.kubernetes.io/v1{eol}kind: ResourceList{eol}")));
     }
 }
+
+/// The inputs with `n` unknown keys in `spec`: one error each, all placed in the user's file.
+fn with_unknown_keys(n: usize) -> String {
+    let keys: String = (0..n).map(|i| format!("  unknown{i}: {i}\n")).collect();
+    INPUTS.replacen("spec:\n", &format!("spec:\n{keys}"), 1)
+}
+
+/// Seconds `cmd` takes (it must exit 2: every case here is an input with errors).
+fn seconds(cmd: &mut Command, stdin: Option<&[u8]>) -> f64 {
+    let started = std::time::Instant::now();
+    let mut child = cmd
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    if let Some(bytes) = stdin {
+        use std::io::Write;
+        let _ = child.stdin.take().unwrap().write_all(bytes);
+    }
+    assert_eq!(child.wait().unwrap().code(), Some(2), "{cmd:?}");
+    started.elapsed().as_secs_f64()
+}
+
+/// Both KRM modes place each diagnostic in the user's file (found through kpt's annotations, or through the
+/// kustomization's generators) in time that grows with the input as `validate`'s does: from N to 4N errors, their
+/// time may grow at most 1.7 times as much as validate's (linear work grows 4 times, work quadratic in the errors
+/// 16 times; placing each diagnostic by searching the mapping's keys made it quadratic).
+#[test]
+fn placing_diagnostics_in_the_users_file_grows_as_validate_does() {
+    let l = Layout::new();
+    let pkg = l.repo().join("pkg");
+    std::fs::write(pkg.join("kustomization.yaml"), "generators:\n- wmrender.yaml\n").unwrap();
+    let bin = env!("CARGO_BIN_EXE_wmrender");
+    let mut times: Vec<[f64; 3]> = Vec::new();
+    for n in [12_000, 48_000] {
+        let inputs = with_unknown_keys(n);
+        std::fs::write(pkg.join("wmrender.yaml"), &inputs).unwrap();
+        let annotated = resource_list(&inputs, &[("config.kubernetes.io/path", "pkg/wmrender.yaml")]);
+        let validate = seconds(Command::new(bin).args(["validate", "-f", "wmrender.yaml"]).current_dir(&pkg), None);
+        let krm = seconds(Command::new(bin).arg("krm").current_dir(l.repo()), Some(annotated.as_bytes()));
+        let plugin = seconds(Command::new(bin).args(["krm", "wmrender.yaml"]).current_dir(&pkg), None);
+        times.push([validate, krm, plugin]);
+    }
+    let growth = |i: usize| times[1][i] / times[0][i];
+    let (validate, krm, plugin) = (growth(0), growth(1), growth(2));
+    eprintln!("growth from 12,000 to 48,000 errors: validate {validate:.1}x, krm {krm:.1}x, krm CONFIG {plugin:.1}x");
+    assert!(krm < 1.7 * validate, "krm grew {krm:.1}x where validate grew {validate:.1}x: {times:?}");
+    assert!(plugin < 1.7 * validate, "krm CONFIG grew {plugin:.1}x where validate grew {validate:.1}x: {times:?}");
+}

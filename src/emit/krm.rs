@@ -287,12 +287,13 @@ fn to_user_file(
         })?;
         Some((shown, text, doc))
     });
+    let placer = user.as_ref().map(|(_, _, doc)| field_location::Placer::new(config, doc));
     let mut diags = diags.map(|d| {
         if &*d.loc.file != STDIN {
             return d;
         }
-        match &user {
-            Some((_, _, doc)) => match field_location::map(config, doc, &d.field, &d.loc) {
+        match &placer {
+            Some(placer) => match placer.map(&d.field, &d.loc) {
                 Some(loc) => Diagnostic { loc, ..d },
                 None => d,
             },

@@ -38,7 +38,8 @@ pub fn run(config: &Path, cwd: &Path) -> Result<(String, Diagnostics), Diagnosti
         user.as_ref().and_then(|(path, _, _)| cwd.join(path).parent().map(Path::to_path_buf)).unwrap_or(cwd.into());
     let to_user = |d: Diagnostics| match &user {
         Some((path, text, doc)) => {
-            let mut d = d.map(|d| match field_location::map(&node, doc, &d.field, &d.loc) {
+            let placer = field_location::Placer::new(&node, doc);
+            let mut d = d.map(|d| match placer.map(&d.field, &d.loc) {
                 Some(loc) if *d.loc.file == *shown => Diagnostic { loc, ..d },
                 _ => d,
             });
