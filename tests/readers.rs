@@ -318,3 +318,34 @@ fn no_nodes_to_sync_names_the_files() {
         "{err}"
     );
 }
+
+/// Problems are told in wmrender's words: no Rust range syntax (`1..=3600`), no operating system's phrasing with its
+/// error number, no Rust library's ("stream did not contain valid UTF-8").
+#[test]
+fn messages_are_in_wmrenders_words() {
+    let s = Scratch::new();
+    std::os::unix::fs::symlink("loop", s.path("loop")).unwrap();
+    let cidr = INPUTS.replace("[10.132.0.0/14]", "[10.132.0.0/33]");
+    std::fs::write(s.path("cidr.yaml"), &cidr).unwrap();
+    std::fs::write(s.path("missing-mirror.yaml"), INPUTS.replace("idms.yaml", "gone.yaml")).unwrap();
+    let sync = ["sync", "--rendered", "rendered", "--identity", "id", "--known-hosts", "known_hosts"];
+    let cases: Vec<Vec<&str>> = vec![
+        [&sync[..], &["--parallel", "0"]].concat(),
+        [&sync[..], &["--connect-timeout", "0"]].concat(),
+        [&sync[..], &["--max-unavailable", "-1"]].concat(),
+        [&sync[..], &["--csr-timeout", "99999999"]].concat(),
+        vec!["validate", "-f", "cidr.yaml"],
+        vec!["validate", "-f", "missing-mirror.yaml"],
+        vec!["validate", "-f", "no-such-file.yaml"],
+        vec!["render", "-f", "wmrender.yaml", "-o", "loop"],
+        vec!["sync", "--rendered", "no-such-dir", "--identity", "id"],
+        vec!["import", "--from-dir", "no-such-dir", "-o", "x.yaml"],
+    ];
+    let library = regex::Regex::new(r"\d\.\.=?\d|os error|stream did not|No such file|Permission denied").unwrap();
+    for args in cases {
+        let o = s.run(&args, None);
+        let err = stderr(&o);
+        assert_eq!(code(&o), 2, "{args:?}: {err}");
+        assert!(!library.is_match(&err), "{args:?}: {err}");
+    }
+}

@@ -54,15 +54,19 @@ pub fn from_configmap(file: &str, text: &str) -> Result<Vec<Node>, Diagnostics> 
             );
             continue;
         };
+        // A BYOH host's user is checked by the rule validation applied when it was rendered.
+        let byoh_user = crate::validate::names::check_byoh_user_name(user)
+            .err()
+            .map(|why| format!("the user `{}` {why}", user.escape_debug()));
+        let address = address_problem(address).map(|p| format!("the address {p}"));
         let mut ok = true;
-        for (what, problem, loc) in
-            [("address", address_problem(address), &key.loc), ("user", user_problem(user), &value.loc)]
-        {
+        for (problem, loc) in [(address, &key.loc), (byoh_user, &value.loc)] {
             if let Some(p) = problem {
-                diags.push(Diagnostic::error(loc, &field, format!("the {what} {p}")));
+                diags.push(Diagnostic::error(loc, &field, p));
                 ok = false;
             }
         }
+        let address = &key.name;
         if ok {
             nodes.push(Node {
                 name: address.to_string(),
@@ -283,27 +287,9 @@ pub(crate) fn address_problem(address: &str) -> Option<String> {
 const USER_EXPECTED: &str = "a user name without control characters or any of ' ` \" ; & < > | ( ) { }, not starting \
 with `-`, e.g. Administrator";
 
-/// What is wrong with a login name, if anything: OpenSSH 9.6's rules for a remote user (`valid_ruser`): no leading
-/// `-`, no control characters, none of ``'`";&<>|(){}``, no `-` after whitespace and no trailing `\`.
+/// What is wrong with a login name, if anything: OpenSSH's rules (one place: `validate::names`).
 pub(crate) fn user_problem(user: &str) -> Option<String> {
-    let chars: Vec<char> = user.chars().collect();
-    if user.is_empty() {
-        Some("is empty".into())
-    } else if user.starts_with('-') {
-        Some("starts with `-` (ssh would read it as an option)".into())
-    } else if has_control_chars(user) {
-        Some("contains a control character".into())
-    } else if let Some(c) = chars.iter().find(|c| "'`\";&<>|(){}".contains(**c)) {
-        Some(format!("contains `{c}`, a shell metacharacter"))
-    } else if chars.windows(2).any(|w| w[0].is_whitespace() && w[1] == '-') {
-        Some("has a `-` after a space (ssh would read it as an option)".into())
-    } else if user.ends_with('\\') {
-        Some("ends with `\\`".into())
-    } else if user.trim() != user {
-        Some("has spaces around it".into())
-    } else {
-        None
-    }
+    crate::validate::names::ssh_user_problem(user)
 }
 
 /// What is wrong with a node name (shown in reports and progress), if anything.

@@ -116,7 +116,8 @@ impl Connection {
             Ok(Err(e)) => {
                 use std::io::ErrorKind::*;
                 let retry = matches!(e.kind(), ConnectionRefused | ConnectionReset | ConnectionAborted);
-                return Err(Failed { error: SyncError::Unreachable(format!("{at}: {e}")), retry });
+                let why = crate::error::io_reason(&e);
+                return Err(Failed { error: SyncError::Unreachable(format!("{at}: {why}")), retry });
             }
             Ok(Ok(s)) => s,
         };

@@ -290,7 +290,9 @@ impl<'a> Chunks<'a> {
             Source::Bytes(bytes) => Chunks::Bytes { bytes, at: 0, size },
             Source::File(path) => {
                 let shown = path.display().to_string();
-                let file = tokio::fs::File::open(path).await.map_err(|e| SyncError::Local(format!("{shown}: {e}")))?;
+                let file = tokio::fs::File::open(path)
+                    .await
+                    .map_err(|e| SyncError::Local(format!("{shown}: {}", crate::error::io_reason(&e))))?;
                 Chunks::File { file, shown, size }
             }
         })
@@ -312,7 +314,7 @@ impl<'a> Chunks<'a> {
                         .take((*size - chunk.len()) as u64)
                         .read_to_end(&mut chunk)
                         .await
-                        .map_err(|e| SyncError::Local(format!("{shown}: {e}")))?;
+                        .map_err(|e| SyncError::Local(format!("{shown}: {}", crate::error::io_reason(&e))))?;
                     if n == 0 {
                         break;
                     }
