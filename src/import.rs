@@ -150,12 +150,12 @@ impl Make {
 }
 
 /// A number the schema holds as `u32`, from a cluster object.
-fn small(v: &Value, what: &str) -> Result<Option<u32>, Error> {
+fn small(v: &Value, what: &str, source: &str) -> Result<Option<u32>, Error> {
     match v.as_u64() {
         None => Ok(None),
         Some(n) => u32::try_from(n)
             .map(Some)
-            .map_err(|_| Error::Usage(format!("the cluster's {what} is {n}, more than wmrender can hold"))),
+            .map_err(|_| Error::Usage(format!("{source}: the cluster's {what} is {n}, more than wmrender can hold"))),
     }
 }
 
@@ -232,9 +232,10 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
         Error::Usage(format!("{}: no Infrastructure object (oc get infrastructure cluster -o yaml)", opts.source))
     })?;
     let infra_id = s(&infra["status"]["infrastructureName"])
-        .ok_or_else(|| Error::Usage("the Infrastructure has no status.infrastructureName".into()))?;
-    let api_url = s(&infra["status"]["apiServerInternalURI"])
-        .ok_or_else(|| Error::Usage("the Infrastructure has no status.apiServerInternalURI".into()))?;
+        .ok_or_else(|| Error::Usage(format!("{}: the Infrastructure has no status.infrastructureName", opts.source)))?;
+    let api_url = s(&infra["status"]["apiServerInternalURI"]).ok_or_else(|| {
+        Error::Usage(format!("{}: the Infrastructure has no status.apiServerInternalURI", opts.source))
+    })?;
     let kind =
         s(&infra["status"]["platformStatus"]["type"]).or_else(|| s(&infra["status"]["platform"])).unwrap_or_default();
     let workers: Vec<&Value> = objs
@@ -358,11 +359,11 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
                 .clone()
                 .ok_or_else(|| need_image("golden-image template (see WMCO's vsphere-golden-image docs)"))?;
             p.template = Some(make.at(at("template"), template));
-            p.num_cpus = make.opt(at("numCPUs"), small(&w["numCPUs"], "numCPUs")?);
+            p.num_cpus = make.opt(at("numCPUs"), small(&w["numCPUs"], "numCPUs", &opts.source)?);
             p.num_cores_per_socket =
-                make.opt(at("numCoresPerSocket"), small(&w["numCoresPerSocket"], "numCoresPerSocket")?);
-            p.memory_mib = make.opt(at("memoryMiB"), small(&w["memoryMiB"], "memoryMiB")?);
-            p.disk_gib = make.opt(at("diskGiB"), small(&w["diskGiB"], "diskGiB")?);
+                make.opt(at("numCoresPerSocket"), small(&w["numCoresPerSocket"], "numCoresPerSocket", &opts.source)?);
+            p.memory_mib = make.opt(at("memoryMiB"), small(&w["memoryMiB"], "memoryMiB", &opts.source)?);
+            p.disk_gib = make.opt(at("diskGiB"), small(&w["diskGiB"], "diskGiB", &opts.source)?);
             sets.push((Some("winworker".into()), None));
             Platform::Vsphere(p)
         }
@@ -393,7 +394,10 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
         }
         other => {
             return Err(Error::Usage(format!(
-                "platform `{other}`: import handles AWS, Azure, GCP, vSphere and Nutanix; for BYOH-only clusters start from examples/none/wmrender.yaml"
+                "{}: platform `{}`: import handles AWS, Azure, GCP, vSphere and Nutanix; for BYOH-only clusters start \
+                 from examples/none/wmrender.yaml",
+                opts.source,
+                other.escape_debug()
             )));
         }
     };
@@ -436,7 +440,7 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
     network.hybrid_cluster_network =
         make.strings("spec.network.hybridClusterNetwork", hybrid.and_then(|h| cidrs(&h["hybridClusterNetwork"])));
     let port = match hybrid {
-        Some(h) => small(&h["hybridOverlayVXLANPort"], "hybridOverlayVXLANPort")?,
+        Some(h) => small(&h["hybridOverlayVXLANPort"], "hybridOverlayVXLANPort", &opts.source)?,
         None => None,
     };
     network.hybrid_overlay_vxlan_port = make.opt("spec.network.hybridOverlayVXLANPort", port);

@@ -78,7 +78,10 @@ fn render(args: RenderArgs) -> Result<u8, Error> {
         let stream = wmrender::render::stream(&compiled.artifacts.objects);
         // An empty stream with exit 0 would make Argo CD prune the whole application.
         if stream.is_empty() {
-            return Err(Error::Usage("the inputs render no cluster objects; refusing to print an empty stream".into()));
+            return Err(Error::Usage(format!(
+                "{}: the inputs render no cluster objects; refusing to print an empty stream",
+                args.inputs.file.display()
+            )));
         }
         let mut out = std::io::stdout().lock();
         out.write_all(stream.as_bytes()).and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;

@@ -590,7 +590,8 @@ impl CuttingProxy {
                 let passed = Arc::new(AtomicUsize::new(0));
                 let cut = Arc::new(AtomicBool::new(false));
                 let sockets = [client.try_clone().unwrap(), server.try_clone().unwrap()];
-                for (mut from, mut to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)] {
+                for (mut from, mut to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
+                {
                     let (passed, cut) = (passed.clone(), cut.clone());
                     let sockets = [sockets[0].try_clone().unwrap(), sockets[1].try_clone().unwrap()];
                     std::thread::spawn(move || {

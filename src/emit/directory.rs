@@ -48,7 +48,7 @@ pub fn write(out: &Path, files: &[Artifact], force: bool) -> Result<Vec<String>,
             )));
         }
         Err(e) if e.kind() == ErrorKind::NotFound => false,
-        Err(e) => return Err(Error::io(format!("reading {}", target.display()), e)),
+        Err(e) => return Err(unusable(out, e, "reading")),
     };
     if exists {
         super::ownership::check_replaceable(&target, force)?;
@@ -84,6 +84,15 @@ fn resolve(out: &Path) -> Result<PathBuf, Error> {
             let Some(Component::Normal(name)) = out.components().next_back() else {
                 return Err(Error::Usage(format!("`{}` cannot be an output directory", out.display())));
             };
+            // Refused before its parents are created: a name no file system takes.
+            if name.len() > NAME_MAX {
+                return Err(Error::Usage(format!(
+                    "`{}` cannot be an output directory: its name is {} bytes long, and a file name holds at most \
+                     {NAME_MAX}; choose another -o",
+                    out.display(),
+                    name.len()
+                )));
+            }
             let parent = match out.parent() {
                 Some(p) if !p.as_os_str().is_empty() => p,
                 _ => Path::new("."),
