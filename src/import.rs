@@ -43,7 +43,11 @@ pub fn objects_from_dir(dir: &Path) -> Result<Vec<Value>, Error> {
             Some(std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => {
                 Error::Usage(format!("--from-dir {}: no such directory", dir.display()))
             }
-            _ => Error::Operational(format!("reading {}: {e}", dir.display())),
+            _ => Error::Operational(format!(
+                "reading {}: {}",
+                dir.display(),
+                e.io_error().map_or_else(|| "its symbolic links form a loop".into(), crate::error::io_reason)
+            )),
         })?;
         let path = entry.path();
         if entry.file_type().is_file() && path.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json") {
@@ -490,7 +494,8 @@ fn to_yaml(value: &impl Serialize) -> Result<String, Error> {
 /// The key line of an OpenSSH public key file (`.pub`, or an authorized_keys file: its first key line). A private
 /// key is refused before anything is written, and its bytes are never echoed.
 pub fn read_public_key(path: &Path) -> Result<String, Error> {
-    let bytes = std::fs::read(path).map_err(|e| Error::Usage(format!("--ssh-public-key {}: {e}", path.display())))?;
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::Usage(format!("--ssh-public-key {}: {}", path.display(), crate::error::io_reason(&e))))?;
     let text = String::from_utf8_lossy(&bytes);
     if text.contains("PRIVATE KEY") {
         return Err(Error::Usage(format!(
