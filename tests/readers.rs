@@ -247,6 +247,14 @@ fn krm_passes_foreign_items_through_whatever_their_tags() {
         assert!(out.contains(item), "not passed through byte for byte:\n{item}\n--- output ---\n{out}");
     }
     assert!(out.contains("name: windows-instances"), "the render is added:\n{out}");
+    // A tag on the items sequence itself, and on a whole item.
+    let input = resource_list(INPUTS, &items.concat()).replace("items:\n", "items: !list\n");
+    let input = input.replacen("- apiVersion: v1\n  kind: Secret", "- !Secret\n  apiVersion: v1\n  kind: Secret", 1);
+    let o = s.run(&["krm"], Some(input.as_bytes()));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.contains("items: !list\n- !Secret\n  apiVersion: v1\n  kind: Secret"), "{out}");
+    assert!(out.contains(items[1]) && out.contains(items[2]) && out.contains("name: windows-instances"), "{out}");
 }
 
 /// Every reader refuses a text that is not UTF-8 as bad input (exit 2), naming its file and the line and column of

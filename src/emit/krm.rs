@@ -161,7 +161,7 @@ pub fn run(input: &str, cwd: &Path) -> Outcome {
             return refuse(diags);
         }
     };
-    let items: &[Node] = match list.child("items").map(|n| &n.value) {
+    let items: &[Node] = match list.child("items").map(|n| n.value.untagged()) {
         Some(Value::Seq(items)) => items,
         _ => &[],
     };

@@ -59,7 +59,7 @@ impl<'t> ResourceListText<'t> {
         }
         let mut items = None;
         if let Some(node) = root.child("items")
-            && let Value::Seq(list) = &node.value
+            && let Value::Seq(list) = node.value.untagged()
             && !list.is_empty()
         {
             let section = sections.iter().find(|(n, _)| n == "items").map(|(_, s)| *s).unwrap_or_default();
@@ -188,9 +188,13 @@ fn cut_block_sequence(section: &str) -> Option<Items<'_>> {
         let end = starts.get(i + 1).copied().unwrap_or(section.len());
         &section[starts[i]..end]
     };
-    // The key line itself must end after the colon (or a comment): `items: [...]` is flow style.
+    // The key line itself must end after the colon (or a comment), a tag or an anchor aside: `items: [...]` is
+    // flow style.
     let first = line_at(0);
-    let after_colon = first.split_once(':').map(|(_, rest)| rest.trim()).unwrap_or("");
+    let mut after_colon = first.split_once(':').map(|(_, rest)| rest.trim()).unwrap_or("");
+    while after_colon.starts_with(['!', '&']) {
+        after_colon = after_colon.split_once(char::is_whitespace).map_or("", |(_, rest)| rest.trim_start());
+    }
     if !(after_colon.is_empty() || after_colon.starts_with('#')) {
         return None;
     }
@@ -282,6 +286,14 @@ mod tests {
             assert_eq!(rl.item(1), Some(format!("- c: 3{eol}").as_str()));
             assert_eq!(rl.rebuild(&|i| i == 1, &[], ""), format!("kind: ResourceList{eol}items:{eol}- c: 3{eol}"));
         }
+    }
+
+    /// A tag or an anchor on the `items` sequence itself: the items are still cut one by one and kept.
+    #[test]
+    fn a_tagged_items_sequence() {
+        let text = "kind: ResourceList\nitems: !custom &all\n- a: 1\n- b: 2\n";
+        let rl = ResourceListText::cut(text, &parse(text)).unwrap();
+        assert_eq!(rl.rebuild(&|_| true, &["c: 3\n".into()], ""), format!("{text}- c: 3\n"));
     }
 
     #[test]

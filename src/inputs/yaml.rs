@@ -69,6 +69,14 @@ pub struct Key {
 }
 
 impl Value {
+    /// The value without its tag, for documents wmrender passes through and only looks into.
+    pub fn untagged(&self) -> &Value {
+        match self {
+            Value::Tagged(t) => t.value.untagged(),
+            v => v,
+        }
+    }
+
     fn type_name(&self) -> String {
         match self {
             Value::Null => "null".into(),
