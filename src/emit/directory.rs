@@ -206,7 +206,8 @@ fn remove_stale_temporaries(parent: &Path, name: &OsStr) -> Result<Vec<String>, 
 /// rendered tree (between the mark's removal and the swap, or an old tree before its mark was written), or it is
 /// empty (created, or emptied, by a render killed at that moment).
 fn is_ours(dir: &Path) -> bool {
-    let marked = fs::read(dir.join(MARK)).is_ok_and(|b| b == MARK_TEXT.as_bytes());
+    // The mark's text, or the start of it: a render killed while writing the mark leaves it cut short.
+    let marked = fs::read(dir.join(MARK)).is_ok_and(|b| MARK_TEXT.as_bytes().starts_with(&b));
     let empty = fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none());
     marked || empty || super::ownership::is_rendered_tree(dir)
 }

@@ -11,7 +11,7 @@
 //! be), so a line whose first character sits at column `c` or less is either the next `- ` entry, a comment, or the
 //! end of the sequence.
 
-use crate::inputs::yaml::{Node, Value};
+use crate::inputs::yaml::{Node, Value, line_starts};
 
 /// A ResourceList cut into sections of its source text.
 pub struct ResourceListText<'t> {
@@ -165,20 +165,6 @@ pub fn as_list_item(doc: &str, indent: usize) -> String {
         out.push('\n');
     }
     out
-}
-
-/// Where each line starts, lines ending as YAML ends them: `\r\n`, `\r` or `\n` (the parser's line numbers count
-/// a lone `\r` too, as old Mac files have it).
-fn line_starts(text: &str) -> Vec<usize> {
-    let bytes = text.as_bytes();
-    let mut starts = vec![0];
-    for (i, &b) in bytes.iter().enumerate() {
-        let ends = b == b'\n' || (b == b'\r' && bytes.get(i + 1) != Some(&b'\n'));
-        if ends {
-            starts.push(i + 1);
-        }
-    }
-    starts
 }
 
 /// Cuts the section of a `items:` key holding a block sequence into its entries.

@@ -126,6 +126,19 @@ impl<'a> OddWholeNumber<'a> {
     }
 }
 
+/// Where each line of `text` starts, lines ending as YAML ends them: `\r\n`, `\r` or `\n` (the parser's line
+/// numbers count a lone `\r`, as old Mac files have it, as a line break too).
+pub fn line_starts(text: &str) -> Vec<usize> {
+    let bytes = text.as_bytes();
+    let mut starts = vec![0];
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'\n' || (b == b'\r' && bytes.get(i + 1) != Some(&b'\n')) {
+            starts.push(i + 1);
+        }
+    }
+    starts
+}
+
 /// Why a file could not be read as text.
 #[derive(Debug)]
 pub enum NotRead {
@@ -175,8 +188,9 @@ pub fn utf8_text(file: &Arc<str>, bytes: Vec<u8>, diags: &mut Diagnostics) -> Re
             let valid = e.utf8_error().valid_up_to();
             let bytes = e.into_bytes();
             let before = std::str::from_utf8(&bytes[..valid]).unwrap_or_default();
-            let line = before.matches('\n').count() as u32 + 1;
-            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u32 + 1;
+            let starts = line_starts(before);
+            let line = starts.len() as u32;
+            let column = before[starts[starts.len() - 1]..].chars().count() as u32 + 1;
             diags.add_source(file, &Arc::from(String::from_utf8_lossy(&bytes).as_ref()));
             Err(NotRead::NotUtf8 { at: Loc { file: file.clone(), line, column }, byte: bytes[valid] })
         }
