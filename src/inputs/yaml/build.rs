@@ -97,7 +97,7 @@ pub fn documents(file: &Arc<str>, text: &str, single: bool) -> Result<Vec<Node>,
                 b.docs.push(root);
             }
             Event::Scalar(value, style, anchor, tag) => {
-                let node = b.scalar(&value, style, tag.as_deref(), &span)?;
+                let node = b.scalar(&value, style, tag.as_deref(), &span);
                 let range = span.start.byte_offset().zip(span.end.byte_offset());
                 b.finish_node(node, anchor, (1, value.len()), range)?;
             }
@@ -185,7 +185,7 @@ impl Builder<'_> {
         }
     }
 
-    fn scalar(&self, value: &str, style: ScalarStyle, tag: Option<&Tag>, span: &Span) -> Result<Node, BuildError> {
+    fn scalar(&self, value: &str, style: ScalarStyle, tag: Option<&Tag>, span: &Span) -> Node {
         let loc = self.loc(&span.start);
         let written = || self.written(span).map(Box::from).unwrap_or_else(|| Box::from(value));
         let plain = style == ScalarStyle::Plain;
@@ -202,10 +202,10 @@ impl Builder<'_> {
             Some((_, Some("int"))) if parse_int(value).is_some() => int_value(parse_int(value).unwrap_or(0), written()),
             Some((t, _)) => {
                 let at = span.tag_start.as_ref().map_or(loc.clone(), |m| self.loc(m));
-                return Ok(Node { value: tagged(t, Value::Str(value.to_string())), loc: at });
+                return Node { value: tagged(t, Value::Str(value.to_string())), loc: at };
             }
         };
-        Ok(Node { value, loc })
+        Node { value, loc }
     }
 
     fn open(&mut self, open: Open, anchor: usize, tag: Option<&Tag>, span: &Span) -> Result<(), BuildError> {
