@@ -221,7 +221,7 @@ pub struct SyncArgs {
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
     /// With --kubeconfig: seconds to wait for each configured node's kubelet CSRs and Node (0: one pass, no wait).
-    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(0..=86400))]
+    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = whole_number(0, 86400))]
     pub csr_timeout: u64,
     /// With --kubeconfig: deconfigure the nodes labelled wmrender.dev/managed=true that are no longer targets
     /// (inventory, BYOH list, Windows Machines) with `wmrender-node deconfigure` over SSH, then delete their Node
@@ -283,7 +283,7 @@ pub struct NodeAccess {
     pub accept_new: bool,
     /// Seconds to wait for a node's TCP and SSH answer. A silent node is not tried again; a refused or dropped
     /// connection is, up to 3 times.
-    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = whole_number(1, 3600))]
     pub connect_timeout: u64,
 }
 
@@ -298,11 +298,11 @@ pub struct DrainArgs {
     pub force: bool,
     /// Seconds to evict a node's pods and wait until they are gone. An eviction a PodDisruptionBudget forbids
     /// (429) is tried again with a growing pause until then.
-    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = whole_number(1, 86400))]
     pub drain_timeout: u64,
     /// Seconds to wait for a rebooted node to come back (a new boot ID and Ready), or an upgraded one to be Ready.
     /// A node that does not stops the rollout and stays cordoned.
-    #[arg(long, value_name = "SECS", default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    #[arg(long, value_name = "SECS", default_value_t = 900, value_parser = whole_number(1, 86400))]
     pub reboot_timeout: u64,
 }
 
@@ -328,8 +328,19 @@ pub struct RebootArgs {
 }
 
 /// A count that must be at least 1 (0 nodes at once would never finish).
-fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
-    clap::builder::RangedU64ValueParser::<usize>::new().range(1..=u32::MAX as u64)
+fn at_least_one() -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
+    let parse = whole_number(1, u64::from(u32::MAX));
+    move |s| parse(s).map(|n| n as usize)
+}
+
+/// A whole number from `min` to `max`, said in words when it is not (clap's own ranged parser says `1..=3600`).
+fn whole_number(min: u64, max: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+    move |s| {
+        s.parse::<u64>()
+            .ok()
+            .filter(|n| (min..=max).contains(n))
+            .ok_or_else(|| format!("expected a whole number from {min} to {max}"))
+    }
 }
 
 fn default_known_hosts() -> PathBuf {

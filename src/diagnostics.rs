@@ -247,21 +247,19 @@ impl Diagnostics {
 struct LineIndex(Vec<usize>);
 
 impl LineIndex {
+    /// Lines as the YAML parser counts them (`\r\n`, `\r` and `\n` end a line), so the line a diagnostic names is
+    /// the line shown.
     fn new(text: &str) -> LineIndex {
-        LineIndex(std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect())
+        LineIndex(crate::inputs::yaml::line_starts(text))
     }
 
-    /// Line `number` (from 1) as written, without its line ending, as `str::lines` gives it (the renderer makes
-    /// control characters visible).
+    /// Line `number` (from 1) as written, without its line ending (the renderer makes control characters visible).
     fn line<'t>(&self, text: &'t str, number: u32) -> Option<&'t str> {
         let n = (number as usize).checked_sub(1)?;
         let start = *self.0.get(n).filter(|&&start| start < text.len())?;
         let end = self.0.get(n + 1).copied().unwrap_or(text.len());
         let line = text.get(start..end)?;
-        Some(match line.strip_suffix('\n') {
-            Some(l) => l.strip_suffix('\r').unwrap_or(l),
-            None => line,
-        })
+        Some(line.strip_suffix("\r\n").or_else(|| line.strip_suffix(['\n', '\r'])).unwrap_or(line))
     }
 }
 
@@ -275,15 +273,21 @@ impl std::fmt::Display for Diagnostics {
 mod tests {
     use super::*;
 
-    /// The index gives the same lines as `str::lines`, whatever the line endings, and none past the last.
+    /// The index gives the same lines as `str::lines` where `\n` ends lines, and also counts a lone `\r` as a line
+    /// end, as YAML does; none past the last.
     #[test]
-    fn line_index_reads_lines_as_str_lines_does() {
-        for text in ["", "a", "a\n", "a\nb", "a\r\nb\r\n", "a\rb\r", "\n\n", "x\n\r\n\ry", "é\nü\r\n"] {
+    fn line_index_reads_lines_as_yaml_counts_them() {
+        for text in ["", "a", "a\n", "a\nb", "a\r\nb\r\n", "\n\n", "é\nü\r\n"] {
             let index = LineIndex::new(text);
             let expected: Vec<&str> = text.lines().collect();
             let read: Vec<&str> = (1..).map_while(|n| index.line(text, n)).collect();
             assert_eq!(read, expected, "{text:?}");
             assert_eq!(index.line(text, 0), None);
+        }
+        for (text, expected) in [("a\rb\r", vec!["a", "b"]), ("x\n\r\n\ry", vec!["x", "", "", "y"])] {
+            let index = LineIndex::new(text);
+            let read: Vec<&str> = (1..).map_while(|n| index.line(text, n)).collect();
+            assert_eq!(read, expected, "{text:?}");
         }
     }
 

@@ -43,7 +43,11 @@ pub fn objects_from_dir(dir: &Path) -> Result<Vec<Value>, Error> {
             Some(std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => {
                 Error::Usage(format!("--from-dir {}: no such directory", dir.display()))
             }
-            _ => Error::Operational(format!("reading {}: {e}", dir.display())),
+            _ => Error::Operational(format!(
+                "reading {}: {}",
+                dir.display(),
+                e.io_error().map_or_else(|| "its symbolic links form a loop".into(), crate::error::io_reason)
+            )),
         })?;
         let path = entry.path();
         if entry.file_type().is_file() && path.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json") {
@@ -52,30 +56,22 @@ pub fn objects_from_dir(dir: &Path) -> Result<Vec<Value>, Error> {
     }
     let mut out = Vec::new();
     for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|e| match e.kind() {
-            // A dump that is not text is bad input, like any other malformed file the user hands over.
-            std::io::ErrorKind::InvalidData => {
-                Error::Usage(format!("{} is not UTF-8 text; give `oc get -o yaml` output (YAML or JSON)", f.display()))
-            }
-            _ => Error::io(format!("reading {}", f.display()), e),
-        })?;
-        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).map_err(|_| {
-            // Say what is wrong in wmrender's words, at its place.
-            let file: std::sync::Arc<str> = std::sync::Arc::from(f.display().to_string());
-            let mut diags = crate::diagnostics::Diagnostics::default();
-            let text: std::sync::Arc<str> = std::sync::Arc::from(text.as_str());
-            diags.add_source(&file, &text);
-            if let Err(d) = crate::inputs::yaml::parse_all(&file, &text) {
-                diags.push(d);
-            } else {
-                diags.push(crate::diagnostics::Diagnostic::error(
-                    &crate::diagnostics::Loc::file_only(&file),
-                    "",
-                    "the file holds YAML that cannot be read as Kubernetes objects",
-                ));
-            }
+        // Read as every other YAML wmrender reads (comments, tags and aliases alike); a dump that is not text or
+        // not YAML is bad input, said in wmrender's words at its place.
+        let file: std::sync::Arc<str> = std::sync::Arc::from(f.display().to_string());
+        let mut diags = crate::diagnostics::Diagnostics::default();
+        let bytes = std::fs::read(&f).map_err(|e| Error::io(format!("reading {}", f.display()), e))?;
+        let text = crate::inputs::yaml::utf8_text(&file, bytes, &mut diags).map_err(|e| {
+            let mut diags = diags.clone();
+            diags.push(e.diagnostic(&f.display().to_string(), &Loc::file_only(&file), ""));
             Error::Invalid(diags)
         })?;
+        let docs = crate::inputs::yaml::parse_all(&file, &text).map_err(|d| {
+            let mut diags = diags.clone();
+            diags.push(d);
+            Error::Invalid(diags)
+        })?;
+        let docs: Vec<Value> = docs.iter().map(json).collect();
         for doc in docs {
             if doc["kind"] == "List" {
                 out.extend(doc["items"].as_array().cloned().unwrap_or_default());
@@ -85,6 +81,32 @@ pub fn objects_from_dir(dir: &Path) -> Result<Vec<Value>, Error> {
         }
     }
     Ok(out)
+}
+
+/// A dumped object as JSON, the form import reads objects in (also what `--kubeconfig` fetches). A tagged value
+/// counts as what it tags: `oc get` writes no tags, and import only copies plain fields.
+fn json(node: &crate::inputs::yaml::Node) -> Value {
+    use crate::inputs::yaml::Value as Y;
+    fn of(value: &Y) -> Value {
+        match value {
+            Y::Null => Value::Null,
+            Y::Bool(b, _) => Value::Bool(*b),
+            Y::Int(i, _) => Value::from(*i),
+            Y::Float(f, _) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
+            Y::Str(s) => Value::String(s.clone()),
+            Y::Seq(items) => Value::Array(items.iter().map(|i| of(&i.value)).collect()),
+            // A key given twice keeps its first value, as the inputs' readers report it.
+            Y::Map(entries) => {
+                let mut object = serde_json::Map::new();
+                for (k, v) in entries {
+                    object.entry(k.name.to_string()).or_insert_with(|| of(&v.value));
+                }
+                Value::Object(object)
+            }
+            Y::Tagged(t) => of(&t.value),
+        }
+    }
+    of(&node.value)
 }
 
 fn find<'a>(objs: &'a [Value], group: &str, kind: &str) -> Option<&'a Value> {
@@ -132,12 +154,12 @@ impl Make {
 }
 
 /// A number the schema holds as `u32`, from a cluster object.
-fn small(v: &Value, what: &str) -> Result<Option<u32>, Error> {
+fn small(v: &Value, what: &str, source: &str) -> Result<Option<u32>, Error> {
     match v.as_u64() {
         None => Ok(None),
         Some(n) => u32::try_from(n)
             .map(Some)
-            .map_err(|_| Error::Usage(format!("the cluster's {what} is {n}, more than wmrender can hold"))),
+            .map_err(|_| Error::Usage(format!("{source}: the cluster's {what} is {n}, more than wmrender can hold"))),
     }
 }
 
@@ -214,9 +236,10 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
         Error::Usage(format!("{}: no Infrastructure object (oc get infrastructure cluster -o yaml)", opts.source))
     })?;
     let infra_id = s(&infra["status"]["infrastructureName"])
-        .ok_or_else(|| Error::Usage("the Infrastructure has no status.infrastructureName".into()))?;
-    let api_url = s(&infra["status"]["apiServerInternalURI"])
-        .ok_or_else(|| Error::Usage("the Infrastructure has no status.apiServerInternalURI".into()))?;
+        .ok_or_else(|| Error::Usage(format!("{}: the Infrastructure has no status.infrastructureName", opts.source)))?;
+    let api_url = s(&infra["status"]["apiServerInternalURI"]).ok_or_else(|| {
+        Error::Usage(format!("{}: the Infrastructure has no status.apiServerInternalURI", opts.source))
+    })?;
     let kind =
         s(&infra["status"]["platformStatus"]["type"]).or_else(|| s(&infra["status"]["platform"])).unwrap_or_default();
     let workers: Vec<&Value> = objs
@@ -340,11 +363,11 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
                 .clone()
                 .ok_or_else(|| need_image("golden-image template (see WMCO's vsphere-golden-image docs)"))?;
             p.template = Some(make.at(at("template"), template));
-            p.num_cpus = make.opt(at("numCPUs"), small(&w["numCPUs"], "numCPUs")?);
+            p.num_cpus = make.opt(at("numCPUs"), small(&w["numCPUs"], "numCPUs", &opts.source)?);
             p.num_cores_per_socket =
-                make.opt(at("numCoresPerSocket"), small(&w["numCoresPerSocket"], "numCoresPerSocket")?);
-            p.memory_mib = make.opt(at("memoryMiB"), small(&w["memoryMiB"], "memoryMiB")?);
-            p.disk_gib = make.opt(at("diskGiB"), small(&w["diskGiB"], "diskGiB")?);
+                make.opt(at("numCoresPerSocket"), small(&w["numCoresPerSocket"], "numCoresPerSocket", &opts.source)?);
+            p.memory_mib = make.opt(at("memoryMiB"), small(&w["memoryMiB"], "memoryMiB", &opts.source)?);
+            p.disk_gib = make.opt(at("diskGiB"), small(&w["diskGiB"], "diskGiB", &opts.source)?);
             sets.push((Some("winworker".into()), None));
             Platform::Vsphere(p)
         }
@@ -375,7 +398,10 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
         }
         other => {
             return Err(Error::Usage(format!(
-                "platform `{other}`: import handles AWS, Azure, GCP, vSphere and Nutanix; for BYOH-only clusters start from examples/none/wmrender.yaml"
+                "{}: platform `{}`: import handles AWS, Azure, GCP, vSphere and Nutanix; for BYOH-only clusters start \
+                 from examples/none/wmrender.yaml",
+                opts.source,
+                other.escape_debug()
             )));
         }
     };
@@ -418,7 +444,7 @@ pub fn import(objs: &[Value], opts: &ImportOptions) -> Result<Imported, Error> {
     network.hybrid_cluster_network =
         make.strings("spec.network.hybridClusterNetwork", hybrid.and_then(|h| cidrs(&h["hybridClusterNetwork"])));
     let port = match hybrid {
-        Some(h) => small(&h["hybridOverlayVXLANPort"], "hybridOverlayVXLANPort")?,
+        Some(h) => small(&h["hybridOverlayVXLANPort"], "hybridOverlayVXLANPort", &opts.source)?,
         None => None,
     };
     network.hybrid_overlay_vxlan_port = make.opt("spec.network.hybridOverlayVXLANPort", port);
@@ -468,7 +494,8 @@ fn to_yaml(value: &impl Serialize) -> Result<String, Error> {
 /// The key line of an OpenSSH public key file (`.pub`, or an authorized_keys file: its first key line). A private
 /// key is refused before anything is written, and its bytes are never echoed.
 pub fn read_public_key(path: &Path) -> Result<String, Error> {
-    let bytes = std::fs::read(path).map_err(|e| Error::Usage(format!("--ssh-public-key {}: {e}", path.display())))?;
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::Usage(format!("--ssh-public-key {}: {}", path.display(), crate::error::io_reason(&e))))?;
     let text = String::from_utf8_lossy(&bytes);
     if text.contains("PRIVATE KEY") {
         return Err(Error::Usage(format!(

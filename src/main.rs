@@ -78,7 +78,10 @@ fn render(args: RenderArgs) -> Result<u8, Error> {
         let stream = wmrender::render::stream(&compiled.artifacts.objects);
         // An empty stream with exit 0 would make Argo CD prune the whole application.
         if stream.is_empty() {
-            return Err(Error::Usage("the inputs render no cluster objects; refusing to print an empty stream".into()));
+            return Err(Error::Usage(format!(
+                "{}: the inputs render no cluster objects; refusing to print an empty stream",
+                args.inputs.file.display()
+            )));
         }
         let mut out = std::io::stdout().lock();
         out.write_all(stream.as_bytes()).and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
@@ -102,7 +105,9 @@ fn render(args: RenderArgs) -> Result<u8, Error> {
         eprintln!("{}: {}", dir.display(), s.summary());
         return Ok(DIFFERENT);
     }
-    wmrender::emit::directory::write(&dir, &files, args.force)?;
+    for note in wmrender::emit::directory::write(&dir, &files, args.force)? {
+        eprintln!("note: {note}");
+    }
     eprintln!("wrote {} files to {}", files.len(), dir.display());
     Ok(OK)
 }
@@ -349,11 +354,11 @@ fn krm(args: KrmArgs) -> Result<u8, Error> {
         out.write_all(stream.as_bytes()).and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
         return Ok(OK);
     }
-    let mut input = String::new();
-    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)
+    let mut input = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::stdin(), &mut input)
         .map_err(|e| Error::io("reading the ResourceList from stdin", e))?;
     let cwd = std::env::current_dir().map_err(|e| Error::io("finding the working directory", e))?;
-    let outcome = wmrender::emit::krm::run(&input, &cwd);
+    let outcome = wmrender::emit::krm::run_bytes(input, &cwd);
     // kustomize shows only a function's stderr, kpt only its results: both get every diagnostic.
     eprint!("{}", outcome.stderr);
     let mut out = std::io::stdout().lock();

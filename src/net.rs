@@ -9,8 +9,9 @@ pub fn parse_cidr(s: &str) -> Result<IpNet, String> {
     let (addr, prefix) = s.split_once('/').ok_or("missing `/prefix`")?;
     let addr: IpAddr = addr.parse().map_err(|_| format!("`{addr}` is not an IP address"))?;
     let max = if addr.is_ipv4() { 32 } else { 128 };
-    let prefix: u8 = prefix.parse().ok().filter(|p| *p <= max).ok_or(format!("prefix must be 0..={max}"))?;
-    let net = IpNet::new(addr, prefix).map_err(|_| format!("prefix must be 0..={max}"))?;
+    let out_of_range = || format!("the prefix `/{}` is not a number from 0 to {max}", prefix.escape_debug());
+    let prefix: u8 = prefix.parse().ok().filter(|p| *p <= max).ok_or_else(out_of_range)?;
+    let net = IpNet::new(addr, prefix).map_err(|_| out_of_range())?;
     if net.trunc() != net {
         return Err(format!("host bits are set; the network address is {}", net.trunc()));
     }

@@ -50,6 +50,29 @@ pub fn is_safe_dir(dir: &str) -> bool {
         && dir.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
 }
 
+/// The longest name a file or directory may have: 255 on NTFS and on the file systems a render is written to.
+pub const MAX_NAME: usize = 255;
+
+/// Why `host` (`host[:port]`) cannot have its `hosts.toml` directory on the node, if it cannot: a name that could
+/// leave the registries directory, or one too long to be a file name (a 250-character host with a port). The name
+/// is not shortened: containerd looks the directory up by exactly this name.
+pub fn dir_problem(host: &str) -> Option<String> {
+    let dir = dir_for(host);
+    if !is_safe_dir(&dir) {
+        Some(format!("registry host `{host}` cannot name a directory on the node"))
+    } else if dir.len() > MAX_NAME {
+        let start: String = host.chars().take(20).collect();
+        Some(format!(
+            "registry host `{start}…` needs a directory named by its {} characters and port on the node ({} \
+             characters, as containerd looks it up), where a file name holds at most {MAX_NAME}",
+            host.rsplit_once(':').map_or(host, |(h, _)| h).len(),
+            dir.len()
+        ))
+    } else {
+        None
+    }
+}
+
 /// `https://<host[:port]>/v2[/<path>]`.
 pub fn url(prefix: &str) -> String {
     match prefix.split_once('/') {
@@ -293,5 +316,8 @@ mod tests {
         assert!(!is_safe_dir("C:"));
         assert!(!is_safe_dir("a/b"));
         assert!(is_safe_dir("127.0.0.1_5000_"));
+        let long = format!("{}.io", "a.".repeat(124));
+        assert_eq!(dir_problem(&long), None);
+        assert!(dir_problem(&format!("{long}:65535")).is_some_and(|p| p.contains("at most 255")));
     }
 }

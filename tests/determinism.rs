@@ -62,6 +62,7 @@ fn write_reversed(node: &Node, out: &mut String) {
             }
             out.push('}');
         }
+        Value::Tagged(t) => panic!("the shipped inputs hold no tags, found `{}`", t.tag),
     }
 }
 

@@ -15,6 +15,8 @@ enum Kind {
     Dir,
     File(Vec<u8>),
     Link(PathBuf),
+    /// A named pipe or other special file: never opened.
+    Special,
 }
 
 /// Every entry below `dir` (links not followed), by relative path.
@@ -27,8 +29,10 @@ fn tree(dir: &Path) -> Vec<(String, Kind)> {
             Kind::Link(fs::read_link(e.path()).expect("link"))
         } else if e.file_type().is_dir() {
             Kind::Dir
-        } else {
+        } else if e.file_type().is_file() {
             Kind::File(fs::read(e.path()).expect("file"))
+        } else {
+            Kind::Special
         };
         out.push((rel, kind));
     }
@@ -285,19 +289,106 @@ fn cases() -> Vec<Case> {
             name: "temporary trees of killed renders are removed, nothing else",
             setup: |s| {
                 rendered_dir(&s.join("d"));
+                // A render killed while writing: its tree carries the mark it writes first.
                 fs::create_dir_all(s.join(".d.wmrender-4242.new/cluster")).unwrap();
                 fs::write(s.join(".d.wmrender-4242.new/cluster/x.yaml"), "x").unwrap();
+                fs::write(s.join(".d.wmrender-4242.new/.wmrender-temporary"), MARK).unwrap();
+                // Killed between writing and swapping: a complete render.
+                rendered_dir(&s.join(".d.wmrender-55-2.old"));
+                // Killed having just created its directory.
                 fs::create_dir(s.join(".d.wmrender-77.old")).unwrap();
+                // Named like a temporary tree, but someone's files: kept, said so.
+                fs::create_dir_all(s.join(".d.wmrender-99.new/src")).unwrap();
+                fs::write(s.join(".d.wmrender-99.new/src/app.js"), "mine\n").unwrap();
+                // Another directory's, or not a tree at all.
                 fs::create_dir(s.join(".e.wmrender-77.old")).unwrap();
                 fs::write(s.join(".d.wmrender-notes"), "mine").unwrap();
             },
             out: "d",
             extra: &[],
             code: 0,
-            says: &["wrote"],
+            says: &["wrote", ".d.wmrender-99.new alone", "does not carry wmrender's mark"],
             replaced: Some("d"),
         },
+        Case {
+            name: "-o is a symbolic link loop",
+            setup: |s| {
+                symlink("b", s.join("a")).unwrap();
+                symlink("a", s.join("b")).unwrap();
+            },
+            out: "a",
+            extra: &[],
+            code: 2,
+            says: &["`a` cannot be an output directory", "symbolic links form a loop"],
+            replaced: None,
+        },
+        Case {
+            name: "-o runs through a symbolic link loop",
+            setup: |s| {
+                symlink("b", s.join("a")).unwrap();
+                symlink("a", s.join("b")).unwrap();
+            },
+            out: "a/d",
+            extra: &[],
+            code: 2,
+            says: &["symbolic links form a loop"],
+            replaced: None,
+        },
+        Case {
+            name: "a 250-character -o name over a render",
+            setup: |s| rendered_dir(&s.join(long_name(250))),
+            out: long_name(250),
+            extra: &[],
+            code: 0,
+            says: &["wrote"],
+            replaced: Some(long_name(250)),
+        },
+        Case {
+            name: "a new 255-character -o name",
+            setup: |_| {},
+            out: long_name(255),
+            extra: &[],
+            code: 0,
+            says: &["wrote"],
+            replaced: Some(long_name(255)),
+        },
+        Case {
+            name: "a 256-character -o name",
+            setup: |_| {},
+            out: long_name(256),
+            extra: &[],
+            code: 2,
+            says: &["cannot be an output directory", "too long"],
+            replaced: None,
+        },
+        Case {
+            name: "a named pipe in place of a rendered file",
+            setup: |s| {
+                rendered_dir(&s.join("d"));
+                fs::remove_file(s.join("d/cluster/kustomization.yaml")).unwrap();
+                mkfifo(&s.join("d/cluster/kustomization.yaml"));
+            },
+            out: "d",
+            extra: &[],
+            code: 2,
+            says: &["`cluster/kustomization.yaml` (a named pipe"],
+            replaced: None,
+        },
     ]
+}
+
+/// What a render writes first into its temporary tree (src/emit/directory.rs).
+const MARK: &str = "a temporary tree of `wmrender render`; the next render into the directory beside it removes it\n";
+
+/// A directory name of `n` characters.
+fn long_name(n: usize) -> &'static str {
+    Box::leak(format!("out-{}", "n".repeat(n - 4)).into_boxed_str())
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only reads it.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo {}", path.display());
 }
 
 #[test]
@@ -325,7 +416,9 @@ fn render_changes_nothing_but_its_own_directory() {
             None => before.clone(),
         };
         if case.name.starts_with("temporary trees") {
-            expected.retain(|(p, _)| !p.starts_with(".d.wmrender-4242") && !p.starts_with(".d.wmrender-77"));
+            expected.retain(|(p, _)| {
+                ![".d.wmrender-4242", ".d.wmrender-77", ".d.wmrender-55-2"].iter().any(|t| p.starts_with(t))
+            });
         }
         let after = tree(s);
         if after != expected {
@@ -340,7 +433,7 @@ fn render_changes_nothing_but_its_own_directory() {
     assert!(failures.is_empty(), "{} cases failed:\n\n{}", failures.len(), failures.join("\n"));
 }
 
-/// A read-only parent: the render fails (exit 3, saying why) and the old render stays. As root, permissions do
+/// A read-only parent: the render is refused before anything changes (exit 3, saying why) and the old render stays. As root, permissions do
 /// not apply, so the render runs as `nobody` through util-linux's setpriv: the kernel, not a stand-in, refuses.
 #[test]
 fn a_read_only_parent_fails_cleanly_and_keeps_the_old_render() {
@@ -371,8 +464,9 @@ fn a_read_only_parent_fails_cleanly_and_keeps_the_old_render() {
         .unwrap();
     fs::set_permissions(&parent, fs::Permissions::from_mode(0o755)).unwrap();
     assert_eq!(code(&o), 3, "{}", stderr(&o));
-    assert!(stderr(&o).contains("Permission denied"), "{}", stderr(&o));
-    assert!(stderr(&o).contains(&format!("creating {}/.d.wmrender-", parent.display())), "{}", stderr(&o));
+    let says = format!("this user may not change {} (it is read-only, or another user's)", parent.display());
+    assert!(stderr(&o).contains(&says), "{}", stderr(&o));
+    assert!(stderr(&o).contains("nothing was changed") && !stderr(&o).contains("os error"), "{}", stderr(&o));
     assert_eq!(tree(scratch.path()), before);
 }
 
@@ -436,4 +530,97 @@ fn a_symbolic_link_loop_in_the_output_is_reported_not_followed() {
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     assert!(stderr(&o).contains("`loop` (not in manifest.json)"), "{}", stderr(&o));
     assert!(s.join("d/loop").symlink_metadata().unwrap().file_type().is_symlink());
+}
+
+/// Runs `cmd` and waits at most `secs` for it; a run still going then is killed and reported as hanging.
+fn output_within(cmd: &mut Command, secs: u64) -> Output {
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still running after {secs} s: {cmd:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// `render --check` and `diff --against` report a named pipe (or socket) in the directory by what it is, and never
+/// open it: a pipe nobody writes to would make them wait forever.
+#[test]
+fn check_and_diff_report_special_files_without_reading_them() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    rendered_dir(&s.join("d"));
+    mkfifo(&s.join("d/pipe"));
+    fs::remove_file(s.join("d/cluster/kustomization.yaml")).unwrap();
+    mkfifo(&s.join("d/cluster/kustomization.yaml"));
+    let _socket = std::os::unix::net::UnixListener::bind(s.join("d/socket")).unwrap();
+    let bin = env!("CARGO_BIN_EXE_wmrender");
+    let inputs = inputs();
+    let o = output_within(
+        Command::new(bin).args(["render", "-f", inputs.to_str().unwrap(), "-o", "d", "--check"]).current_dir(s),
+        30,
+    );
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("1 changed, 0 to add, 2 to remove"), "{err}");
+    assert!(err.contains("(a named pipe, not read)") && err.contains("(a socket, not read)"), "{err}");
+    let o = output_within(
+        Command::new(bin).args(["diff", "-f", inputs.to_str().unwrap(), "--against", "d"]).current_dir(s),
+        30,
+    );
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("pipe"), "{}", String::from_utf8_lossy(&o.stdout));
+}
+
+/// A rendered directory holding a read-only subdirectory, or read-only itself, as a user who owns it: the render
+/// is refused before anything changes, saying which directory and why, every time; once it is writable again, the
+/// render completes and leaves nothing beside it.
+#[test]
+fn a_read_only_tree_is_refused_before_anything_changes() {
+    let scratch = tempfile::tempdir().unwrap();
+    let work = scratch.path().join("w");
+    fs::create_dir(&work).unwrap();
+    fs::set_permissions(scratch.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    if is_root() {
+        std::os::unix::fs::chown(&work, Some(65534), Some(65534)).unwrap();
+    }
+    let example = inputs();
+    let variant = scratch.path().join("variant.yaml");
+    fs::write(&variant, fs::read_to_string(&example).unwrap().replace("replicas: 2", "replicas: 3")).unwrap();
+    fs::set_permissions(&variant, fs::Permissions::from_mode(0o644)).unwrap();
+    let render = |inputs: &Path| {
+        let mut cmd = if is_root() {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_wmrender")]);
+            c
+        } else {
+            Command::new(env!("CARGO_BIN_EXE_wmrender"))
+        };
+        cmd.args(["render", "-f", inputs.to_str().unwrap(), "-o", "d"]).current_dir(&work);
+        output_within(&mut cmd, 60)
+    };
+    let o = render(&example);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    for locked in ["d/node/C/k", "d"] {
+        let dir = work.join(locked);
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o555)).unwrap();
+        let before = tree(&work);
+        for attempt in 0..2 {
+            let o = render(&variant);
+            let err = stderr(&o);
+            assert_eq!(code(&o), 3, "{locked}, attempt {attempt}: {err}");
+            assert!(err.contains(&format!("may not change {}", dir.display())), "{locked}: {err}");
+            assert!(err.contains("nothing was changed") && !err.contains("leftover"), "{locked}: {err}");
+            assert_eq!(tree(&work), before, "{locked}, attempt {attempt}: something changed");
+        }
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let o = render(&variant);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let names: Vec<_> = fs::read_dir(&work).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("d")], "nothing is left beside the output");
 }

@@ -555,3 +555,158 @@ fn a_no_op_sync_opens_one_sftp_subsystem_per_connection() {
     let after = sshd.log().matches("Starting session: subsystem 'sftp'").count().max(after);
     assert_eq!(after - before, 1, "{}", sshd.log());
 }
+
+/// How a proxied connection is cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cut {
+    /// Both sides get a FIN.
+    Close,
+    /// Both sides get an RST.
+    Reset,
+}
+
+/// A loopback proxy to `target` that cuts each connection once `budget` bytes have passed (both directions
+/// together): with a FIN or with an RST, to both sides at once. Stops on drop.
+struct CuttingProxy {
+    port: u16,
+    stop: Arc<AtomicBool>,
+}
+
+impl CuttingProxy {
+    fn start(target: u16, budget: usize, how: Cut) -> CuttingProxy {
+        use std::net::{Shutdown, TcpStream};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        std::thread::spawn(move || {
+            while !stopped.load(Ordering::SeqCst) {
+                let Ok((client, _)) = listener.accept() else {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    continue;
+                };
+                client.set_nonblocking(false).unwrap();
+                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else { continue };
+                let passed = Arc::new(AtomicUsize::new(0));
+                let cut = Arc::new(AtomicBool::new(false));
+                let sockets = [client.try_clone().unwrap(), server.try_clone().unwrap()];
+                for (mut from, mut to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
+                {
+                    let (passed, cut) = (passed.clone(), cut.clone());
+                    let sockets = [sockets[0].try_clone().unwrap(), sockets[1].try_clone().unwrap()];
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 4096];
+                        loop {
+                            let n = match from.read(&mut buf) {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => n,
+                            };
+                            let before = passed.fetch_add(n, Ordering::SeqCst);
+                            let allowed = budget.saturating_sub(before).min(n);
+                            if allowed > 0 && to.write_all(&buf[..allowed]).is_err() {
+                                break;
+                            }
+                            if allowed < n && !cut.swap(true, Ordering::SeqCst) {
+                                for s in &sockets {
+                                    if how == Cut::Reset {
+                                        set_linger_zero(s);
+                                    }
+                                    // FIN for a close; for a reset it wakes the other pump, and the last close of
+                                    // each socket (linger 0) sends the RST.
+                                    let _ = s.shutdown(if how == Cut::Close { Shutdown::Both } else { Shutdown::Read });
+                                }
+                                break;
+                            }
+                            if cut.load(Ordering::SeqCst) {
+                                break;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        CuttingProxy { port, stop }
+    }
+}
+
+impl Drop for CuttingProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+fn set_linger_zero(s: &std::net::TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+    // SAFETY: a valid socket descriptor and a linger struct of the size given; setsockopt only reads it.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &linger as *const libc::linger as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
+/// A connection cut (reset or closed) anywhere in a sync, from the handshake to the last upload, ends that node's
+/// sync promptly with exit 3 and a message; the next sync over an unbroken connection finishes the job. Every run
+/// has a deadline: a sync that outlives it is a hang.
+#[test]
+fn a_cut_connection_ends_the_sync_promptly_wherever_it_falls() {
+    let sshd = Sshd::start();
+    let work = Work::new();
+    let payload = work.path("payload");
+    std::fs::create_dir_all(payload.join("C/k")).unwrap();
+    let exe: Vec<u8> = (0..400_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+    std::fs::write(payload.join("C/k/tool.exe"), &exe).unwrap();
+    let key = sshd.path("client_ed25519");
+    let deadline = std::time::Duration::from_secs(20);
+    let run = |port: u16, known: &Path| {
+        let inv = work.inventory(port);
+        let rendered = work.path("rendered");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_wmrender"))
+            .args(["sync", "--rendered", s(&rendered), "--inventory", s(&inv), "--identity", s(&key)])
+            .args(["--known-hosts", s(known), "--payload", s(&payload), "--connect-timeout", "3"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > deadline {
+                let _ = child.kill();
+                let o = child.wait_with_output().unwrap();
+                return (None, stderr(&o), started.elapsed());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let o = child.wait_with_output().unwrap();
+        (o.status.code(), stderr(&o), started.elapsed())
+    };
+    let mut hangs = Vec::new();
+    // From inside the key exchange to the end of the payload's upload.
+    let budgets = [1_500, 3_500, 6_000, 12_000, 40_000, 90_000, 160_000, 250_000, 330_000, 410_000];
+    for how in [Cut::Reset, Cut::Close] {
+        for budget in budgets {
+            let proxy = CuttingProxy::start(sshd.port, budget, how);
+            let known = work.path(&format!("known-{}", proxy.port));
+            sshd.write_known_hosts(&known, proxy.port);
+            let (status, err, took) = run(proxy.port, &known);
+            match status {
+                None => hangs.push(format!("{how:?} after {budget} bytes: still running after {took:?}\n{err}")),
+                Some(3) => assert!(err.contains("node-a"), "{how:?} at {budget}: no message naming the node: {err}"),
+                // The cut fell after the sync's last byte: it finished.
+                Some(0) => {}
+                Some(c) => panic!("{how:?} after {budget} bytes: exit {c}: {err}"),
+            }
+        }
+    }
+    assert!(hangs.is_empty(), "{} syncs hung:\n{}", hangs.len(), hangs.join("\n"));
+    let (status, err, _) = run(sshd.port, &sshd.path("known_hosts"));
+    assert_eq!(status, Some(0), "the next sync finishes the job: {err}");
+    assert_eq!(std::fs::read(work.path(&format!("node-{}/C/k/tool.exe", sshd.port))).unwrap(), exe);
+}

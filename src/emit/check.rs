@@ -86,7 +86,8 @@ fn unified(path: &str, old: &[u8], new: &[u8]) -> String {
 
 /// Every file below `root` by `/`-separated relative path. Symbolic links are not followed (a link to `..` would
 /// loop, a link elsewhere would compare someone else's files); wmrender writes none, so each shows up as a file
-/// whose content names its target, and the comparison reports it.
+/// whose content names its target, and the comparison reports it. Named pipes, sockets and devices show up the same
+/// way, by their kind, and are never opened.
 fn read_tree(root: &Path, out: &mut BTreeMap<String, Vec<u8>>) -> Result<(), Error> {
     for entry in WalkDir::new(root).min_depth(1).follow_links(false).sort_by_file_name() {
         let entry = entry.map_err(|e| {
@@ -102,6 +103,9 @@ fn read_tree(root: &Path, out: &mut BTreeMap<String, Vec<u8>>) -> Result<(), Err
         let bytes = if entry.file_type().is_symlink() {
             let target = fs::read_link(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
             format!("(a symbolic link to {})\n", target.display()).into_bytes()
+        } else if let Some(kind) = super::special_files::kind(&entry.file_type()) {
+            // Reported, never opened: reading a named pipe waits for a writer.
+            format!("({kind}, not read)\n").into_bytes()
         } else {
             fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?
         };

@@ -7,7 +7,8 @@
 //! file.
 
 use crate::diagnostics::Loc;
-use crate::inputs::yaml::{Node, Value};
+use crate::inputs::yaml::{Key, Node, Value};
+use std::collections::HashMap;
 
 enum Step<'a> {
     Key(&'a str),
@@ -32,37 +33,76 @@ fn steps(field: &str) -> Vec<Step<'_>> {
     out
 }
 
-/// The place in `to` matching `loc` in `from`, following `field`; the deepest match along the path wins (a
-/// missing field is reported at its parent mapping). `None` when nothing along the path is at `loc`.
-pub fn map(from: &Node, to: &Node, field: &str, loc: &Loc) -> Option<Loc> {
-    let same = |a: &Loc| a.line == loc.line && a.column == loc.column;
-    let mut found = same(&from.loc).then(|| to.loc.clone());
-    let (mut a, mut b) = (from, to);
-    for step in steps(field) {
-        let next = match (step, &a.value, &b.value) {
-            (Step::Key(k), Value::Map(ma), Value::Map(mb)) => {
-                let (Some((ka, va)), Some((kb, vb))) =
-                    (ma.iter().find(|(key, _)| *key.name == *k), mb.iter().find(|(key, _)| *key.name == *k))
-                else {
-                    break;
-                };
-                if same(&ka.loc) {
-                    found = Some(kb.loc.clone());
+/// Moves places from `from` to `to`. Built once per pair of copies: each mapping's keys are indexed by name, so
+/// that placing every diagnostic of a file with thousands of errors (one per key of a huge mapping) costs time in
+/// proportion to the diagnostics, not to the diagnostics times the keys.
+pub struct Placer<'a> {
+    from: &'a Node,
+    to: &'a Node,
+    /// For every mapping of both copies (by address): the index of each key name's first entry.
+    keys: HashMap<*const Node, HashMap<&'a str, usize>>,
+}
+
+impl<'a> Placer<'a> {
+    pub fn new(from: &'a Node, to: &'a Node) -> Placer<'a> {
+        let mut keys = HashMap::new();
+        for root in [from, to] {
+            let mut stack = vec![root];
+            while let Some(node) = stack.pop() {
+                match &node.value {
+                    Value::Map(entries) => {
+                        let mut names = HashMap::with_capacity(entries.len());
+                        for (i, (k, v)) in entries.iter().enumerate() {
+                            names.entry(&*k.name).or_insert(i);
+                            stack.push(v);
+                        }
+                        keys.insert(node as *const Node, names);
+                    }
+                    Value::Seq(items) => stack.extend(items),
+                    _ => {}
                 }
-                (va, vb)
             }
-            (Step::Index(i), Value::Seq(sa), Value::Seq(sb)) => match (sa.get(i), sb.get(i)) {
-                (Some(va), Some(vb)) => (va, vb),
-                _ => break,
-            },
-            _ => break,
-        };
-        (a, b) = next;
-        if same(&a.loc) {
-            found = Some(b.loc.clone());
         }
+        Placer { from, to, keys }
     }
-    found
+
+    /// The entry under `key` of the mapping `node`, the first if the key is given twice.
+    fn entry(&self, node: &'a Node, key: &str) -> Option<&'a (Key, Node)> {
+        let Value::Map(entries) = &node.value else { return None };
+        let i = *self.keys.get(&(node as *const Node))?.get(key)?;
+        entries.get(i)
+    }
+
+    /// The place in `to` matching `loc` in `from`, following `field`; the deepest match along the path wins (a
+    /// missing field is reported at its parent mapping). `None` when nothing along the path is at `loc`.
+    pub fn map(&self, field: &str, loc: &Loc) -> Option<Loc> {
+        let same = |a: &Loc| a.line == loc.line && a.column == loc.column;
+        let mut found = same(&self.from.loc).then(|| self.to.loc.clone());
+        let (mut a, mut b) = (self.from, self.to);
+        for step in steps(field) {
+            let next = match step {
+                Step::Key(k) => {
+                    let (Some((ka, va)), Some((kb, vb))) = (self.entry(a, k), self.entry(b, k)) else { break };
+                    if same(&ka.loc) {
+                        found = Some(kb.loc.clone());
+                    }
+                    (va, vb)
+                }
+                Step::Index(i) => match (&a.value, &b.value) {
+                    (Value::Seq(sa), Value::Seq(sb)) => match (sa.get(i), sb.get(i)) {
+                        (Some(va), Some(vb)) => (va, vb),
+                        _ => break,
+                    },
+                    _ => break,
+                },
+            };
+            (a, b) = next;
+            if same(&a.loc) {
+                found = Some(b.loc.clone());
+            }
+        }
+        found
+    }
 }
 
 #[cfg(test)]
@@ -81,6 +121,8 @@ mod tests {
         let config = &top[1].1;
         let to = parse("file", "# mine\nspec:\n  sets:\n\n  - zone: a   # z\n    typo: 1\n");
         let at = |line, column| Loc { file: Arc::from("rl"), line, column };
+        let placer = Placer::new(config, &to);
+        let map = |_: &Node, _: &Node, field: &str, loc: &Loc| placer.map(field, loc);
         // A value.
         let l = map(config, &to, "spec.sets[0].zone", &at(5, 13)).unwrap();
         assert_eq!((&*l.file, l.line, l.column), ("file", 5, 11));

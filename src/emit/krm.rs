@@ -97,24 +97,41 @@ impl ConfigOrigin {
     }
 
     /// The user's file on disk: in the package kpt names (`kpt fn render`), else under the working directory
-    /// (`kpt fn eval` gives no package path; it is the working directory when run as `kpt fn eval .`).
-    fn file_on_disk(&self, cwd: &Path) -> Option<PathBuf> {
+    /// (`kpt fn eval` gives no package path; it is the working directory when run as `kpt fn eval .`). Only a file
+    /// inside `root`: the annotations come with the input, and no input may make wmrender read the host's files.
+    fn file_on_disk(&self, cwd: &Path, root: &Path) -> Option<PathBuf> {
         let path = self.path.as_ref()?;
-        Some(self.package.as_deref().unwrap_or(cwd).join(path)).filter(|p| p.is_file())
+        crate::inputs::inside_root(root, &self.package.as_deref().unwrap_or(cwd).join(path)).filter(|p| p.is_file())
     }
 
     /// Where paths written in the functionConfig (`spec.mirrors.files`) are relative to: the directory of the
     /// user's file, else the working directory.
-    fn base(&self, cwd: &Path) -> PathBuf {
-        match self.file_on_disk(cwd).and_then(|f| f.parent().map(Path::to_path_buf)) {
+    fn base(&self, cwd: &Path, root: &Path) -> PathBuf {
+        match self.file_on_disk(cwd, root).and_then(|f| f.parent().map(Path::to_path_buf)) {
             Some(dir) if dir.is_dir() => dir,
             _ => cwd.to_path_buf(),
         }
     }
 }
 
-/// Runs the function on one ResourceList.
+/// Runs the function on the bytes of stdin: a ResourceList that is not UTF-8 text is refused like any other that
+/// cannot be read, with a results entry at its first bad byte.
+pub fn run_bytes(input: Vec<u8>, cwd: &Path) -> Outcome {
+    let file: Arc<str> = Arc::from(STDIN);
+    let mut diags = Diagnostics::default();
+    match yaml::utf8_text(&file, input, &mut diags) {
+        Ok(text) => run(&text, cwd),
+        Err(e) => {
+            diags.push(e.diagnostic("the ResourceList", &Loc::file_only(&file), ""));
+            refuse(diags)
+        }
+    }
+}
+
+/// Runs the function on one ResourceList, in the working directory `cwd`. The repository it may read from is
+/// the one `cwd` is in: kpt and kustomize run the function there, and nothing in the input can move it.
 pub fn run(input: &str, cwd: &Path) -> Outcome {
+    let root = crate::inputs::repository_root(cwd);
     let rl_file: Arc<str> = Arc::from(STDIN);
     let mut diags = Diagnostics::default();
     let input: Arc<str> = Arc::from(input);
@@ -144,7 +161,7 @@ pub fn run(input: &str, cwd: &Path) -> Outcome {
             return refuse(diags);
         }
     };
-    let items: &[Node] = match list.child("items").map(|n| &n.value) {
+    let items: &[Node] = match list.child("items").map(|n| n.value.untagged()) {
         Some(Value::Seq(items)) => items,
         _ => &[],
     };
@@ -153,7 +170,8 @@ pub fn run(input: &str, cwd: &Path) -> Outcome {
             Diagnostic::error(&list.loc, "functionConfig", "no functionConfig")
                 .expected("a ClusterInputs object (wmrender.dev/v1alpha1)"),
         );
-        return finish(&text, &|_| true, &[], None, diags, &ConfigOrigin { path: None, package: None }, cwd);
+        let origin = ConfigOrigin { path: None, package: None };
+        return finish(&text, &|_| true, &[], None, diags, &origin, (cwd, &root));
     };
     // `kpt fn eval --fn-config FILE` leaves the functionConfig unannotated; the same ClusterInputs is then among
     // the items when FILE is inside the package, with its path.
@@ -168,7 +186,7 @@ pub fn run(input: &str, cwd: &Path) -> Outcome {
             .map_or(ConfigOrigin { path: None, package: None }, ConfigOrigin::of),
         known => known,
     };
-    let compiled = compile(config, &origin.base(cwd), diags);
+    let compiled = compile(config, &origin.base(cwd, &root), &root, diags);
     let out_dir = join(&origin.dir(), "cluster");
     // Items of an earlier run: ours by label and by path. Anything else (a committed render elsewhere, a
     // user's object with our label) is not ours to replace.
@@ -182,21 +200,22 @@ pub fn run(input: &str, cwd: &Path) -> Outcome {
         Ok((objects, d)) => {
             let generated: Vec<String> =
                 objects.iter().map(|o| with_path(o, &join(&out_dir, &o.file_name()))).collect();
-            finish(&text, &|i| !earlier(i), &generated, Some(config), d, &origin, cwd)
+            finish(&text, &|i| !earlier(i), &generated, Some(config), d, &origin, (cwd, &root))
         }
         // On errors the earlier items stay: exit 2 tells kpt and kustomize to write nothing anyway.
-        Err(d) => finish(&text, &|_| true, &[], Some(config), d, &origin, cwd),
+        Err(d) => finish(&text, &|_| true, &[], Some(config), d, &origin, (cwd, &root)),
     }
 }
 
-/// Decodes, validates and renders the functionConfig.
+/// Decodes, validates and renders the functionConfig; the files it references are read from `base`, inside `root`.
 pub(super) fn compile(
     config: &Node,
     base: &Path,
+    root: &Path,
     diags: Diagnostics,
 ) -> Result<(Vec<ClusterObject>, Diagnostics), Diagnostics> {
     // Decoding takes its tree; the functionConfig is still needed to place messages in the user's file.
-    let checked = crate::check_loaded(crate::inputs::from_node(config.clone(), base, diags), false)?;
+    let checked = crate::check_loaded(crate::inputs::from_node(config.clone(), base, root, diags), false)?;
     let plan = crate::plan::plan(&checked);
     Ok((crate::render::render(&plan).objects, checked.warnings))
 }
@@ -219,10 +238,10 @@ fn finish(
     config: Option<&Node>,
     diags: Diagnostics,
     origin: &ConfigOrigin,
-    cwd: &Path,
+    (cwd, root): (&Path, &Path),
 ) -> Outcome {
     let (diags, user_file) = match config {
-        Some(config) => to_user_file(diags, config, origin, cwd),
+        Some(config) => to_user_file(diags, config, origin, cwd, root),
         None => (diags, None),
     };
     let resource = config.map(resource_ref);
@@ -249,8 +268,14 @@ fn finish(
 /// Moves every diagnostic that points into the functionConfig (lines of the ResourceList) to the same field in
 /// the user's file, when kpt's annotations name it and it holds the same ClusterInputs. Returns the diagnostics
 /// and the user's file as shown in them.
-fn to_user_file(diags: Diagnostics, config: &Node, origin: &ConfigOrigin, cwd: &Path) -> (Diagnostics, Option<String>) {
-    let user = origin.file_on_disk(cwd).and_then(|path| {
+fn to_user_file(
+    diags: Diagnostics,
+    config: &Node,
+    origin: &ConfigOrigin,
+    cwd: &Path,
+    root: &Path,
+) -> (Diagnostics, Option<String>) {
+    let user = origin.file_on_disk(cwd, root).and_then(|path| {
         let shown: Arc<str> = Arc::from(path.display().to_string());
         let text: Arc<str> = Arc::from(std::fs::read_to_string(&path).ok()?);
         // The user's file may hold several documents (kpt allows it): the ClusterInputs is the one by that name.
@@ -262,12 +287,13 @@ fn to_user_file(diags: Diagnostics, config: &Node, origin: &ConfigOrigin, cwd: &
         })?;
         Some((shown, text, doc))
     });
+    let placer = user.as_ref().map(|(_, _, doc)| field_location::Placer::new(config, doc));
     let mut diags = diags.map(|d| {
         if &*d.loc.file != STDIN {
             return d;
         }
-        match &user {
-            Some((_, _, doc)) => match field_location::map(config, doc, &d.field, &d.loc) {
+        match &placer {
+            Some(placer) => match placer.map(&d.field, &d.loc) {
                 Some(loc) => Diagnostic { loc, ..d },
                 None => d,
             },

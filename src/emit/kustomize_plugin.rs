@@ -21,11 +21,7 @@ pub fn run(config: &Path, cwd: &Path) -> Result<(String, Diagnostics), Diagnosti
     let text = match yaml::read_source(config, &shown, &mut diags) {
         Ok(t) => t,
         Err(e) => {
-            diags.push(Diagnostic::error(
-                &Loc::file_only(&shown),
-                "",
-                format!("cannot read the generator config: {e}"),
-            ));
+            diags.push(e.diagnostic("the generator config", &Loc::file_only(&shown), ""));
             return Err(diags);
         }
     };
@@ -34,12 +30,16 @@ pub fn run(config: &Path, cwd: &Path) -> Result<(String, Diagnostics), Diagnosti
         d.push(e);
         d
     })?;
-    let user = user_file(&node, cwd);
+    // kustomize runs the plugin in the kustomization's directory; the repository it is in bounds what the config
+    // and the kustomization may make wmrender read.
+    let root = crate::inputs::repository_root(cwd);
+    let user = user_file(&node, cwd, &root);
     let base =
         user.as_ref().and_then(|(path, _, _)| cwd.join(path).parent().map(Path::to_path_buf)).unwrap_or(cwd.into());
     let to_user = |d: Diagnostics| match &user {
         Some((path, text, doc)) => {
-            let mut d = d.map(|d| match field_location::map(&node, doc, &d.field, &d.loc) {
+            let placer = field_location::Placer::new(&node, doc);
+            let mut d = d.map(|d| match placer.map(&d.field, &d.loc) {
                 Some(loc) if *d.loc.file == *shown => Diagnostic { loc, ..d },
                 _ => d,
             });
@@ -48,15 +48,15 @@ pub fn run(config: &Path, cwd: &Path) -> Result<(String, Diagnostics), Diagnosti
         }
         None => d,
     };
-    match compile(&node, &base, diags) {
+    match compile(&node, &base, &root, diags) {
         Ok((objects, warnings)) => Ok((crate::render::stream(&objects), to_user(warnings))),
         Err(d) => Err(to_user(d)),
     }
 }
 
 /// The user's generator file: the entry of the kustomization's `generators:` holding a ClusterInputs of the same
-/// name. Its path (as listed, under `cwd`), its text and that document.
-fn user_file(config: &Node, cwd: &Path) -> Option<(PathBuf, Arc<str>, Node)> {
+/// name, inside the repository `root`. Its path (as listed, under `cwd`), its text and that document.
+fn user_file(config: &Node, cwd: &Path, root: &Path) -> Option<(PathBuf, Arc<str>, Node)> {
     let name = field_str(config, &["metadata", "name"]);
     let kustomization = ["kustomization.yaml", "kustomization.yml", "Kustomization"]
         .iter()
@@ -70,7 +70,7 @@ fn user_file(config: &Node, cwd: &Path) -> Option<(PathBuf, Arc<str>, Node)> {
     };
     generators.iter().find_map(|g| {
         let yaml::Value::Str(rel) = &g.value else { return None };
-        let path = cwd.join(rel);
+        let path = crate::inputs::inside_root(root, &cwd.join(rel))?;
         let shown: Arc<str> = Arc::from(rel.as_str());
         let text: Arc<str> = Arc::from(std::fs::read_to_string(&path).ok()?);
         let doc = yaml::parse_all(&shown, &text).ok()?.into_iter().find(|d| {

@@ -10,3 +10,4 @@ pub mod manifest;
 pub mod ownership;
 mod resource_list_text;
 pub mod review;
+pub mod special_files;

@@ -29,10 +29,32 @@ pub fn check_replaceable(dir: &Path, force: bool) -> Result<(), Error> {
             list(&files)
         )));
     };
+    let foreign = foreign(dir, &manifest, &entries)?;
+    if foreign.is_empty() || force {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "`{}` holds files wmrender did not write, which rendering would delete: {}; move them elsewhere, or give \
+         --force to delete them",
+        dir.display(),
+        list(&foreign)
+    )))
+}
+
+/// Whether `dir` holds exactly a render: a wmrender manifest, every file it lists unchanged, nothing else.
+pub fn is_rendered_tree(dir: &Path) -> bool {
+    let (Ok(entries), Some(manifest)) = (walk(dir), read_manifest(dir)) else { return false };
+    let present: BTreeSet<&str> = entries.iter().filter(|e| !e.is_dir).map(|e| e.path.as_str()).collect();
+    manifest.files.iter().all(|f| present.contains(f.path.as_str()))
+        && foreign(dir, &manifest, &entries).is_ok_and(|f| f.is_empty())
+}
+
+/// The entries of `dir` a render did not write, each with why.
+fn foreign(dir: &Path, manifest: &Manifest, entries: &[Found]) -> Result<Vec<String>, Error> {
     let listed: BTreeMap<&str, &Entry> = manifest.files.iter().map(|e| (e.path.as_str(), e)).collect();
     let listed_dirs: BTreeSet<String> = manifest.files.iter().flat_map(|e| ancestors(&e.path)).collect();
     let mut foreign = Vec::new();
-    for e in &entries {
+    for e in entries {
         if e.path == "manifest.json" {
             continue;
         }
@@ -45,21 +67,17 @@ pub fn check_replaceable(dir: &Path, force: bool) -> Result<(), Error> {
         match listed.get(e.path.as_str()) {
             None => foreign.push(format!("`{}` (not in manifest.json)", e.path)),
             Some(_) if e.is_symlink => foreign.push(format!("`{}` (a symbolic link)", e.path)),
+            // Never opened: a named pipe would wait for a writer.
+            Some(_) if e.special.is_some() => {
+                foreign.push(format!("`{}` ({}, not a file wmrender wrote)", e.path, e.special.unwrap_or_default()))
+            }
             Some(entry) if !unchanged(&dir.join(&e.path), entry)? => {
                 foreign.push(format!("`{}` (changed since wmrender wrote it)", e.path))
             }
             Some(_) => {}
         }
     }
-    if foreign.is_empty() || force {
-        return Ok(());
-    }
-    Err(Error::Usage(format!(
-        "`{}` holds files wmrender did not write, which rendering would delete: {}; move them elsewhere, or give \
-         --force to delete them",
-        dir.display(),
-        list(&foreign)
-    )))
+    Ok(foreign)
 }
 
 struct Found {
@@ -68,6 +86,8 @@ struct Found {
     is_dir: bool,
     is_empty_dir: bool,
     is_symlink: bool,
+    /// A named pipe, a socket, a device: what it is.
+    special: Option<&'static str>,
 }
 
 /// Every entry below `dir`, without following symbolic links, in name order.
@@ -82,7 +102,8 @@ fn walk(dir: &Path) -> Result<Vec<Found>, Error> {
                 .map_err(|e| Error::io(format!("reading {}", entry.path().display()), e))?
                 .next()
                 .is_none();
-        out.push(Found { path, is_dir: ft.is_dir(), is_empty_dir, is_symlink: ft.is_symlink() });
+        let special = super::special_files::kind(&ft);
+        out.push(Found { path, is_dir: ft.is_dir(), is_empty_dir, is_symlink: ft.is_symlink(), special });
     }
     Ok(out)
 }

@@ -11,7 +11,7 @@
 //! be), so a line whose first character sits at column `c` or less is either the next `- ` entry, a comment, or the
 //! end of the sequence.
 
-use crate::inputs::yaml::{Node, Value};
+use crate::inputs::yaml::{Node, Value, line_starts};
 
 /// A ResourceList cut into sections of its source text.
 pub struct ResourceListText<'t> {
@@ -59,7 +59,7 @@ impl<'t> ResourceListText<'t> {
         }
         let mut items = None;
         if let Some(node) = root.child("items")
-            && let Value::Seq(list) = &node.value
+            && let Value::Seq(list) = node.value.untagged()
             && !list.is_empty()
         {
             let section = sections.iter().find(|(n, _)| n == "items").map(|(_, s)| *s).unwrap_or_default();
@@ -145,7 +145,7 @@ impl<'t> ResourceListText<'t> {
 /// Appends a section, ending it with a newline if the input's last line had none.
 fn push_section(out: &mut String, section: &str) {
     out.push_str(section);
-    if !section.is_empty() && !section.ends_with('\n') {
+    if !section.is_empty() && !section.ends_with(['\n', '\r']) {
         out.push('\n');
     }
 }
@@ -167,10 +167,6 @@ pub fn as_list_item(doc: &str, indent: usize) -> String {
     out
 }
 
-fn line_starts(text: &str) -> Vec<usize> {
-    std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect()
-}
-
 /// Cuts the section of a `items:` key holding a block sequence into its entries.
 fn cut_block_sequence(section: &str) -> Option<Items<'_>> {
     let starts = line_starts(section);
@@ -178,9 +174,13 @@ fn cut_block_sequence(section: &str) -> Option<Items<'_>> {
         let end = starts.get(i + 1).copied().unwrap_or(section.len());
         &section[starts[i]..end]
     };
-    // The key line itself must end after the colon (or a comment): `items: [...]` is flow style.
+    // The key line itself must end after the colon (or a comment), a tag or an anchor aside: `items: [...]` is
+    // flow style.
     let first = line_at(0);
-    let after_colon = first.split_once(':').map(|(_, rest)| rest.trim()).unwrap_or("");
+    let mut after_colon = first.split_once(':').map(|(_, rest)| rest.trim()).unwrap_or("");
+    while after_colon.starts_with(['!', '&']) {
+        after_colon = after_colon.split_once(char::is_whitespace).map_or("", |(_, rest)| rest.trim_start());
+    }
     if !(after_colon.is_empty() || after_colon.starts_with('#')) {
         return None;
     }
@@ -255,6 +255,31 @@ mod tests {
         let text = "kind: ResourceList\nitems: []\n";
         let rl = ResourceListText::cut(text, &parse(text)).unwrap();
         assert_eq!(rl.rebuild(&|_| true, &[], ""), text);
+    }
+
+    /// Lines ending in `\r` alone or in `\r\n` are lines: each key is cut at its own line, so an `items: []`
+    /// that gets items is replaced, never written twice.
+    #[test]
+    fn old_mac_and_windows_line_endings() {
+        for eol in ["\r", "\r\n"] {
+            let text = ["kind: ResourceList", "items: []", "functionConfig:", "  k: v", ""].join(eol);
+            let rl = ResourceListText::cut(&text, &parse(&text)).unwrap();
+            let out = rl.rebuild(&|_| true, &["a: 1\n".into()], "");
+            assert_eq!(out.matches("items").count(), 1, "{out:?}");
+            assert_eq!(out, format!("kind: ResourceList{eol}items:\n- a: 1\nfunctionConfig:{eol}  k: v{eol}"));
+            let text = ["kind: ResourceList", "items:", "- a: 1", "  b: 2", "- c: 3", ""].join(eol);
+            let rl = ResourceListText::cut(&text, &parse(&text)).unwrap();
+            assert_eq!(rl.item(1), Some(format!("- c: 3{eol}").as_str()));
+            assert_eq!(rl.rebuild(&|i| i == 1, &[], ""), format!("kind: ResourceList{eol}items:{eol}- c: 3{eol}"));
+        }
+    }
+
+    /// A tag or an anchor on the `items` sequence itself: the items are still cut one by one and kept.
+    #[test]
+    fn a_tagged_items_sequence() {
+        let text = "kind: ResourceList\nitems: !custom &all\n- a: 1\n- b: 2\n";
+        let rl = ResourceListText::cut(text, &parse(text)).unwrap();
+        assert_eq!(rl.rebuild(&|_| true, &["c: 3\n".into()], ""), format!("{text}- c: 3\n"));
     }
 
     #[test]

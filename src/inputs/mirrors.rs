@@ -92,7 +92,8 @@ fn load_file(mf: &MirrorFile, diags: &mut Diagnostics) -> Vec<MirrorSet> {
     let text = match yaml::read_source(&mf.path, &file, diags) {
         Ok(t) => t,
         Err(e) => {
-            diags.push(written.error(format!("cannot read `{}`: {e}", written.value)).expected("a readable YAML file"));
+            let what = format!("`{}`", written.value);
+            diags.push(e.diagnostic(&what, &written.loc, &written.field).expected("a readable YAML file"));
             return Vec::new();
         }
     };

@@ -6,6 +6,7 @@ pub mod schema;
 pub mod yaml;
 
 use crate::diagnostics::{Diagnostic, Diagnostics, Loc};
+use crate::error::io_reason;
 use schema::ClusterInputs;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -37,16 +38,14 @@ pub fn load(path: &Path) -> Result<Loaded, Diagnostics> {
     let mut diags = Diagnostics::default();
     let text = match yaml::read_source(path, &file, &mut diags) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-            return Err(one(Diagnostic::error(&Loc::file_only(&file), "", "the inputs file is not UTF-8 text")));
+        Err(e @ yaml::NotRead::NotUtf8 { .. }) => {
+            diags.push(e.diagnostic("the inputs file", &Loc::file_only(&file), ""));
+            return Err(diags);
         }
         Err(e) => {
-            return Err(one(Diagnostic::error(
-                &Loc::file_only(&file),
-                "",
-                format!("cannot read the inputs file: {e}"),
-            )
-            .hint("pass the inputs with -f PATH (default: wmrender.yaml in the current directory)")));
+            return Err(one(e
+                .diagnostic("the inputs file", &Loc::file_only(&file), "")
+                .hint("pass the inputs with -f PATH (default: wmrender.yaml in the current directory)")));
         }
     };
     load_text(path, &file, &text, diags)
@@ -54,9 +53,10 @@ pub fn load(path: &Path) -> Result<Loaded, Diagnostics> {
 
 fn load_text(path: &Path, file: &Arc<str>, text: &Arc<str>, mut diags: Diagnostics) -> Result<Loaded, Diagnostics> {
     if text.trim().is_empty() {
+        // At its first line: where the document should start.
+        let start = Loc { file: file.clone(), line: 1, column: 1 };
         diags.push(
-            Diagnostic::error(&Loc::file_only(file), "", "the inputs file is empty")
-                .expected("a ClusterInputs document"),
+            Diagnostic::error(&start, "(document)", "the inputs file is empty").expected("a ClusterInputs document"),
         );
         return Err(diags);
     }
@@ -73,29 +73,30 @@ fn load_text(path: &Path, file: &Arc<str>, text: &Arc<str>, mut diags: Diagnosti
     };
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
-    Ok(with_files(inputs, &base, diags))
+    let root = repository_root(&base);
+    Ok(with_files(inputs, &base, &root, diags))
 }
 
-/// Decodes a ClusterInputs document already parsed (the inputs file, or a KRM functionConfig) and loads the files
-/// it references, relative to `base`.
+/// Decodes a ClusterInputs document already parsed (a KRM functionConfig) and loads the files it references,
+/// relative to `base` and never outside `root` (the repository: where the function runs, not where its input says
+/// it comes from).
 ///
 /// Decoding goes as far as it can: the `Loaded` may carry errors in its diagnostics (a missing field, a wrong
 /// type), so that validation still runs every rule on what was read and every error is reported in one run.
 /// `Err` only when there is nothing to validate: the document is not a mapping.
-pub fn from_node(node: yaml::Node, base: &Path, mut diags: Diagnostics) -> Result<Loaded, Diagnostics> {
+pub fn from_node(node: yaml::Node, base: &Path, root: &Path, mut diags: Diagnostics) -> Result<Loaded, Diagnostics> {
     let Some(inputs) = schema::decode_document(node, &mut diags) else {
         return Err(diags);
     };
-    Ok(with_files(inputs, base, diags))
+    Ok(with_files(inputs, base, root, diags))
 }
 
-/// Loads the mirror files the decoded inputs reference, relative to `base`.
-fn with_files(mut inputs: ClusterInputs, base: &Path, mut diags: Diagnostics) -> Loaded {
+/// Loads the mirror files the decoded inputs reference, relative to `base`, inside `root`.
+fn with_files(mut inputs: ClusterInputs, base: &Path, root: &Path, mut diags: Diagnostics) -> Loaded {
     let base = base.to_path_buf();
-    let root = repository_root(&base);
     let mut mirror_files = Vec::new();
     for f in &inputs.spec.mirrors.files {
-        match resolve_inside(&base, &root, f) {
+        match resolve_inside(&base, root, f) {
             Ok(p) => {
                 // Messages name the file as the user would open it from where wmrender runs.
                 let shown = if base == Path::new(".") { PathBuf::from(f.as_str()) } else { base.join(f.as_str()) };
@@ -121,10 +122,17 @@ fn one(d: Diagnostic) -> Diagnostics {
     ds
 }
 
-/// The nearest ancestor holding `.git`, else the inputs file's own directory.
-fn repository_root(base: &Path) -> PathBuf {
-    let abs = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_path_buf());
+/// The repository `dir` is in: its nearest ancestor holding `.git`, else `dir` itself. Resolved (absolute, links
+/// followed), so that paths can be compared with it.
+pub fn repository_root(dir: &Path) -> PathBuf {
+    let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     abs.ancestors().find(|dir| dir.join(".git").exists()).map(Path::to_path_buf).unwrap_or(abs)
+}
+
+/// `path` resolved (links followed), when it exists and is inside `root`: the only files a path taken from an
+/// untrusted document (a KRM function's annotations, a kustomization's list) may lead wmrender to read.
+pub fn inside_root(root: &Path, path: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(path).ok().filter(|real| real.starts_with(root))
 }
 
 /// Resolves a path written in the inputs relative to the inputs file, refusing absolute paths and paths that
@@ -145,8 +153,9 @@ fn resolve_inside(base: &Path, root: &Path, rel: &yaml::Located<String>) -> Resu
     if !joined.starts_with(root) {
         return Err(outside());
     }
-    let real = std::fs::canonicalize(&joined)
-        .map_err(|e| rel.error(format!("cannot read `{}`: {e}", rel.value)).expected("an existing file"))?;
+    let real = std::fs::canonicalize(&joined).map_err(|e| {
+        rel.error(format!("cannot read `{}`: {}", rel.value, io_reason(&e))).expected("an existing file")
+    })?;
     // A symbolic link inside the repository may still point out of it.
     if !real.starts_with(root) {
         return Err(outside());

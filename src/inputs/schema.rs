@@ -12,7 +12,7 @@
 //! errors, see `validate::Decoded`). Defaults are not filled in here: validation resolves them, so that "not
 //! written" stays visible to its rules. docs/inputs.md documents every field; keep the two in step.
 
-use super::yaml::{Decode, Fields, Located, Node, Value};
+use super::yaml::{Decode, Fields, Located, Node, OddWholeNumber, Value};
 use crate::diagnostics::{Diagnostic, Diagnostics, Loc};
 use crate::windows::WindowsVersion;
 use serde::Serialize;
@@ -685,13 +685,22 @@ impl Decode for Replicas {
                 _ => format!("{i} is more than a MachineSet can hold"),
             },
             // Whole numbers beyond 64 bits arrive as floats; the digits written say what the user meant.
-            Value::Float(..) if written().trim_start_matches('+').bytes().all(|b| b.is_ascii_digit()) => {
-                format!("{} is more than a MachineSet can hold", written())
+            v if OddWholeNumber::of(v).is_some() => {
+                OddWholeNumber::of(v).map(|o| o.problem("is more than a MachineSet can hold")).unwrap_or_default()
             }
             Value::Str(s) => format!("`{}` is not a whole number", s.escape_debug()),
             Value::Seq(_) => "expected a number or `auto`, found a list".to_string(),
             Value::Map(_) => "expected a number or `auto`, found a mapping".to_string(),
             Value::Null => "expected a number or `auto`, found null".to_string(),
+            Value::Tagged(t) => {
+                let d = Diagnostic::error(
+                    &node.loc,
+                    field,
+                    format!("expected a number or `auto`, found a value tagged `{}`", t.tag),
+                );
+                diags.push(d.expected(expected).hint(super::yaml::tag_hint(&t.tag)));
+                return None;
+            }
             Value::Bool(..) | Value::Float(..) => format!("`{}` is not a whole number", written()),
         };
         diags.push(Diagnostic::error(&node.loc, field, problem).expected(expected));

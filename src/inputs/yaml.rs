@@ -1,14 +1,15 @@
 //! YAML with source locations, and decoding it into typed inputs while collecting every problem.
 //!
-//! serde-saphyr parses the text into a tree of [`Node`]s that remember where they came from. Typed input structs
-//! are then read from that tree by hand ([`Decode`], [`Fields`]) rather than by `#[derive(Deserialize)]`: serde
-//! stops at the first unknown key or wrong type, while the inputs contract asks for every error in one run, each
-//! with its file, line, column and field path.
+//! The text is parsed into a tree of [`Node`]s that remember where they came from ([`build`], from the YAML
+//! parser's events). Typed input structs are then read from that tree by hand ([`Decode`], [`Fields`]) rather than
+//! by `#[derive(Deserialize)]`: serde stops at the first unknown key or wrong type, while the inputs contract asks
+//! for every error in one run, each with its file, line, column and field path.
+
+mod build;
 
 use crate::diagnostics::{Diagnostic, Diagnostics, Loc};
+use build::BuildError;
 use serde::Serialize;
-use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_saphyr::Spanned;
 use std::sync::Arc;
 
 /// One YAML node with the place it starts at.
@@ -47,6 +48,17 @@ pub enum Value {
     Str(String),
     Seq(Vec<Node>),
     Map(Vec<(Key, Node)>),
+    /// A node with a tag that gives it a meaning of its own (`!!binary`, `!!timestamp`, `!Ref`, `!!float 2`):
+    /// kept for documents wmrender passes through, refused by every field wmrender reads.
+    Tagged(Box<Tagged>),
+}
+
+#[derive(Clone, Debug)]
+pub struct Tagged {
+    /// As a user writes it: `!!timestamp`, `!Ref`.
+    pub tag: Box<str>,
+    /// The node without its tag: a scalar's text, or the list or mapping.
+    pub value: Value,
 }
 
 #[derive(Clone, Debug)]
@@ -57,121 +69,198 @@ pub struct Key {
 }
 
 impl Value {
-    fn type_name(&self) -> &'static str {
+    /// The value without its tag, for documents wmrender passes through and only looks into.
+    pub fn untagged(&self) -> &Value {
         match self {
-            Value::Null => "null",
-            Value::Bool(..) => "a boolean",
-            Value::Int(..) => "an integer",
-            Value::Float(..) => "a number",
-            Value::Str(_) => "a string",
-            Value::Seq(_) => "a list",
-            Value::Map(_) => "a mapping",
+            Value::Tagged(t) => t.value.untagged(),
+            v => v,
+        }
+    }
+
+    fn type_name(&self) -> String {
+        match self {
+            Value::Null => "null".into(),
+            Value::Bool(..) => "a boolean".into(),
+            Value::Int(..) => "an integer".into(),
+            Value::Float(..) => "a number".into(),
+            Value::Str(_) => "a string".into(),
+            Value::Seq(_) => "a list".into(),
+            Value::Map(_) => "a mapping".into(),
+            Value::Tagged(t) => format!("a value tagged `{}`", t.tag),
+        }
+    }
+}
+
+/// A whole number that YAML does not read as an integer, as written: too large for 64 bits
+/// (`99999999999999999999`), or with a leading zero (`0400`, which YAML 1.1 read as octal). Both arrive as floats.
+pub enum OddWholeNumber<'a> {
+    TooLarge(&'a str),
+    LeadingZero(&'a str),
+}
+
+impl<'a> OddWholeNumber<'a> {
+    pub fn of(value: &'a Value) -> Option<OddWholeNumber<'a>> {
+        let Value::Float(_, written) = value else { return None };
+        let digits = written.trim_start_matches(['+', '-']);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some(if digits.len() > 1 && digits.starts_with('0') {
+            OddWholeNumber::LeadingZero(written)
+        } else {
+            OddWholeNumber::TooLarge(written)
+        })
+    }
+
+    /// What is wrong, given what "too large" means for the field.
+    pub fn problem(&self, too_large: &str) -> String {
+        match self {
+            OddWholeNumber::TooLarge(w) => format!("{w} {too_large}"),
+            OddWholeNumber::LeadingZero(w) => {
+                let digits = w.trim_start_matches(['+', '-']).trim_start_matches('0');
+                let sign = if w.starts_with('-') { "-" } else { "" };
+                let digits = if digits.is_empty() { "0" } else { digits };
+                format!("`{w}` starts with a 0, which YAML 1.1 reads as octal; write `{sign}{digits}`")
+            }
+        }
+    }
+}
+
+/// Where each line of `text` starts, lines ending as YAML ends them: `\r\n`, `\r` or `\n` (the parser's line
+/// numbers count a lone `\r`, as old Mac files have it, as a line break too).
+pub fn line_starts(text: &str) -> Vec<usize> {
+    let bytes = text.as_bytes();
+    let mut starts = vec![0];
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'\n' || (b == b'\r' && bytes.get(i + 1) != Some(&b'\n')) {
+            starts.push(i + 1);
+        }
+    }
+    starts
+}
+
+/// Why a file could not be read as text.
+#[derive(Debug)]
+pub enum NotRead {
+    Io(std::io::Error),
+    /// Not UTF-8: where the first byte that is not part of a UTF-8 character is, and that byte.
+    NotUtf8 {
+        at: Loc,
+        byte: u8,
+    },
+}
+
+impl NotRead {
+    /// The diagnostic, for a file described as `what` ("the inventory", "`mirrors/idms.yaml`"): a file that cannot
+    /// be opened is named as a whole (`at` a file-level place, or the field that names it); one that is not text
+    /// at the line and column of its first bad byte.
+    pub fn diagnostic(&self, what: &str, at: &Loc, field: &str) -> Diagnostic {
+        match self {
+            NotRead::Io(e) => {
+                Diagnostic::error(at, field, format!("cannot read {what}: {}", crate::error::io_reason(e)))
+            }
+            NotRead::NotUtf8 { at, byte } => not_utf8(at, what, *byte),
+        }
+    }
+}
+
+/// `what` is not UTF-8 text: the diagnostic at the first byte that is not.
+pub fn not_utf8(at: &Loc, what: &str, byte: u8) -> Diagnostic {
+    Diagnostic::error(
+        at,
+        "",
+        format!("{what} is not UTF-8 text: the byte 0x{byte:02x} here is not part of a UTF-8 character"),
+    )
+    .expected("UTF-8 text (YAML and JSON files are)")
+    .hint("save the file as UTF-8; a file from Windows may be UTF-16, which `iconv -f UTF-16 -t UTF-8` converts")
+}
+
+/// `bytes` as text, or where the first byte that is not UTF-8 is (line and column, as the text before it counts
+/// them). The file's text, made readable, is registered with `diags` either way, so the message shows the line.
+pub fn utf8_text(file: &Arc<str>, bytes: Vec<u8>, diags: &mut Diagnostics) -> Result<Arc<str>, NotRead> {
+    match String::from_utf8(bytes) {
+        Ok(text) => {
+            let text: Arc<str> = Arc::from(text);
+            diags.add_source(file, &text);
+            Ok(text)
+        }
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let bytes = e.into_bytes();
+            let before = std::str::from_utf8(&bytes[..valid]).unwrap_or_default();
+            let starts = line_starts(before);
+            let line = starts.len() as u32;
+            let column = before[starts[starts.len() - 1]..].chars().count() as u32 + 1;
+            diags.add_source(file, &Arc::from(String::from_utf8_lossy(&bytes).as_ref()));
+            Err(NotRead::NotUtf8 { at: Loc { file: file.clone(), line, column }, byte: bytes[valid] })
         }
     }
 }
 
 /// Reads a UTF-8 file and registers its text with `diags`, so diagnostics pointing into it show the offending
-/// line. The caller words the error: it knows what the file is for.
-pub fn read_source(path: &std::path::Path, shown: &Arc<str>, diags: &mut Diagnostics) -> std::io::Result<Arc<str>> {
-    let text: Arc<str> = Arc::from(std::fs::read_to_string(path)?);
-    diags.add_source(shown, &text);
-    Ok(text)
+/// line. The caller words the error ([`NotRead::diagnostic`]): it knows what the file is for.
+pub fn read_source(path: &std::path::Path, shown: &Arc<str>, diags: &mut Diagnostics) -> Result<Arc<str>, NotRead> {
+    utf8_text(shown, std::fs::read(path).map_err(NotRead::Io)?, diags)
 }
 
 /// Parses one YAML document. A syntax error comes back as a diagnostic pointing at the offending place.
 pub fn parse(file: &Arc<str>, text: &Arc<str>) -> Result<Node, Diagnostic> {
-    build(file, text).map_err(|e| yaml_error(file, text, &e))
+    parse_one(file, text).map_err(|e| yaml_error(file, text, &e))
 }
 
-/// [`parse`] with the library's error, for reading what precedes a syntax error without wording another one.
-fn build(file: &Arc<str>, text: &Arc<str>) -> Result<Node, serde_saphyr::Error> {
-    let _source = Source::enter(file, text);
-    serde_saphyr::from_str_with_options::<Spanned<Built>>(text, options(text)).map(Node::from)
+/// [`parse`] with the builder's error, for reading what precedes a syntax error without wording another one.
+fn parse_one(file: &Arc<str>, text: &str) -> Result<Node, BuildError> {
+    let docs = build::documents(file, text, true)?;
+    Ok(docs
+        .into_iter()
+        .next()
+        .unwrap_or(Node { value: Value::Null, loc: Loc { file: file.clone(), line: 1, column: 1 } }))
 }
 
 /// Parses every document of a multi-document stream (`---` separated), as `oc get -o yaml` and kustomize write.
 pub fn parse_all(file: &Arc<str>, text: &Arc<str>) -> Result<Vec<Node>, Diagnostic> {
-    let _source = Source::enter(file, text);
-    let roots: Vec<Spanned<Built>> =
-        serde_saphyr::from_multiple_with_options(text, options(text)).map_err(|e| yaml_error(file, text, &e))?;
-    Ok(roots.into_iter().map(Node::from).collect())
+    build::documents(file, text, false).map_err(|e| yaml_error(file, text, &e))
 }
 
-/// How wmrender reads YAML:
-/// - YAML 1.2 booleans only (`true`, `false`): `yes`, `on` or `n` stay text, so `install: yes` is refused with a
-///   hint instead of silently meaning true, and a network named `n` stays `n`;
-/// - repeated keys are passed on, so [`Fields`] reports them with their field path;
-/// - `.inf` and `.nan` are kept as text, so the field they are given to says what it expects;
-/// - the resource budget grows with the input, so a large legitimate file is read, while aliases that expand a
-///   small file into a huge tree (an "alias bomb") are still stopped by the library's alias limits.
-fn options(text: &str) -> serde_saphyr::Options {
-    let mut budget = serde_saphyr::Budget::default();
-    // A node or event takes at least one byte of text unless an alias repeats it.
-    budget.max_nodes = budget.max_nodes.max(text.len());
-    budget.max_events = budget.max_events.max(2 * text.len());
-    budget.max_total_scalar_bytes = budget.max_total_scalar_bytes.max(text.len());
-    let mut options = serde_saphyr::Options::default();
-    options.budget = Some(budget);
-    options.strict_booleans = true;
-    options.duplicate_keys = serde_saphyr::options::DuplicateKeyPolicy::PassThrough;
-    options.non_finite_float_policy = serde_saphyr::options::NonFiniteFloatPolicy::AsString;
-    options
-}
-
-/// The library's error in wmrender's words, at its place, with the field being written there.
-fn yaml_error(file: &Arc<str>, text: &str, e: &serde_saphyr::Error) -> Diagnostic {
-    use serde_saphyr::Error as E;
-    let mut inner = e.without_snippet();
-    while let E::AliasError { error, .. } | E::WithSnippet { error, .. } = inner {
-        inner = error;
-    }
-    let location = e.location().or_else(|| inner.location());
-    let loc = location
-        .filter(|l| l.line() > 0)
-        .map(|l| Loc { file: file.clone(), line: l.line() as u32, column: l.column() as u32 })
-        .unwrap_or_else(|| Loc { file: file.clone(), line: 1, column: 1 });
-    let field = match inner {
+/// The builder's error in wmrender's words, at its place, with the field being written there.
+fn yaml_error(file: &Arc<str>, text: &str, e: &BuildError) -> Diagnostic {
+    let loc = e.loc().clone();
+    let field = match e {
         // The line belongs to another document, not to a field of this one.
-        E::MultipleDocuments { .. } => "(document)".to_string(),
+        BuildError::MultipleDocuments { .. } => "(document)".to_string(),
         _ => field_at(file, text, loc.line),
     };
-    let (message, expected, hint): (String, &str, Option<&str>) = match inner {
-        E::Budget { .. }
-        | E::AliasReplayLimitExceeded { .. }
-        | E::AliasExpansionLimitExceeded { .. }
-        | E::AliasReplayCounterOverflow { .. }
-        | E::AliasReplayStackDepthExceeded { .. } => (
+    let (message, expected, hint): (String, &str, Option<&str>) = match e {
+        BuildError::TooLarge { .. } => (
             "the YAML expands to too much data to read safely (aliases repeating anchors, or nesting too deep)".into(),
             "an inputs file without alias chains that multiply its size, nested at most 64 levels",
             Some("write the values out instead of repeating large anchors through aliases"),
         ),
-        E::RecursiveReferencesRequireWeakTypes { .. } => (
+        BuildError::RecursiveAlias { .. } => (
             "an alias refers to the anchor it is inside of, which would make an endless value".into(),
             "aliases (*name) only to anchors (&name) that are complete before the alias",
             None,
         ),
-        E::MultipleDocuments { .. } => (
+        BuildError::MultipleDocuments { .. } => (
             "more than one YAML document (`---`) in a file that holds one".into(),
             "a single document",
             Some("remove the extra `---` and what follows it, or move it to its own file"),
         ),
-        E::UnknownAnchor { .. } => (
+        BuildError::UnknownAnchor { .. } => (
             "an alias (*name) refers to an anchor (&name) that is not defined before it".into(),
             "every *name after its &name",
             None,
         ),
-        _ => {
+        BuildError::Syntax { message, .. } => {
             // The parser's own syntax messages ("did not find expected ':'") are YAML's words; anything that
             // speaks of the library's types instead is replaced.
-            let text = inner.to_string();
-            let first = text.lines().next().unwrap_or("").trim_start_matches("error: ");
-            let message = match first.split_once(": ") {
-                Some((pos, rest)) if pos.starts_with("line ") => rest,
-                _ => first,
+            let first = message.lines().next().unwrap_or("").trim_start_matches("error: ");
+            let first = if speaks_library(first) || first.is_empty() {
+                "this is not YAML that wmrender can read"
+            } else {
+                first
             };
-            let message = message.split(" at line ").next().unwrap_or(message);
-            let message = if speaks_library(message) { "this is not YAML that wmrender can read" } else { message };
-            (format!("invalid YAML: {message}"), "a well-formed YAML document", None)
+            (format!("invalid YAML: {first}"), "a well-formed YAML document", None)
         }
     };
     let d = Diagnostic::error(&loc, &field, message).expected(expected);
@@ -232,7 +321,7 @@ fn field_before(file: &Arc<str>, text: &str, line: u32, column: u32) -> Option<S
     let mut end: usize = text.lines().take(line.saturating_sub(1) as usize).map(|l| l.len() + 1).sum();
     for _ in 0..4 {
         let prefix = text.get(..end.min(text.len())).unwrap_or("");
-        if let Ok(node) = build(file, &Arc::from(prefix)) {
+        if let Ok(node) = parse_one(file, prefix) {
             let mut best = None;
             last_key_at_most(&node, "", column, &mut best);
             return best.or(Some(String::new()));
@@ -265,176 +354,6 @@ fn last_key_at_most(node: &Node, path: &str, column: u32, best: &mut Option<Stri
             }
         }
         _ => {}
-    }
-}
-
-// Nodes are built bottom-up while serde-saphyr parses: each finished child becomes a `Node` at once, so no second
-// tree of the library's values ever exists beside this one (for a long mirror list, that tree was the peak of a
-// render's memory). serde hands a `Deserialize` impl no context, so the file and text of the parse in progress,
-// which a `Node` needs for its `Loc` and its plain text, are set for that parse by `Source::enter`.
-
-thread_local! {
-    static SOURCE: std::cell::RefCell<Option<Parsing>> = const { std::cell::RefCell::new(None) };
-}
-
-/// What building nodes needs to know of the parse in progress.
-struct Parsing {
-    file: Arc<str>,
-    text: Arc<str>,
-    /// The key names seen so far, each held once.
-    keys: std::collections::HashSet<Arc<str>>,
-}
-
-/// The file and text being parsed on this thread, until dropped (then the previous ones, if any, again).
-struct Source(Option<Parsing>);
-
-impl Source {
-    fn enter(file: &Arc<str>, text: &Arc<str>) -> Source {
-        let parsing = Parsing { file: file.clone(), text: text.clone(), keys: Default::default() };
-        Source(SOURCE.with_borrow_mut(|s| s.replace(parsing)))
-    }
-}
-
-impl Drop for Source {
-    fn drop(&mut self) {
-        let previous = self.0.take();
-        SOURCE.with_borrow_mut(|s| *s = previous);
-    }
-}
-
-/// A key name, shared with the keys of the same name before it in the parse in progress.
-fn key_name(name: &str) -> Arc<str> {
-    SOURCE.with_borrow_mut(|source| match source {
-        Some(parsing) => match parsing.keys.get(name) {
-            Some(shared) => shared.clone(),
-            None => {
-                let shared: Arc<str> = Arc::from(name);
-                parsing.keys.insert(shared.clone());
-                shared
-            }
-        },
-        None => Arc::from(name),
-    })
-}
-
-/// The `Loc` of a place in the parse in progress, and the text written there when `written` asks for it.
-fn located(at: &serde_saphyr::Location, written: bool) -> (Loc, Option<Box<str>>) {
-    SOURCE.with_borrow(|source| {
-        let Some(Parsing { file, text, .. }) = source else {
-            // Only `parse` and `parse_all` build nodes, and both enter their source first.
-            return (Loc { file: Arc::from(""), line: at.line() as u32, column: at.column() as u32 }, None);
-        };
-        let text = written
-            .then(|| {
-                let span = at.span();
-                let start = span.byte_offset()? as usize;
-                text.get(start..start + span.byte_len()? as usize).map(Box::from)
-            })
-            .flatten();
-        (Loc { file: file.clone(), line: at.line() as u32, column: at.column() as u32 }, text)
-    })
-}
-
-/// One node's value with its children already built; serde-saphyr wraps it in `Spanned` with its place.
-struct Built(Value);
-
-impl From<Spanned<Built>> for Node {
-    fn from(s: Spanned<Built>) -> Node {
-        let mut value = s.value.0;
-        let scalar = matches!(value, Value::Bool(..) | Value::Int(..) | Value::Float(..));
-        let (loc, written) = located(&s.referenced, scalar);
-        // The text written; should the library give no span, the value printed, never an empty string.
-        match &mut value {
-            Value::Bool(b, text) => *text = written.unwrap_or_else(|| b.to_string().into()),
-            Value::Int(i, text) => *text = written.unwrap_or_else(|| i.to_string().into()),
-            Value::Float(f, text) => *text = written.unwrap_or_else(|| f.to_string().into()),
-            _ => {}
-        }
-        Node { value, loc }
-    }
-}
-
-/// A mapping key as a name: a string as it is, anything else (`~`, `1`, `[a, b]`) as the text written, so the
-/// field it stands for is reported as unknown in wmrender's words.
-fn key(k: Spanned<Built>) -> Key {
-    let (loc, written) = located(&k.referenced, !matches!(k.value.0, Value::Str(_)));
-    let name = match &k.value.0 {
-        Value::Str(s) => key_name(s),
-        _ => match written.as_deref().map(str::trim) {
-            Some(w) if !w.is_empty() => key_name(w),
-            _ => key_name("null"),
-        },
-    };
-    Key { name, loc }
-}
-
-struct BuiltVisitor;
-
-impl<'de> Visitor<'de> for BuiltVisitor {
-    type Value = Built;
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("any YAML value")
-    }
-    fn visit_unit<E>(self) -> Result<Built, E> {
-        Ok(Built(Value::Null))
-    }
-    fn visit_none<E>(self) -> Result<Built, E> {
-        Ok(Built(Value::Null))
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Built, D::Error> {
-        d.deserialize_any(BuiltVisitor)
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Built, E> {
-        Ok(Built(Value::Bool(v, Box::default())))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Built, E> {
-        Ok(Built(Value::Int(v, Box::default())))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Built, E> {
-        // Beyond i64: kept as a number; a whole-number field reports it as out of range, a text field reads
-        // the digits written.
-        Ok(Built(match i64::try_from(v) {
-            Ok(i) => Value::Int(i, Box::default()),
-            Err(_) => Value::Float(v as f64, Box::default()),
-        }))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Built, E> {
-        Ok(Built(Value::Float(v, Box::default())))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Built, E> {
-        Ok(Built(Value::Str(v.to_string())))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Built, E> {
-        Ok(Built(Value::Str(v)))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Built, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = a.next_element::<Spanned<Built>>()? {
-            items.push(Node::from(item));
-        }
-        // A short list would otherwise keep room for four; a long one up to twice its length.
-        items.shrink_to_fit();
-        Ok(Built(Value::Seq(items)))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Built, A::Error> {
-        let mut entries = Vec::new();
-        while let Some(k) = a.next_key::<Spanned<Built>>()? {
-            let k = key(k);
-            let mut value = Node::from(a.next_value::<Spanned<Built>>()?);
-            // A mapping or list is reported at its key (`spec:`), not at its first entry.
-            if matches!(value.value, Value::Map(_) | Value::Seq(_)) {
-                value.loc = k.loc.clone();
-            }
-            entries.push((k, value));
-        }
-        entries.shrink_to_fit();
-        Ok(Built(Value::Map(entries)))
-    }
-}
-
-impl<'de> Deserialize<'de> for Built {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Built, D::Error> {
-        d.deserialize_any(BuiltVisitor)
     }
 }
 
@@ -480,8 +399,20 @@ pub trait Decode: Sized {
 
 fn wrong_type(node: &Node, field: &str, expected: &str) -> Diagnostic {
     let field = if field.is_empty() { "(document)" } else { field };
-    Diagnostic::error(&node.loc, field, format!("expected {expected}, found {}", node.value.type_name()))
-        .expected(expected.to_string())
+    let d = Diagnostic::error(&node.loc, field, format!("expected {expected}, found {}", node.value.type_name()))
+        .expected(expected.to_string());
+    match &node.value {
+        Value::Tagged(t) => d.hint(tag_hint(&t.tag)),
+        _ => d,
+    }
+}
+
+/// What to do about a tag on a field wmrender reads.
+pub fn tag_hint(tag: &str) -> String {
+    format!(
+        "wmrender reads plain YAML values; remove the tag `{tag}` (only !!str, !!int, !!bool, !!null, !!seq and \
+         !!map are read, where they fit)"
+    )
 }
 
 impl Decode for String {
@@ -537,8 +468,9 @@ macro_rules! decode_int {
                         }
                     },
                     // A whole number beyond 64 bits is read as a float; say it is out of range, not a fraction.
-                    Value::Float(_, ref written) if written.trim_start_matches(['+', '-']).bytes().all(|b| b.is_ascii_digit()) => {
-                        diags.push(Diagnostic::error(&node.loc, field, format!("{written} is out of range")).expected(expected));
+                    ref v if OddWholeNumber::of(v).is_some() => {
+                        let problem = OddWholeNumber::of(v).map(|o| o.problem("is out of range")).unwrap_or_default();
+                        diags.push(Diagnostic::error(&node.loc, field, problem).expected(expected));
                         None
                     }
                     _ => {

@@ -2,6 +2,7 @@
 //! never carry secret bytes.
 
 use crate::error::Error;
+use crate::error::io_reason;
 use std::path::PathBuf;
 use wmrender_contract::NodePath;
 use wmrender_contract::path::PathError;
@@ -38,7 +39,7 @@ pub enum SyncError {
 pub enum PlanError {
     #[error("{} has no C/ folder: lay the payload out by node path, e.g. C/k/kubelet.exe", .dir.display())]
     NoPayloadRoot { dir: PathBuf },
-    #[error("reading the payload {}: {source}", .dir.display())]
+    #[error("reading the payload {}: {}", .dir.display(), walk_reason(source))]
     Walk {
         dir: PathBuf,
         #[source]
@@ -52,13 +53,16 @@ pub enum PlanError {
     },
     #[error("{} would overwrite the rendered {path}", .file.display())]
     Overwrites { file: PathBuf, path: NodePath },
-    #[error("cannot open {}: {source}", .file.display())]
+    /// Never opened: a named pipe would wait for a writer.
+    #[error("{} is {kind}; a payload holds files and directories only", .file.display())]
+    Special { file: PathBuf, kind: &'static str },
+    #[error("cannot open {}: {}", .file.display(), io_reason(source))]
     Open {
         file: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("reading {} failed: {source}", .file.display())]
+    #[error("reading {} failed: {}", .file.display(), io_reason(source))]
     Read {
         file: PathBuf,
         #[source]
@@ -69,7 +73,7 @@ pub enum PlanError {
 /// Why the secret files given to `sync` cannot be used. Messages name the file, never its content: exit 2.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretsError {
-    #[error("cannot read the {what} {}: {source}", .file.display())]
+    #[error("cannot read the {what} {}: {}", .file.display(), io_reason(source))]
     Read {
         what: &'static str,
         file: PathBuf,
@@ -119,6 +123,14 @@ impl From<SecretsError> for Error {
             SecretsError::FetchedPullSecret(_) => Error::Operational(e.to_string()),
             _ => Error::Usage(e.to_string()),
         }
+    }
+}
+
+/// A walk's error in wmrender's words.
+fn walk_reason(e: &walkdir::Error) -> String {
+    match e.io_error() {
+        Some(io) => io_reason(io),
+        None => "its symbolic links form a loop".into(),
     }
 }
 

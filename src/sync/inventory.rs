@@ -57,15 +57,19 @@ pub fn from_configmap(file: &str, text: &str) -> Result<Vec<Node>, Diagnostics> 
             );
             continue;
         };
+        // A BYOH host's user is checked by the rule validation applied when it was rendered.
+        let byoh_user = crate::validate::names::check_byoh_user_name(user)
+            .err()
+            .map(|why| format!("the user `{}` {why}", user.escape_debug()));
+        let address = address_problem(address).map(|p| format!("the address {p}"));
         let mut ok = true;
-        for (what, problem, loc) in
-            [("address", address_problem(address), &key.loc), ("user", user_problem(user), &value.loc)]
-        {
+        for (problem, loc) in [(address, &key.loc), (byoh_user, &value.loc)] {
             if let Some(p) = problem {
-                diags.push(Diagnostic::error(loc, &field, format!("the {what} {p}")));
+                diags.push(Diagnostic::error(loc, &field, p));
                 ok = false;
             }
         }
+        let address = &key.name;
         if ok {
             nodes.push(Node {
                 name: address.to_string(),
@@ -124,11 +128,13 @@ pub fn machine_node(machine: &str, address: &str, user: &str) -> Result<Node, Re
 pub fn load(path: &Path) -> Result<Vec<Node>, Diagnostics> {
     let file: Arc<str> = Arc::from(path.display().to_string());
     let mut diags = Diagnostics::default();
-    let text = yaml::read_source(path, &file, &mut diags).map_err(|e| {
-        let mut d = Diagnostics::default();
-        d.push(Diagnostic::error(&Loc::file_only(&file), "", format!("cannot read the inventory: {e}")));
-        d
-    })?;
+    let text = match yaml::read_source(path, &file, &mut diags) {
+        Ok(text) => text,
+        Err(e) => {
+            diags.push(e.diagnostic("the inventory", &Loc::file_only(&file), ""));
+            return Err(diags);
+        }
+    };
     let root = match yaml::parse(&file, &text) {
         Ok(n) => n,
         Err(e) => {
@@ -141,8 +147,10 @@ pub fn load(path: &Path) -> Result<Vec<Node>, Diagnostics> {
         if let Some(list) = f.node("nodes") {
             if let yaml::Value::Seq(items) = list.value {
                 for (i, item) in items.into_iter().enumerate() {
-                    if let Some(n) = node(item, &format!("nodes[{i}]"), &mut diags) {
-                        nodes.push(n);
+                    let field = format!("nodes[{i}]");
+                    let at = Located { value: (), loc: item.loc.clone(), field: field.as_str().into() };
+                    if let Some(n) = node(item, &field, &mut diags) {
+                        nodes.push((n, at));
                     }
                 }
             } else {
@@ -151,16 +159,36 @@ pub fn load(path: &Path) -> Result<Vec<Node>, Diagnostics> {
         }
         f.finish(&mut diags);
     }
-    let mut seen = std::collections::BTreeSet::new();
-    for n in &nodes {
-        if !seen.insert(n.name.clone()) {
-            diags.push(
-                Diagnostic::error(&Loc::file_only(&file), "nodes", format!("node name `{}` is used twice", n.name))
-                    .hint("give each node a unique `name`"),
-            );
+    duplicate_names(&nodes, &mut diags);
+    if diags.has_errors() { Err(diags) } else { Ok(nodes.into_iter().map(|(n, _)| n).collect()) }
+}
+
+/// One error per name given to more than one node, at its second entry, with where the others are.
+fn duplicate_names(nodes: &[(Node, Located<()>)], diags: &mut Diagnostics) {
+    let mut by_name: std::collections::HashMap<&str, Vec<&Located<()>>> = std::collections::HashMap::new();
+    let mut order = Vec::new();
+    for (node, at) in nodes {
+        let places = by_name.entry(&node.name).or_default();
+        if places.len() == 1 {
+            order.push(node.name.as_str());
         }
+        places.push(at);
     }
-    if diags.has_errors() { Err(diags) } else { Ok(nodes) }
+    for name in order {
+        let places = &by_name[name];
+        let lines: Vec<String> = places.iter().take(6).map(|p| p.loc.line.to_string()).collect();
+        let more = if places.len() > 6 { format!(" and {} more", places.len() - 6) } else { String::new() };
+        diags.push(
+            places[1]
+                .error(format!(
+                    "node name `{name}` is given to {} nodes (lines {}{more})",
+                    places.len(),
+                    lines.join(", ")
+                ))
+                .expected("each node's name once (the name defaults to the address)")
+                .hint("give each node a unique `name`"),
+        );
+    }
 }
 
 fn node(item: yaml::Node, field: &str, diags: &mut Diagnostics) -> Option<Node> {
@@ -271,27 +299,9 @@ pub(crate) fn address_problem(address: &str) -> Option<String> {
 const USER_EXPECTED: &str = "a user name without control characters or any of ' ` \" ; & < > | ( ) { }, not starting \
 with `-`, e.g. Administrator";
 
-/// What is wrong with a login name, if anything: OpenSSH 9.6's rules for a remote user (`valid_ruser`): no leading
-/// `-`, no control characters, none of ``'`";&<>|(){}``, no `-` after whitespace and no trailing `\`.
+/// What is wrong with a login name, if anything: OpenSSH's rules (one place: `validate::names`).
 pub(crate) fn user_problem(user: &str) -> Option<String> {
-    let chars: Vec<char> = user.chars().collect();
-    if user.is_empty() {
-        Some("is empty".into())
-    } else if user.starts_with('-') {
-        Some("starts with `-` (ssh would read it as an option)".into())
-    } else if has_control_chars(user) {
-        Some("contains a control character".into())
-    } else if let Some(c) = chars.iter().find(|c| "'`\";&<>|(){}".contains(**c)) {
-        Some(format!("contains `{c}`, a shell metacharacter"))
-    } else if chars.windows(2).any(|w| w[0].is_whitespace() && w[1] == '-') {
-        Some("has a `-` after a space (ssh would read it as an option)".into())
-    } else if user.ends_with('\\') {
-        Some("ends with `\\`".into())
-    } else if user.trim() != user {
-        Some("has spaces around it".into())
-    } else {
-        None
-    }
+    crate::validate::names::ssh_user_problem(user)
 }
 
 /// What is wrong with a node name (shown in reports and progress), if anything.

@@ -98,9 +98,10 @@ pub struct Rendered {
 /// never pushed.
 pub fn read_rendered(dir: &Path) -> Result<Rendered, Error> {
     let manifest_path = dir.join("manifest.json");
-    let manifest: BundleManifest = std::fs::read(&manifest_path)
+    let manifest: BundleManifest = crate::emit::special_files::read_file(&manifest_path)
         .map_err(|e| {
-            Error::Usage(format!("{} is not a rendered directory ({}: {e})", dir.display(), manifest_path.display()))
+            let why = crate::error::io_reason(&e);
+            Error::Usage(format!("{} is not a rendered directory ({}: {why})", dir.display(), manifest_path.display()))
         })
         .and_then(|b| {
             serde_json::from_slice(&b).map_err(|e| {
@@ -120,9 +121,10 @@ pub fn read_rendered(dir: &Path) -> Result<Rendered, Error> {
     for entry in &manifest.files {
         let path = &entry.path;
         // A file missing or changed since the render is bad input, not a failure of the sync.
-        let bytes = std::fs::read(dir.join(path)).map_err(|e| {
+        let bytes = crate::emit::special_files::read_file(&dir.join(path)).map_err(|e| {
+            let why = crate::error::io_reason(&e);
             Error::Usage(format!(
-                "{}/{path} is listed in manifest.json but cannot be read ({e}); render again",
+                "{}/{path} is listed in manifest.json but cannot be read ({why}); render again",
                 dir.display()
             ))
         })?;
@@ -190,10 +192,20 @@ pub fn nodes(rendered: &Rendered, inventory: Option<&Path>, machines: Vec<Node>)
         nodes.extend(listed);
     }
     if nodes.is_empty() {
+        // Named by the files that were asked, so the user knows which one to fill.
+        let manifest = rendered.dir.join("manifest.json");
+        let listed = match inventory {
+            Some(path) => format!("{} lists none", path.display()),
+            None => "no --inventory lists any".to_string(),
+        };
         return Err(Error::Usage(if operator_mode {
-            "no nodes to sync: WMCO manages the BYOH hosts; list other nodes with --inventory".into()
+            format!(
+                "no nodes to sync: WMCO manages the BYOH hosts of the render ({} says so) and {listed}; list other \
+                 nodes with --inventory",
+                manifest.display()
+            )
         } else {
-            "no nodes to sync: the render has no BYOH hosts; list nodes with --inventory".into()
+            format!("no nodes to sync: the render {} has no BYOH hosts and {listed}", rendered.dir.display())
         }));
     }
     Ok(nodes)

@@ -112,6 +112,9 @@ fn payload_files(dir: &Path) -> Result<Vec<(NodePath, PathBuf)>, PlanError> {
         if entry.file_type().is_dir() {
             continue;
         }
+        if let Some(kind) = crate::emit::special_files::kind(&entry.file_type()) {
+            return Err(PlanError::Special { file: entry.path().to_path_buf(), kind });
+        }
         // The walk's paths are the root joined with the names below it.
         let below = entry.path().components().skip(root.components().count());
         let parts: Vec<String> = below.map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();

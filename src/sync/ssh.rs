@@ -3,6 +3,7 @@
 
 mod greeting;
 mod identity;
+mod lifeline;
 mod sftp;
 mod trust;
 
@@ -12,6 +13,7 @@ pub use sftp::{Sftp, Uploaded};
 use super::error::SyncError;
 use super::inventory::Node;
 use greeting::{Greeting, Recorded};
+use lifeline::Lifeline;
 use russh::ChannelMsg;
 use russh::client::{self, Handle};
 use russh::keys::{HashAlg, PrivateKey, PrivateKeyWithHashAlg};
@@ -41,6 +43,10 @@ pub struct ConnectOptions {
 pub struct Connection {
     handle: Handle<Trust>,
     idle_timeout: Duration,
+    /// Ends every wait on this connection once it is gone.
+    lifeline: Lifeline,
+    /// `host` or `[host]:port`, for messages.
+    at: String,
 }
 
 /// The output of one remote command.
@@ -100,7 +106,14 @@ impl Connection {
         ]);
         config.preferred.key = Cow::Owned(trust::host_key_algorithms(&pinned));
         let verdict = Arc::new(Mutex::new(Verdict::Pending));
-        let trust = Trust { host: node.address.clone(), port: node.port, opts: opts.clone(), verdict: verdict.clone() };
+        let (pulse, lifeline) = lifeline::new();
+        let trust = Trust {
+            host: node.address.clone(),
+            port: node.port,
+            opts: opts.clone(),
+            verdict: verdict.clone(),
+            _pulse: pulse,
+        };
         let tcp = match tokio::time::timeout(
             opts.connect_timeout,
             tokio::net::TcpStream::connect((node.address.as_str(), node.port)),
@@ -116,7 +129,8 @@ impl Connection {
             Ok(Err(e)) => {
                 use std::io::ErrorKind::*;
                 let retry = matches!(e.kind(), ConnectionRefused | ConnectionReset | ConnectionAborted);
-                return Err(Failed { error: SyncError::Unreachable(format!("{at}: {e}")), retry });
+                let why = crate::error::io_reason(&e);
+                return Err(Failed { error: SyncError::Unreachable(format!("{at}: {why}")), retry });
             }
             Ok(Ok(s)) => s,
         };
@@ -162,15 +176,32 @@ impl Connection {
                 });
             }
         };
-        authenticate(&mut handle, node, &opts.key).await.map_err(Failed::final_)?;
-        Ok(Connection { handle, idle_timeout: opts.idle_timeout })
+        match lifeline.guard(authenticate(&mut handle, node, &opts.key)).await {
+            Ok(()) => {}
+            Err(Some(e)) => return Err(Failed::final_(e)),
+            Err(None) => return Err(Failed::final_(lost(&at, "while logging in"))),
+        }
+        Ok(Connection { handle, idle_timeout: opts.idle_timeout, lifeline, at })
+    }
+
+    /// `op` on this connection, or an error as soon as the connection is gone.
+    async fn live<T, E: std::fmt::Display>(
+        &self,
+        doing: &str,
+        op: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, SyncError> {
+        self.lifeline.guard(op).await.map_err(|e| match e {
+            Some(e) => remote(e),
+            None => lost(&self.at, doing),
+        })
     }
 
     pub async fn exec(&self, command: &str) -> Result<Output, SyncError> {
-        let mut ch = self.handle.channel_open_session().await.map_err(remote)?;
-        ch.exec(true, command).await.map_err(remote)?;
+        let doing = "while running a command";
+        let mut ch = self.live(doing, self.handle.channel_open_session()).await?;
+        self.live(doing, ch.exec(true, command)).await?;
         let mut out = Output { status: None, stdout: Vec::new(), stderr: Vec::new() };
-        while let Some(msg) = ch.wait().await {
+        while let Some(msg) = self.live(doing, async { Ok::<_, SyncError>(ch.wait().await) }).await? {
             match msg {
                 ChannelMsg::Data { data } => out.stdout.extend_from_slice(&data),
                 ChannelMsg::ExtendedData { data, ext: 1 } => out.stderr.extend_from_slice(&data),
@@ -183,14 +214,21 @@ impl Connection {
 
     /// SFTP on one channel, for everything this connection reads and writes.
     pub async fn sftp(&self) -> Result<Sftp, SyncError> {
-        let ch = self.handle.channel_open_session().await.map_err(remote)?;
-        ch.request_subsystem(true, "sftp").await.map_err(remote)?;
-        Sftp::start(ch.into_stream(), self.idle_timeout.as_secs().max(10)).await
+        let doing = "while starting SFTP";
+        let ch = self.live(doing, self.handle.channel_open_session()).await?;
+        self.live(doing, ch.request_subsystem(true, "sftp")).await?;
+        let timeout = self.idle_timeout.as_secs().max(10);
+        Sftp::start(ch.into_stream(), timeout, self.lifeline.clone(), self.at.clone()).await
     }
 
     pub async fn close(self) {
-        let _ = self.handle.disconnect(russh::Disconnect::ByApplication, "", "en").await;
+        let _ = self.live("", self.handle.disconnect(russh::Disconnect::ByApplication, "", "en")).await;
     }
+}
+
+/// The error of an operation the connection's end cut short.
+fn lost(at: &str, doing: &str) -> SyncError {
+    SyncError::Unreachable(format!("{at}: the connection was lost {doing}").trim_end().to_string())
 }
 
 /// Public-key authentication. An RSA key signs with rsa-sha2-512 or rsa-sha2-256 as the server's

@@ -49,14 +49,14 @@ pub fn check(inputs: &ClusterInputs, decoded: &Decoded, d: &mut Diagnostics) {
             );
         }
         let user = &host.username;
-        if let Err(why) = names::check_windows_user_name(user) {
+        if let Err(why) = names::check_byoh_user_name(user) {
             d.push(
                 user.error(if user.is_empty() {
-                    why
+                    "the user name is empty".to_string()
                 } else {
-                    format!("`{}` is not a Windows user name: {why}", user.value.escape_debug())
+                    format!("`{}` {why}", user.value.escape_debug())
                 })
-                    .expected("at most 20 characters, none of \" / \\ [ ] : ; | = , + * ? < > @, no control or invisible characters, not only dots or spaces")
+                    .expected("at most 20 characters, none of \" / \\ [ ] : ; | = , + * ? < > @ ' ` ( ) { } &, no control or invisible characters, not only dots or spaces, not starting with `-` or holding ` -`")
                     .hint("WMCO takes everything after `username=` verbatim, so a stray space or newline becomes part of the name"),
             );
         }

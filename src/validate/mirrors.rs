@@ -40,14 +40,13 @@ pub fn check(loaded: &Loaded, d: &mut Diagnostics) -> Option<Vec<registries::Reg
                 );
             } else if let Some(host) = e.source.split('/').next()
                 && !host.starts_with("*.")
-                && !registries::is_safe_dir(&registries::dir_for(host))
+                && let Some(why) = registries::dir_problem(host)
             {
                 valid = false;
-                d.push(
-                    e.source
-                        .error(format!("registry host `{host}` cannot name a directory on the node"))
-                        .expected("letters, digits, `.`, `-` and a :port"),
-                );
+                d.push(e.source.error(why).expected(format!(
+                    "letters, digits, `.`, `-` and a :port, at most {} characters with the port",
+                    registries::MAX_NAME - 2
+                )));
             }
             for m in &e.mirrors {
                 if !MIRROR.is_match(m) {

@@ -87,6 +87,41 @@ pub fn check_windows_user_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// What OpenSSH's client refuses in a remote user name (`valid_ruser` in OpenSSH 9.6), if anything: a leading `-`,
+/// control characters, any of ``'`";&<>|(){}``, a `-` after whitespace, a trailing `\`. Worded to follow "the user".
+pub fn ssh_user_problem(user: &str) -> Option<String> {
+    let chars: Vec<char> = user.chars().collect();
+    if user.is_empty() {
+        Some("is empty".into())
+    } else if user.starts_with('-') {
+        Some("starts with `-` (ssh would read it as an option)".into())
+    } else if user.chars().any(char::is_control) {
+        Some("contains a control character".into())
+    } else if let Some(c) = chars.iter().find(|c| "'`\";&<>|(){}".contains(**c)) {
+        Some(format!("contains `{c}`, a shell metacharacter"))
+    } else if chars.windows(2).any(|w| w[0].is_whitespace() && w[1] == '-') {
+        Some("has a `-` after a space (ssh would read it as an option)".into())
+    } else if user.ends_with('\\') {
+        Some("ends with `\\`".into())
+    } else if user.trim() != user {
+        Some("has spaces around it".into())
+    } else {
+        None
+    }
+}
+
+/// A BYOH host's user name: WMCO writes it into the `windows-instances` ConfigMap and `sync` logs in with it, so it
+/// must be a Windows user name ([`check_windows_user_name`]) that OpenSSH accepts ([`ssh_user_problem`]). The one
+/// rule validation and sync both apply, so a name is valid everywhere or refused at validate. The error reads after
+/// the name: "`a(b)c` cannot be used to log in over SSH: …".
+pub fn check_byoh_user_name(name: &str) -> Result<(), String> {
+    check_windows_user_name(name).map_err(|why| format!("is not a Windows user name: {why}"))?;
+    match ssh_user_problem(name) {
+        Some(problem) => Err(format!("cannot be used to log in over SSH, as sync does: it {problem}")),
+        None => Ok(()),
+    }
+}
+
 /// Control characters and the Unicode format and separator characters that change how text reads without being
 /// seen: bidirectional overrides, zero-width characters, line and paragraph separators, the byte-order mark.
 pub fn is_invisible(c: char) -> bool {
@@ -226,6 +261,17 @@ mod tests {
             "abcdefghijklmnopqrstu",
         ] {
             assert!(check_windows_user_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    /// A BYOH user name is one Windows takes and OpenSSH logs in with: both rules, in one place.
+    #[test]
+    fn byoh_user_names() {
+        for ok in ["Administrator", "ops.admin", "svc$", "Jane Doe"] {
+            assert_eq!(check_byoh_user_name(ok), Ok(()), "{ok}");
+        }
+        for bad in ["a(b)c", "$(id)", "a`id`", "a'b", "a&b", "a{b}", "-admin", "a -x", "a\\b", "a:b", ""] {
+            assert!(check_byoh_user_name(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -4,6 +4,7 @@
 
 use super::super::error::SyncError;
 use super::super::plan::Source;
+use super::lifeline::Lifeline;
 use russh_sftp::client::RawSftpSession;
 use russh_sftp::client::error::Error as SftpError;
 use russh_sftp::protocol::{FileAttributes, OpenFlags, Packet, StatusCode};
@@ -24,6 +25,8 @@ const IN_FLIGHT_BYTES: u64 = 4 * 1024 * 1024;
 
 pub struct Sftp {
     raw: Arc<RawSftpSession>,
+    /// Ends every request once the connection is gone (see [`super::lifeline`]).
+    lifeline: Lifeline,
     /// Whether the server replaces files in one step (`posix-rename@openssh.com`).
     pub posix_rename: bool,
     write_len: u64,
@@ -47,8 +50,12 @@ fn on(path: &str, e: SftpError) -> SyncError {
     SyncError::Remote(format!("{path}: {}", describe(&e)))
 }
 
+/// What a request cut short by the connection's end fails with.
+const LOST: &str = "the connection was lost";
+
 fn describe(e: &SftpError) -> String {
     match e {
+        SftpError::UnexpectedBehavior(m) if m == LOST => LOST.into(),
         SftpError::Status(s) if s.error_message.is_empty() => format!("{:?}", s.status_code),
         SftpError::Status(s) => s.error_message.clone(),
         SftpError::Timeout => "the node did not answer in time".into(),
@@ -62,17 +69,25 @@ fn is(e: &SftpError, code: StatusCode) -> bool {
 
 impl Sftp {
     /// Starts SFTP on an open session channel's stream and reads what the server supports.
-    pub(super) async fn start<S>(stream: S, request_timeout_secs: u64) -> Result<Sftp, SyncError>
+    pub(super) async fn start<S>(
+        stream: S,
+        request_timeout_secs: u64,
+        lifeline: Lifeline,
+        at: String,
+    ) -> Result<Sftp, SyncError>
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let cfg = russh_sftp::client::Config { request_timeout_secs, ..Default::default() };
         let mut raw = RawSftpSession::new_with_config(stream, cfg);
-        let version = raw.init().await.map_err(|e| remote(format!("starting SFTP: {}", describe(&e))))?;
+        let version =
+            live(&lifeline, raw.init()).await.map_err(|e| remote(format!("{at}: starting SFTP: {}", describe(&e))))?;
         let has = |name: &str| version.extensions.contains_key(name);
         let (mut write_len, mut read_len) = (SAFE_WRITE, SAFE_WRITE);
         if has(LIMITS) {
-            let limits = raw.limits().await.map_err(|e| remote(format!("reading SFTP limits: {}", describe(&e))))?;
+            let limits = live(&lifeline, raw.limits())
+                .await
+                .map_err(|e| remote(format!("{at}: reading SFTP limits: {}", describe(&e))))?;
             if limits.max_write_len > 0 {
                 write_len = limits.max_write_len.min(MAX_WRITE);
             }
@@ -83,6 +98,7 @@ impl Sftp {
         }
         Ok(Sftp {
             raw: Arc::new(raw),
+            lifeline,
             posix_rename: has(POSIX_RENAME),
             write_len,
             read_len: read_len as u32,
@@ -90,9 +106,14 @@ impl Sftp {
         })
     }
 
+    /// `op`, or an error as soon as the connection is gone.
+    async fn live<T>(&self, op: impl Future<Output = Result<T, SftpError>>) -> Result<T, SftpError> {
+        live(&self.lifeline, op).await
+    }
+
     /// The file's bytes, or `None` when it does not exist.
     pub async fn read_if_exists(&self, path: &str) -> Result<Option<Vec<u8>>, SyncError> {
-        let handle = match self.raw.open(path, OpenFlags::READ, FileAttributes::empty()).await {
+        let handle = match self.live(self.raw.open(path, OpenFlags::READ, FileAttributes::empty())).await {
             Ok(h) => h.handle,
             Err(e) if is(&e, StatusCode::NoSuchFile) => return Ok(None),
             Err(e) => return Err(on(path, e)),
@@ -100,7 +121,7 @@ impl Sftp {
         let mut bytes = Vec::new();
         let read = async {
             loop {
-                match self.raw.read(handle.as_str(), bytes.len() as u64, self.read_len).await {
+                match self.live(self.raw.read(handle.as_str(), bytes.len() as u64, self.read_len)).await {
                     Ok(data) if data.data.is_empty() => return Ok(()),
                     Ok(data) => bytes.extend_from_slice(&data.data),
                     Err(e) if is(&e, StatusCode::Eof) => return Ok(()),
@@ -109,7 +130,7 @@ impl Sftp {
             }
         }
         .await;
-        let closed = self.raw.close(handle.as_str()).await;
+        let closed = self.live(self.raw.close(handle.as_str())).await;
         read?;
         closed.map_err(|e| on(path, e))?;
         Ok(Some(bytes))
@@ -121,7 +142,7 @@ impl Sftp {
             return Ok(());
         }
         // Usually the directory is there already: one round trip.
-        if self.raw.stat(dir).await.is_ok() {
+        if self.live(self.raw.stat(dir)).await.is_ok() {
             self.remember_dir(dir);
             return Ok(());
         }
@@ -132,12 +153,12 @@ impl Sftp {
             if part.ends_with(':') || self.known_dir(&path) {
                 continue; // a Windows drive (/C:), or checked before
             }
-            match self.raw.stat(path.as_str()).await {
+            match self.live(self.raw.stat(path.as_str())).await {
                 Ok(_) => {}
                 Err(e) if is(&e, StatusCode::NoSuchFile) => {
-                    if let Err(e) = self.raw.mkdir(path.as_str(), FileAttributes::empty()).await {
+                    if let Err(e) = self.live(self.raw.mkdir(path.as_str(), FileAttributes::empty())).await {
                         // Another connection may have created it meanwhile.
-                        if self.raw.stat(path.as_str()).await.is_err() {
+                        if self.live(self.raw.stat(path.as_str())).await.is_err() {
                             return Err(on(&path, e));
                         }
                     }
@@ -174,9 +195,10 @@ impl Sftp {
 
     async fn upload_with(&self, temp: &str, source: &Source, hasher: Option<&mut Sha256>) -> Result<u64, SyncError> {
         let flags = OpenFlags::CREATE | OpenFlags::TRUNCATE | OpenFlags::WRITE;
-        let handle = self.raw.open(temp, flags, FileAttributes::empty()).await.map_err(|e| on(temp, e))?.handle;
+        let handle =
+            self.live(self.raw.open(temp, flags, FileAttributes::empty())).await.map_err(|e| on(temp, e))?.handle;
         let sent = self.write_all(temp, &handle, source, hasher).await;
-        let closed = self.raw.close(handle.as_str()).await;
+        let closed = self.live(self.raw.close(handle.as_str())).await;
         let sent = sent?;
         closed.map_err(|e| on(temp, e))?;
         Ok(sent)
@@ -201,8 +223,8 @@ impl Sftp {
             while in_flight.len() >= max_in_flight {
                 settle(temp, in_flight.join_next().await)?;
             }
-            let (raw, handle) = (self.raw.clone(), handle.to_string());
-            in_flight.spawn(async move { raw.write(handle, offset, chunk).await });
+            let (raw, handle, lifeline) = (self.raw.clone(), handle.to_string(), self.lifeline.clone());
+            in_flight.spawn(async move { live(&lifeline, raw.write(handle, offset, chunk)).await });
             offset += len;
         }
         while let Some(done) = in_flight.join_next().await {
@@ -219,7 +241,7 @@ impl Sftp {
             new: &'a str,
         }
         let payload = russh_sftp::ser::to_bytes(&TwoPaths { old: temp, new: target }).map_err(remote)?;
-        match self.raw.extended(POSIX_RENAME, payload.to_vec()).await.map_err(|e| on(target, e))? {
+        match self.live(self.raw.extended(POSIX_RENAME, payload.to_vec())).await.map_err(|e| on(target, e))? {
             Packet::Status(s) if s.status_code == StatusCode::Ok => Ok(()),
             Packet::Status(s) => Err(SyncError::Remote(format!("renaming {temp} to {target}: {}", s.error_message))),
             other => Err(SyncError::Remote(format!("unexpected answer to posix-rename: {other:?}"))),
@@ -228,7 +250,7 @@ impl Sftp {
 
     /// Renames `from` to `to` (which must not exist); a `from` that does not exist is fine.
     pub async fn rename_if_exists(&self, from: &str, to: &str) -> Result<(), SyncError> {
-        match self.raw.rename(from, to).await {
+        match self.live(self.raw.rename(from, to)).await {
             Ok(_) => Ok(()),
             Err(e) if is(&e, StatusCode::NoSuchFile) => Ok(()),
             Err(e) => Err(on(from, e)),
@@ -237,7 +259,7 @@ impl Sftp {
 
     /// Removes `path`; a file that is already gone is fine.
     pub async fn remove_file(&self, path: &str) -> Result<(), SyncError> {
-        match self.raw.remove(path).await {
+        match self.live(self.raw.remove(path)).await {
             Ok(_) => Ok(()),
             Err(e) if is(&e, StatusCode::NoSuchFile) => Ok(()),
             Err(e) => Err(on(path, e)),
@@ -246,13 +268,13 @@ impl Sftp {
 
     /// Removes `dir` if it exists and is empty.
     pub async fn remove_dir_if_empty(&self, dir: &str) -> Result<bool, SyncError> {
-        let handle = match self.raw.opendir(dir).await {
+        let handle = match self.live(self.raw.opendir(dir)).await {
             Ok(h) => h.handle,
             Err(e) if is(&e, StatusCode::NoSuchFile) => return Ok(false),
             Err(e) => return Err(on(dir, e)),
         };
-        let listed = self.raw.readdir(handle.as_str()).await;
-        let _ = self.raw.close(handle.as_str()).await;
+        let listed = self.live(self.raw.readdir(handle.as_str())).await;
+        let _ = self.live(self.raw.close(handle.as_str())).await;
         let empty = match listed {
             Ok(name) => name.files.iter().all(|f| f.filename == "." || f.filename == ".."),
             Err(e) if is(&e, StatusCode::Eof) => true,
@@ -261,10 +283,16 @@ impl Sftp {
         if !empty {
             return Ok(false);
         }
-        self.raw.rmdir(dir).await.map_err(|e| on(dir, e))?;
+        self.live(self.raw.rmdir(dir)).await.map_err(|e| on(dir, e))?;
         self.dirs.lock().unwrap_or_else(|p| p.into_inner()).remove(dir);
         Ok(true)
     }
+}
+
+/// `op`, or an error as soon as the connection is gone: a request sent after the session ended would wait for an
+/// answer no one gives (the SFTP layer's own time-out aside).
+async fn live<T>(lifeline: &Lifeline, op: impl Future<Output = Result<T, SftpError>>) -> Result<T, SftpError> {
+    lifeline.guard(op).await.map_err(|e| e.unwrap_or_else(|| SftpError::UnexpectedBehavior(LOST.into())))
 }
 
 fn settle(
@@ -290,7 +318,9 @@ impl<'a> Chunks<'a> {
             Source::Bytes(bytes) => Chunks::Bytes { bytes, at: 0, size },
             Source::File(path) => {
                 let shown = path.display().to_string();
-                let file = tokio::fs::File::open(path).await.map_err(|e| SyncError::Local(format!("{shown}: {e}")))?;
+                let file = tokio::fs::File::open(path)
+                    .await
+                    .map_err(|e| SyncError::Local(format!("{shown}: {}", crate::error::io_reason(&e))))?;
                 Chunks::File { file, shown, size }
             }
         })
@@ -312,7 +342,7 @@ impl<'a> Chunks<'a> {
                         .take((*size - chunk.len()) as u64)
                         .read_to_end(&mut chunk)
                         .await
-                        .map_err(|e| SyncError::Local(format!("{shown}: {e}")))?;
+                        .map_err(|e| SyncError::Local(format!("{shown}: {}", crate::error::io_reason(&e))))?;
                     if n == 0 {
                         break;
                     }

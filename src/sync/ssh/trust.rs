@@ -30,6 +30,9 @@ pub(super) struct Trust {
     pub port: u16,
     pub opts: ConnectOptions,
     pub verdict: Arc<Mutex<Verdict>>,
+    /// Held for its drop: the session task owns this handler, so it goes when the session ends, and with it every
+    /// wait on the connection.
+    pub _pulse: super::lifeline::Pulse,
 }
 
 pub(super) fn fingerprint(key: &PublicKey) -> String {
