@@ -16,11 +16,15 @@ pub mod csr;
 #[cfg(feature = "cluster")]
 pub mod drain;
 #[cfg(feature = "cluster")]
+pub mod events;
+#[cfg(feature = "cluster")]
 pub mod import;
 #[cfg(feature = "cluster")]
 pub mod join;
 #[cfg(feature = "cluster")]
 pub mod label;
+#[cfg(feature = "cluster")]
+pub mod lease;
 #[cfg(feature = "cluster")]
 pub mod machines;
 #[cfg(feature = "cluster")]

@@ -1,0 +1,59 @@
+//! Leader election through a Lease (src/cluster/lease.rs) against a real kube-apiserver: one holder at a time, a
+//! renewal keeps it, a successor takes over only once the holder's term ran out (or it released the Lease), and
+//! two replicas racing for a free Lease cannot both win.
+#![cfg(feature = "cluster")]
+
+mod support;
+
+use std::time::Duration;
+use support::apiserver::ControlPlane;
+use wmrender::cluster::Cluster;
+use wmrender::cluster::lease::{Holder, Lease};
+
+fn lease(identity: &str, secs: u64) -> Lease {
+    Lease {
+        namespace: "wmrender".into(),
+        name: "wmrender-controller".into(),
+        identity: identity.into(),
+        duration: Duration::from_secs(secs),
+    }
+}
+
+#[test]
+fn one_replica_holds_the_lease_until_its_term_runs_out_or_it_lets_go() {
+    let cp = ControlPlane::start();
+    cp.namespace("wmrender");
+    let kubeconfig = cp.path("leader.kubeconfig");
+    cp.write_kubeconfig(&kubeconfig, "system:serviceaccount:wmrender:wmrender-controller", &["system:masters"]);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let cluster = Cluster::connect(&kubeconfig).await.unwrap();
+        let (a, b) = (lease("replica-a", 3), lease("replica-b", 3));
+        // Two replicas race for the free Lease: exactly one wins.
+        let (ra, rb) = tokio::join!(a.acquire_or_renew(&cluster), b.acquire_or_renew(&cluster));
+        let (ra, rb) = (ra.unwrap(), rb.unwrap());
+        assert!((ra == Holder::Me) ^ (rb == Holder::Me), "{ra:?} {rb:?}");
+        let (leader, follower) = if ra == Holder::Me { (a, b) } else { (b, a) };
+        // The leader renews; the follower sees it held.
+        for _ in 0..3 {
+            tokio::time::sleep(leader.renew_every()).await;
+            assert_eq!(leader.acquire_or_renew(&cluster).await.unwrap(), Holder::Me);
+            assert_eq!(
+                follower.acquire_or_renew(&cluster).await.unwrap(),
+                Holder::Other { identity: leader.identity.clone() }
+            );
+        }
+        // The leader stops renewing (killed): once its term runs out the follower takes over.
+        tokio::time::sleep(Duration::from_millis(3200)).await;
+        assert_eq!(follower.acquire_or_renew(&cluster).await.unwrap(), Holder::Me);
+        assert_eq!(
+            leader.acquire_or_renew(&cluster).await.unwrap(),
+            Holder::Other { identity: follower.identity.clone() }
+        );
+        // A clean stop lets go at once.
+        follower.release(&cluster).await.unwrap();
+        assert_eq!(leader.acquire_or_renew(&cluster).await.unwrap(), Holder::Me);
+    });
+    let lease = cp.admin().get("/apis/coordination.k8s.io/v1/namespaces/wmrender/leases/wmrender-controller").unwrap();
+    assert_eq!(lease["spec"]["leaseTransitions"], 2, "{lease}");
+}
