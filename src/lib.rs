@@ -7,6 +7,8 @@
 #![allow(clippy::result_large_err)]
 
 pub mod cluster;
+#[cfg(feature = "cluster")]
+pub mod controller;
 pub mod diagnostics;
 pub mod emit;
 pub mod error;

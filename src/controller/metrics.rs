@@ -1,0 +1,138 @@
+//! What the controller exposes on `--metrics-address`: Prometheus metrics (`GET /metrics`, the text exposition
+//! format 0.0.4) and the probes of its Deployment (`GET /healthz`: the process answers; `GET /readyz`: its first
+//! view of the cluster is complete). A small HTTP/1.1 responder: one request per connection, bounded reads.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// The controller's numbers, shared by its tasks.
+#[derive(Default)]
+pub struct Metrics {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    leader: bool,
+    ready: bool,
+    /// Windows instances by state (`configured`, `not-configured`, `no-node`, `tainted`, …), as of the last
+    /// reconcile.
+    nodes: BTreeMap<String, u64>,
+    reconciles: u64,
+    reconcile_seconds: f64,
+    /// Steps taken by kind (`sync`, `untaint`, `taint`, `prune`, `approve`) and result (`ok`, `error`).
+    steps: BTreeMap<(String, String), u64>,
+}
+
+impl Metrics {
+    fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
+        f(&mut self.inner.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    pub fn set_leader(&self, leader: bool) {
+        self.with(|m| m.leader = leader);
+    }
+
+    pub fn set_ready(&self) {
+        self.with(|m| m.ready = true);
+    }
+
+    pub fn ready(&self) -> bool {
+        self.with(|m| m.ready)
+    }
+
+    /// The states of every instance after a reconcile that took `took`.
+    pub fn reconciled(&self, states: &BTreeMap<String, u64>, took: Duration) {
+        self.with(|m| {
+            m.nodes = states.clone();
+            m.reconciles += 1;
+            m.reconcile_seconds += took.as_secs_f64();
+        });
+    }
+
+    pub fn step(&self, kind: &str, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.with(|m| *m.steps.entry((kind.to_string(), result.to_string())).or_default() += 1);
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        self.with(|m| {
+            let mut out = String::new();
+            let _ = writeln!(out, "# HELP wmrender_controller_leader Whether this replica holds the Lease.");
+            let _ = writeln!(out, "# TYPE wmrender_controller_leader gauge");
+            let _ = writeln!(out, "wmrender_controller_leader {}", u8::from(m.leader));
+            let _ =
+                writeln!(out, "# HELP wmrender_controller_nodes Windows instances by state, at the last reconcile.");
+            let _ = writeln!(out, "# TYPE wmrender_controller_nodes gauge");
+            for (state, n) in &m.nodes {
+                let _ = writeln!(out, "wmrender_controller_nodes{{state=\"{state}\"}} {n}");
+            }
+            let _ = writeln!(out, "# HELP wmrender_controller_reconcile_seconds Time spent deciding and acting.");
+            let _ = writeln!(out, "# TYPE wmrender_controller_reconcile_seconds summary");
+            let _ = writeln!(out, "wmrender_controller_reconcile_seconds_sum {}", m.reconcile_seconds);
+            let _ = writeln!(out, "wmrender_controller_reconcile_seconds_count {}", m.reconciles);
+            let _ = writeln!(out, "# HELP wmrender_controller_steps_total Steps taken, by kind and result.");
+            let _ = writeln!(out, "# TYPE wmrender_controller_steps_total counter");
+            for ((kind, result), n) in &m.steps {
+                let _ = writeln!(out, "wmrender_controller_steps_total{{step=\"{kind}\",result=\"{result}\"}} {n}");
+            }
+            out
+        })
+    }
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else { continue };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await;
+            let Ok(Ok(n)) = read else { return };
+            let request = String::from_utf8_lossy(&buf[..n]);
+            let path = request.split_whitespace().nth(1).unwrap_or("");
+            let (status, body) = match path {
+                "/metrics" => ("200 OK", metrics.render()),
+                "/healthz" => ("200 OK", "ok\n".to_string()),
+                "/readyz" if metrics.ready() => ("200 OK", "ok\n".to_string()),
+                "/readyz" => ("503 Service Unavailable", "the first view of the cluster is not complete\n".into()),
+                _ => ("404 Not Found", "not found\n".to_string()),
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = tokio::time::timeout(Duration::from_secs(5), stream.write_all(response.as_bytes())).await;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exposition_names_every_state_and_step() {
+        let m = Metrics::default();
+        m.set_leader(true);
+        m.reconciled(&[("configured".to_string(), 3), ("no-node".to_string(), 1)].into(), Duration::from_millis(250));
+        m.step("sync", true);
+        m.step("sync", false);
+        let text = m.render();
+        for line in [
+            "wmrender_controller_leader 1",
+            "wmrender_controller_nodes{state=\"configured\"} 3",
+            "wmrender_controller_nodes{state=\"no-node\"} 1",
+            "wmrender_controller_reconcile_seconds_count 1",
+            "wmrender_controller_steps_total{step=\"sync\",result=\"error\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        }
+    }
+}
