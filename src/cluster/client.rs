@@ -106,6 +106,12 @@ impl Cluster {
         Ok(Cluster { client, server })
     }
 
+    /// The kube-rs client, for the watches of `kube::runtime` (they resume from a resource version and list again
+    /// on 410 Gone); it carries the same User-Agent and has no retries of its own.
+    pub fn kube_client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
     /// `VERB https://server/path`, for messages.
     pub fn what(&self, method: &http::Method, path: &str) -> String {
         format!("{method} {}{path}", self.server.trim_end_matches('/'))

@@ -7,3 +7,4 @@
 
 pub mod decide;
 pub mod metrics;
+pub mod view;
