@@ -92,9 +92,23 @@ impl Cluster {
     pub async fn connect(kubeconfig: &Path) -> Result<Cluster, ClusterError> {
         let bad = |why: String| ClusterError::Kubeconfig { path: kubeconfig.to_path_buf(), why };
         let file = Kubeconfig::read_from(kubeconfig).map_err(|e| bad(format!("cannot be read: {e}")))?;
-        let mut config = kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+        let config = kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
             .await
             .map_err(|e| bad(format!("cannot be used: {e}")))?;
+        Cluster::with_config(config, bad)
+    }
+
+    /// From inside a pod: its ServiceAccount's token and the cluster's CA, as every in-cluster client.
+    pub fn in_cluster() -> Result<Cluster, ClusterError> {
+        let path = std::path::PathBuf::from("/var/run/secrets/kubernetes.io/serviceaccount");
+        let bad = |why: String| ClusterError::Kubeconfig { path: path.clone(), why };
+        let config = kube::Config::incluster().map_err(|e| {
+            bad(format!("there is no in-cluster configuration ({e}): give --kubeconfig outside a pod"))
+        })?;
+        Cluster::with_config(config, bad)
+    }
+
+    fn with_config(mut config: kube::Config, bad: impl Fn(String) -> ClusterError) -> Result<Cluster, ClusterError> {
         config.default_retry = false;
         // Each call is bounded by its deadline (below); these only keep one attempt from outliving a short one.
         config.connect_timeout = Some(API_TIMEOUT);
