@@ -102,9 +102,8 @@ impl Cluster {
     pub fn in_cluster() -> Result<Cluster, ClusterError> {
         let path = std::path::PathBuf::from("/var/run/secrets/kubernetes.io/serviceaccount");
         let bad = |why: String| ClusterError::Kubeconfig { path: path.clone(), why };
-        let config = kube::Config::incluster().map_err(|e| {
-            bad(format!("there is no in-cluster configuration ({e}): give --kubeconfig outside a pod"))
-        })?;
+        let config = kube::Config::incluster()
+            .map_err(|e| bad(format!("there is no in-cluster configuration ({e}): give --kubeconfig outside a pod")))?;
         Cluster::with_config(config, bad)
     }
 

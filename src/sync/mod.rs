@@ -230,51 +230,24 @@ pub async fn run(mut opts: SyncOptions) -> Result<SyncReport, Error> {
         None => vec![],
     };
     let nodes = nodes(&rendered, opts.inventory.as_deref(), machine_nodes)?;
-    // Before the payload is hashed: a wrong key file should not wait for that.
-    let key = ssh::load_identity(&opts.identity)?;
-    let mut secrets = secrets::Secrets::load(&opts.secrets)?;
-    if let Some(c) = &cluster {
-        c.mint_tokens(&rendered, &mut secrets, opts.dry_run).await?;
-    }
-    let mut desired = plan::desired(&rendered.files, &secrets, opts.payload.as_deref(), opts.agent.as_deref())?;
-    plan::mark_credentials(&mut desired, opts.secrets.has_pull_secret());
-    let agent_path = NodePath::known(wmrender_contract::paths::AGENT_EXE);
-    let given = plan::Given {
-        payload: opts.payload.is_some(),
-        agent: opts.agent.is_some() || desired.iter().any(|d| d.file.path == agent_path),
-        credentials: secrets.files.keys().map(|p| NodePath::known(p)).collect(),
-        pull_secret: opts.secrets.has_pull_secret(),
-        prune_payload: opts.prune_payload,
-        prune_credentials: opts.prune_credentials,
-    };
-    let connect = connect_options(key, &opts.known_hosts, opts.accept_new, opts.dry_run, opts.connect_timeout);
-    let mut guard = upgrade::Guard::new(cluster.as_ref(), opts.allow_undrained_upgrade, &opts.drain);
-    if opts.reboot && !opts.dry_run {
-        guard = guard.with_reboots(&connect, opts.max_unavailable)?;
-    }
-    if let Some(p) = &opts.progress {
+    let session = Arc::new(Session::prepare(opts, &rendered, cluster.as_ref()).await?);
+    if let Some(p) = &session.opts.progress {
         p.planned(&nodes);
     }
-    let run = Arc::new(Run {
-        desired,
-        given,
-        services: rendered.services.clone(),
-        connect,
-        unavailable: Arc::new(Semaphore::new(opts.max_unavailable.max(1))),
-        opts,
-        guard,
-    });
-    let mut node_reports = rollout(&run, &nodes).await?;
-    run.guard.reboot(&mut node_reports, &nodes).await;
+    let mut node_reports = rollout(&session, &nodes).await?;
+    session.guard.reboot(&mut node_reports, &nodes).await;
     let cluster = match &cluster {
-        Some(side) => after_sync(side, &run, &rendered, &nodes, &mut node_reports).await?,
+        Some(side) => after_sync(side, &session, &rendered, &nodes, &mut node_reports).await?,
         None => Default::default(),
     };
     Ok(SyncReport { nodes: node_reports, cluster })
 }
 
-/// What every node's sync of one run shares.
-struct Run {
+/// What every node's sync of one run shares: the files planned for every node (the bundle, the payload, the
+/// credentials), what the run was given, the services table, how nodes are reached and trusted, the permits of
+/// `--max-unavailable`, the options and the guard of disruptive changes. `sync` makes one per run; the controller
+/// one per resync (the credentials may have rotated). [`Session::sync_node`] is the one per-node step of both.
+pub struct Session {
     desired: Vec<plan::Desired>,
     given: plan::Given,
     services: ServicesFile,
@@ -285,10 +258,64 @@ struct Run {
     guard: upgrade::Guard,
 }
 
-impl Run {
+impl Session {
+    /// Reads the key and the secrets (minting the cloud-node-manager's token with the cluster), and plans the files.
+    pub async fn prepare(
+        opts: SyncOptions,
+        rendered: &Rendered,
+        cluster: Option<&cluster_side::ClusterSide>,
+    ) -> Result<Session, Error> {
+        // Before the payload is hashed: a wrong key file should not wait for that.
+        let key = ssh::load_identity(&opts.identity)?;
+        let mut secrets = secrets::Secrets::load(&opts.secrets)?;
+        if let Some(c) = cluster {
+            c.mint_tokens(rendered, &mut secrets, opts.dry_run).await?;
+        }
+        let mut desired = plan::desired(&rendered.files, &secrets, opts.payload.as_deref(), opts.agent.as_deref())?;
+        plan::mark_credentials(&mut desired, opts.secrets.has_pull_secret());
+        let agent_path = NodePath::known(wmrender_contract::paths::AGENT_EXE);
+        let given = plan::Given {
+            payload: opts.payload.is_some(),
+            agent: opts.agent.is_some() || desired.iter().any(|d| d.file.path == agent_path),
+            credentials: secrets.files.keys().map(|p| NodePath::known(p)).collect(),
+            pull_secret: opts.secrets.has_pull_secret(),
+            prune_payload: opts.prune_payload,
+            prune_credentials: opts.prune_credentials,
+        };
+        let connect = connect_options(key, &opts.known_hosts, opts.accept_new, opts.dry_run, opts.connect_timeout);
+        let mut guard = upgrade::Guard::new(cluster, opts.allow_undrained_upgrade, &opts.drain);
+        if opts.reboot && !opts.dry_run {
+            guard = guard.with_reboots(&connect, opts.max_unavailable)?;
+        }
+        Ok(Session {
+            desired,
+            given,
+            services: rendered.services.clone(),
+            connect,
+            unavailable: Arc::new(Semaphore::new(opts.max_unavailable.max(1))),
+            opts,
+            guard,
+        })
+    }
+
+    pub fn opts(&self) -> &SyncOptions {
+        &self.opts
+    }
+
+    pub fn connect(&self) -> &ssh::ConnectOptions {
+        &self.connect
+    }
+
+    /// The digest of the rendered bundle this session delivers: what a configured node's agent reports it applied
+    /// ([`wmrender_contract::node_status`]).
+    pub fn bundle_digest(&self) -> String {
+        let bundle = self.desired.iter().filter(|d| d.file.kind == wmrender_contract::FileKind::Bundle);
+        wmrender_contract::node_status::bundle_digest(bundle.map(|d| (&d.file.path, d.file.sha256.as_str())))
+    }
+
     /// One node's sync, told to the progress display unless it is a node's second sync of the run (its
     /// line is there already).
-    async fn sync_node(&self, node: &Node, announce: bool) -> NodeReport {
+    pub async fn sync_node(&self, node: &Node, announce: bool) -> NodeReport {
         let opts = &self.opts;
         let progress = opts.progress.as_ref().filter(|_| announce);
         if let Some(p) = progress {
@@ -314,7 +341,7 @@ impl Run {
 
 /// Syncs `nodes`, `--parallel` at a time in their order; after a failure (without `--keep-going`) the nodes not
 /// started yet are skipped. The reports are in the nodes' order.
-async fn rollout(run: &Arc<Run>, nodes: &[Node]) -> Result<Vec<NodeReport>, Error> {
+pub async fn rollout(run: &Arc<Session>, nodes: &[Node]) -> Result<Vec<NodeReport>, Error> {
     let connections = Arc::new(Semaphore::new(run.opts.parallel.max(1)));
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = tokio::task::JoinSet::new();
@@ -354,7 +381,7 @@ async fn rollout(run: &Arc<Run>, nodes: &[Node]) -> Result<Vec<NodeReport>, Erro
 #[cfg(feature = "cluster")]
 async fn after_sync(
     side: &cluster_side::ClusterSide,
-    run: &Run,
+    run: &Session,
     rendered: &Rendered,
     nodes: &[Node],
     reports: &mut [NodeReport],
@@ -378,7 +405,7 @@ async fn after_sync(
 #[cfg(not(feature = "cluster"))]
 async fn after_sync(
     side: &cluster_side::ClusterSide,
-    _: &Run,
+    _: &Session,
     _: &Rendered,
     _: &[Node],
     _: &mut [NodeReport],
