@@ -61,6 +61,27 @@ Each node: cordon (a node someone else cordoned stays cordoned), evict its pods 
 boot ID and Ready (--reboot-timeout), uncordon. The first node that fails or does not come back stops the rollout. \
 Exit codes: 0 all rebooted; 2 invalid input or usage; 3 a node failed or did not come back.")]
     Reboot(Box<RebootArgs>),
+    /// Keep the Windows nodes configured as a reconciler: sync's cluster side, run on every change.
+    #[command(after_help = "Examples:\n  \
+wmrender controller --kubeconfig ~/.kube/config --rendered out --identity key.pem --payload payload   # beside the \
+cluster\n  \
+wmrender controller --rendered /etc/wmrender/rendered --identity /etc/wmrender/ssh/private-key.pem \\\n      \
+--payload /payload --metrics-address 0.0.0.0:8080   # in the cluster, as its rendered Deployment runs it\n  \
+wmrender controller --kubeconfig kc --rendered out --identity key.pem --once --dry-run   # the fleet, and what it \
+would do (wmrender status)\n\n\
+It watches the Windows Machines, Nodes and CSRs and, on every change and at least every --resync, judges each \
+Windows instance from the cluster's state alone: an instance without a Node or whose agent applied another bundle \
+is synced (as `sync` syncs it: first contact, first boot's reboot, CSRs), a node whose agent reports failing is \
+tainted, a configured one untainted, a managed Node no target names any more is drained, deconfigured and deleted. \
+Replicas elect one leader through a Lease. See docs/controller.md.")]
+    Controller(Box<ControllerArgs>),
+    /// The fleet as the controller sees it: each instance, its bundle applied and desired, what would be done next.
+    #[command(after_help = "Examples:\n  \
+wmrender status --kubeconfig ~/.kube/config --rendered out --identity key.pem\n  \
+wmrender status --kubeconfig kc --rendered out --identity key.pem --output json\n\n\
+`wmrender controller --once --dry-run`: nothing is changed. Exit codes: 0 every instance configured; 1 something \
+would be done; 2 invalid input or usage; 3 the cluster could not be read.")]
+    Status(Box<ControllerArgs>),
     /// Review what a render would change (against a rendered directory or a git revision): deletions first.
     #[command(after_help = "Examples:\n  \
 wmrender diff -f wmrender.yaml --against rendered            # paste the output into the pull request\n  \
@@ -323,6 +344,59 @@ pub struct RebootArgs {
     #[command(flatten)]
     pub drain: DrainArgs,
     /// `human`: a line per node on stderr. `json`: the report on stdout.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub output: OutputFormat,
+}
+
+#[derive(Args, Debug)]
+pub struct ControllerArgs {
+    /// The cluster. Without it, the controller runs as the pod it is in (its ServiceAccount).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub access: NodeAccess,
+    /// The binaries the services run (kubelet.exe, containerd.exe, ...), as for sync: path under DIR = node path.
+    #[arg(long, value_name = "DIR")]
+    pub payload: Option<PathBuf>,
+    /// The agent executable (wmrender-node.exe), unless the payload holds it at C/k/wmrender/wmrender-node.exe.
+    #[arg(long, value_name = "FILE")]
+    pub agent: Option<PathBuf>,
+    /// How many instances are synced at once (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = at_least_one())]
+    pub parallel: usize,
+    /// How many nodes may be changed, drained or rebooted at once across the fleet (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = at_least_one())]
+    pub max_unavailable: usize,
+    #[command(flatten)]
+    pub drain: DrainArgs,
+    /// Seconds between two full reconciles when nothing changes; the cluster's credentials are fetched again then.
+    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(10..=86400))]
+    pub resync: u64,
+    /// Serve Prometheus metrics (/metrics) and the probes (/healthz, /readyz) on this address, e.g. 0.0.0.0:8080.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_address: Option<std::net::SocketAddr>,
+    /// The namespace of the Lease the replicas elect their leader through.
+    #[arg(long, value_name = "NS", default_value = "wmrender")]
+    pub lease_namespace: String,
+    #[arg(long, value_name = "NAME", default_value = "wmrender-controller")]
+    pub lease_name: String,
+    /// Seconds a leader's term lasts without a renewal (renewed every third of it).
+    #[arg(long, value_name = "SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(3..=600))]
+    pub lease_duration: u64,
+    /// This replica's name in the Lease and in Events (default: $POD_NAME, else the host's name and process id).
+    #[arg(long, value_name = "NAME")]
+    pub replica: Option<String>,
+    /// Leave the managed Nodes that no target names any more alone (by default they are drained, deconfigured and
+    /// their Node deleted, as `sync --prune-nodes` does).
+    #[arg(long)]
+    pub no_prune: bool,
+    /// One reconcile, then exit.
+    #[arg(long)]
+    pub once: bool,
+    /// Decide, report, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// `human`: a table on stderr (with --once). `json`: the fleet on stdout.
     #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
     pub output: OutputFormat,
 }

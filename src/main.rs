@@ -6,7 +6,8 @@ mod progress;
 use clap::CommandFactory;
 use clap::Parser;
 use cli::{
-    Cli, Command, DiffArgs, ImportArgs, KrmArgs, OnlyPart, OutputFormat, RebootArgs, RenderArgs, SyncArgs, ValidateArgs,
+    Cli, Command, ControllerArgs, DiffArgs, ImportArgs, KrmArgs, OnlyPart, OutputFormat, RebootArgs, RenderArgs,
+    SyncArgs, ValidateArgs,
 };
 use std::io::Write;
 use std::process::ExitCode;
@@ -26,6 +27,8 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate(args),
         Command::Sync(args) => sync(*args),
         Command::Reboot(args) => reboot(*args),
+        Command::Controller(args) => controller(*args, false),
+        Command::Status(args) => controller(*args, true),
         Command::Diff(args) => diff(args),
         Command::Krm(args) => krm(args),
         Command::Import(args) => import(args),
@@ -242,6 +245,80 @@ fn drain_settings(args: &cli::DrainArgs) -> wmrender::sync::upgrade::DrainSettin
         drain_timeout: std::time::Duration::from_secs(args.drain_timeout),
         reboot_timeout: std::time::Duration::from_secs(args.reboot_timeout),
     }
+}
+
+#[cfg(not(feature = "cluster"))]
+fn controller(_: ControllerArgs, status: bool) -> Result<u8, Error> {
+    Err(ClusterError::NotBuilt(if status { "status" } else { "controller" }).into())
+}
+
+/// `wmrender controller` (and `wmrender status`: one reconcile, nothing changed).
+#[cfg(feature = "cluster")]
+fn controller(args: ControllerArgs, status: bool) -> Result<u8, Error> {
+    use wmrender::controller::{self, ControllerOptions};
+    use wmrender::sync::{self, secrets::SecretFiles};
+    let (once, dry_run) = (args.once || status, args.dry_run || status);
+    let sync = sync::SyncOptions {
+        rendered: args.access.rendered,
+        inventory: args.access.inventory,
+        identity: args.access.identity,
+        known_hosts: args.access.known_hosts,
+        accept_new: args.access.accept_new,
+        payload: args.payload,
+        agent: args.agent,
+        prune_payload: false,
+        prune_credentials: false,
+        secrets: SecretFiles::default(),
+        parallel: args.parallel,
+        max_unavailable: args.max_unavailable,
+        keep_going: true,
+        dry_run,
+        connect_timeout: std::time::Duration::from_secs(args.access.connect_timeout),
+        progress: None,
+        kubeconfig: args.kubeconfig,
+        // One pass over the CSRs per reconcile: a CSR that comes later wakes the next one.
+        csr_timeout: std::time::Duration::ZERO,
+        prune_nodes: false,
+        reboot: false,
+        allow_undrained_upgrade: false,
+        drain: drain_settings(&args.drain),
+    };
+    let opts = ControllerOptions {
+        sync,
+        resync: std::time::Duration::from_secs(args.resync),
+        metrics_address: args.metrics_address,
+        lease_namespace: args.lease_namespace,
+        lease_name: args.lease_name,
+        lease_duration: std::time::Duration::from_secs(args.lease_duration),
+        replica: args.replica.unwrap_or_else(controller::default_replica),
+        once,
+        dry_run,
+        prune: !args.no_prune,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("starting the async runtime", e))?;
+    let fleet = runtime.block_on(controller::run(opts))?;
+    if !once {
+        return Ok(OK);
+    }
+    match args.output {
+        OutputFormat::Json => {
+            let mut out = std::io::stdout().lock();
+            let text = serde_json::to_string_pretty(&fleet).unwrap_or_default();
+            let _ = writeln!(out, "{text}");
+        }
+        OutputFormat::Human => eprint!("{}", controller::table(&fleet)),
+    }
+    let settled = fleet.iter().all(|l| l.next == "nothing");
+    Ok(if settled {
+        OK
+    } else if dry_run {
+        DIFFERENT
+    } else {
+        OK
+    })
 }
 
 #[cfg(not(feature = "cluster"))]

@@ -20,6 +20,7 @@ pub const CONFIGURED_PHASES: [&str; 2] = ["Provisioned", "Running"];
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Machine {
     pub name: String,
+    pub uid: String,
     /// `status.phase`.
     pub phase: Option<String>,
     /// `spec.providerID`.
@@ -37,6 +38,7 @@ impl Machine {
         let s = |v: &Value| v.as_str().map(str::to_string);
         Machine {
             name: m["metadata"]["name"].as_str().unwrap_or("").to_string(),
+            uid: m["metadata"]["uid"].as_str().unwrap_or("").to_string(),
             phase: s(&m["status"]["phase"]),
             provider_id: s(&m["spec"]["providerID"]).filter(|p| !p.is_empty()),
             addresses: m["status"]["addresses"]

@@ -108,13 +108,31 @@ pub async fn record_logins(cluster: &Cluster, reached: &[Target]) -> Result<(), 
 /// The managed Nodes that are not the targets' (nor a Windows Machine's).
 pub async fn leaving(cluster: &Cluster, targets: &[Target], machines: &[Machine]) -> Result<Vec<Value>, ClusterError> {
     let all = nodes::list(cluster, "kubernetes.io/os%3Dwindows").await?;
-    let mut kept = claimed(&all, targets);
+    Ok(leaving_among(&all, targets, machines))
+}
+
+/// [`leaving`] among Windows Nodes already read (the controller's watched view).
+pub fn leaving_among(all: &[Value], targets: &[Target], machines: &[Machine]) -> Vec<Value> {
+    let mut kept = claimed(all, targets);
     for m in machines {
         kept.extend(m.node_ref.iter().cloned());
-        kept.extend(machines::node_of(m, &all).map(|n| name_of(n).to_string()));
+        kept.extend(machines::node_of(m, all).map(|n| name_of(n).to_string()));
     }
-    let managed = nodes::list(cluster, &format!("{MANAGED}%3Dtrue")).await?;
-    Ok(managed.into_iter().filter(|n| !kept.iter().any(|k| k == name_of(n))).collect())
+    let managed = |n: &&Value| n["metadata"]["labels"][MANAGED] == "true";
+    all.iter().filter(managed).filter(|n| !kept.iter().any(|k| k == name_of(n))).cloned().collect()
+}
+
+/// The Node that is this target's, among the Windows Nodes (the module's rule), if it has registered.
+pub fn node_of<'a>(all: &'a [Value], target: &Target, machines: &[Machine]) -> Option<&'a Value> {
+    if let Some(n) = all.iter().find(|n| name_of(n) == target.node_name) {
+        return Some(n);
+    }
+    if let Some(m) = target.node.machine.as_ref().and_then(|name| machines.iter().find(|m| &m.name == name)) {
+        let by_ref = m.node_ref.as_ref().and_then(|r| all.iter().find(|n| name_of(n) == r));
+        return by_ref.or_else(|| machines::node_of(m, all));
+    }
+    let by_address: Vec<&Value> = all.iter().filter(|n| addresses(n).any(|(_, a)| a == target.node.address)).collect();
+    if let [one] = by_address.as_slice() { Some(one) } else { None }
 }
 
 /// How to reach a leaving Node: its InternalIP and the login sync recorded, each checked as inventory input.
@@ -146,7 +164,15 @@ pub fn reach(node: &Value) -> Result<Node, String> {
         }
         Some(_) => return Err(format!("the posix root in its {SSH_ANNOTATION} annotation is not an absolute path")),
     };
-    Ok(Node { name: name.to_string(), address, port: login.port, user: login.user, profile, machine: None })
+    Ok(Node {
+        name: name.to_string(),
+        address,
+        port: login.port,
+        user: login.user,
+        profile,
+        machine: None,
+        for_machine: false,
+    })
 }
 
 /// Deconfigures each leaving node over SSH and deletes its Node; with `dry_run`, only says which would go.
@@ -228,6 +254,7 @@ mod tests {
             user: "Administrator".into(),
             profile: Profile::Windows,
             machine: None,
+            for_machine: false,
         };
         Target { node, node_name: name.into() }
     }

@@ -88,6 +88,11 @@ pub async fn connect(kubeconfig: Option<&Path>) -> Result<Option<ClusterSide>, E
 
 #[cfg(feature = "cluster")]
 impl ClusterSide {
+    /// The cluster side of a client already connected (the controller's).
+    pub fn new(cluster: crate::cluster::Cluster) -> ClusterSide {
+        ClusterSide { cluster, found: Default::default() }
+    }
+
     /// The client, for the steps that run beside the nodes' sync (drained upgrades, reboots).
     pub fn cluster(&self) -> &crate::cluster::Cluster {
         &self.cluster
@@ -180,52 +185,9 @@ impl ClusterSide {
         Ok(names)
     }
 
-    /// wmrender's taint ([`wmrender_contract::node_status`]), without the operator: off the nodes whose agent
-    /// converged on the bundle (in this sync, or reported so on its Node), on the nodes whose agent failed (in this
-    /// sync, or reported so on its Node since). A node still pending keeps what it has.
+    /// wmrender's taint after the nodes' sync ([`settle_taints`]).
     pub async fn settle_taints(&self, rendered: &Rendered, reports: &[NodeReport], report: &mut ClusterReport) {
-        use crate::cluster::nodes;
-        if rendered.manifest.mode != Some(wmrender_contract::Mode::WithoutOperator) {
-            return;
-        }
-        for r in reports {
-            let name = r.node_name();
-            let node =
-                match nodes::get(&self.cluster, &name, std::time::Instant::now() + crate::cluster::API_TIMEOUT).await {
-                    Ok(Some(n)) => n,
-                    Ok(None) => continue,
-                    Err(e) => {
-                        report.taints.tainted.push(Tainted { node: name, why: format!("could not be read: {e}") });
-                        continue;
-                    }
-                };
-            let agent = nodes::configured(&node);
-            let failed_since = agent.as_ref().filter(|c| c.status == "False");
-            let verdict = match r.status {
-                Status::Synced => Some((false, String::new())),
-                Status::Unchanged => match failed_since {
-                    Some(c) => Some((true, format!("the agent reports {}: {}", c.reason, c.message))),
-                    None => Some((false, String::new())),
-                },
-                // The agent's pass failed (not: the node could not be reached, which says nothing of its state).
-                Status::Failed if r.apply.as_ref().is_some_and(|a| a.status == ApplyStatus::Failed) => {
-                    Some((true, r.error.clone().unwrap_or_else(|| "the agent's pass failed".into())))
-                }
-                _ => None,
-            };
-            let Some((on, why)) = verdict else { continue };
-            if nodes::tainted(&node) == on {
-                continue;
-            }
-            match nodes::set_taint(&self.cluster, &name, on).await {
-                Ok(_) if on => report.taints.tainted.push(Tainted { node: name, why }),
-                Ok(_) => report.taints.untainted.push(name),
-                Err(e) => report
-                    .taints
-                    .tainted
-                    .push(Tainted { node: name, why: format!("the taint could not be changed: {e}") }),
-            }
-        }
+        settle_taints(&self.cluster, rendered, reports, report).await;
     }
 
     /// `--prune-nodes`: the managed nodes that are no longer targets are deconfigured and their Nodes deleted.
@@ -250,6 +212,58 @@ impl ClusterSide {
     /// The Machines that are not targets, for the report.
     pub fn skipped_machines(&self) -> Vec<crate::lifecycle::machines::Skipped> {
         self.found.skipped.clone()
+    }
+}
+
+#[cfg(feature = "cluster")]
+/// wmrender's taint ([`wmrender_contract::node_status`]), without the operator: off the nodes whose agent
+/// converged on the bundle (in this sync, or reported so on its Node), on the nodes whose agent failed (in this
+/// sync, or reported so on its Node since). A node still pending keeps what it has.
+pub async fn settle_taints(
+    cluster: &crate::cluster::Cluster,
+    rendered: &Rendered,
+    reports: &[NodeReport],
+    report: &mut ClusterReport,
+) {
+    use crate::cluster::nodes;
+    if rendered.manifest.mode != Some(wmrender_contract::Mode::WithoutOperator) {
+        return;
+    }
+    for r in reports {
+        let name = r.node_name();
+        let node = match nodes::get(cluster, &name, std::time::Instant::now() + crate::cluster::API_TIMEOUT).await {
+            Ok(Some(n)) => n,
+            Ok(None) => continue,
+            Err(e) => {
+                report.taints.tainted.push(Tainted { node: name, why: format!("could not be read: {e}") });
+                continue;
+            }
+        };
+        let agent = nodes::configured(&node);
+        let failed_since = agent.as_ref().filter(|c| c.status == "False");
+        let verdict = match r.status {
+            Status::Synced => Some((false, String::new())),
+            Status::Unchanged => match failed_since {
+                Some(c) => Some((true, format!("the agent reports {}: {}", c.reason, c.message))),
+                None => Some((false, String::new())),
+            },
+            // The agent's pass failed (not: the node could not be reached, which says nothing of its state).
+            Status::Failed if r.apply.as_ref().is_some_and(|a| a.status == ApplyStatus::Failed) => {
+                Some((true, r.error.clone().unwrap_or_else(|| "the agent's pass failed".into())))
+            }
+            _ => None,
+        };
+        let Some((on, why)) = verdict else { continue };
+        if nodes::tainted(&node) == on {
+            continue;
+        }
+        match nodes::set_taint(cluster, &name, on).await {
+            Ok(_) if on => report.taints.tainted.push(Tainted { node: name, why }),
+            Ok(_) => report.taints.untainted.push(name),
+            Err(e) => {
+                report.taints.tainted.push(Tainted { node: name, why: format!("the taint could not be changed: {e}") })
+            }
+        }
     }
 }
 

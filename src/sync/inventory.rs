@@ -20,6 +20,9 @@ pub struct Node {
     pub profile: Profile,
     /// The Windows Machine whose instance this is (`openshift-machine-api/<name>`), for Machine-backed nodes.
     pub machine: Option<String>,
+    /// An inventory entry with `forMachine: true`: only how to reach a Windows Machine's instance at its address
+    /// (port, user, profile); without such a Machine it is no node at all.
+    pub for_machine: bool,
 }
 
 /// The BYOH hosts of a rendered `cluster/configmap-windows-instances.yaml` (`address: username=<user>`), `file`
@@ -78,6 +81,7 @@ pub fn from_configmap(file: &str, text: &str) -> Result<Vec<Node>, Diagnostics> 
                 user: user.to_string(),
                 profile: Profile::Windows,
                 machine: None,
+                for_machine: false,
             });
         }
     }
@@ -112,6 +116,7 @@ pub fn machine_node(machine: &str, address: &str, user: &str) -> Result<Node, Re
         user: user.into(),
         profile: Profile::Windows,
         machine: Some(machine.into()),
+        for_machine: false,
     })
 }
 
@@ -199,6 +204,7 @@ fn node(item: yaml::Node, field: &str, diags: &mut Diagnostics) -> Option<Node> 
     let user: Option<Located<String>> = f.opt("user", diags);
     let profile: Option<Located<String>> = f.opt("profile", diags);
     let root: Option<Located<String>> = f.opt("root", diags);
+    let for_machine: Option<Located<bool>> = f.opt("forMachine", diags);
     let at = f.at();
     f.finish(diags);
     // Every value is checked before any node is contacted, so a bad line never fails a rollout half-way.
@@ -270,6 +276,7 @@ fn node(item: yaml::Node, field: &str, diags: &mut Diagnostics) -> Option<Node> 
         user: user.map(|u| u.value).unwrap_or_else(|| "Administrator".into()),
         profile,
         machine: None,
+        for_machine: for_machine.is_some_and(|f| f.value),
     })
 }
 

@@ -32,6 +32,7 @@ pub trait Progress: Send + Sync {
     fn note(&self, _line: &str) {}
 }
 
+#[derive(Clone)]
 pub struct SyncOptions {
     pub rendered: PathBuf,
     pub inventory: Option<PathBuf>,
@@ -189,6 +190,8 @@ pub fn nodes(rendered: &Rendered, inventory: Option<&Path>, machines: Vec<Node>)
                 n.machine = replaced.into_iter().find_map(|b| b.machine);
             }
         }
+        // An entry only for a Machine's instance is no node when there is no such Machine (yet, or any more).
+        listed.retain(|n| !n.for_machine || n.machine.is_some());
         nodes.extend(listed);
     }
     if nodes.is_empty() {
