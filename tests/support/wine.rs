@@ -49,7 +49,8 @@ pub struct Wine {
     pub prefix: PathBuf,
     /// The built Windows programs (`wmrender-node.exe`, `fake-service.exe`, …).
     pub exes: PathBuf,
-    /// Whether the machine variables differ from [`KNOBS`] until the next reboot.
+    /// Whether a test set a machine variable of [`KNOBS`]: services.exe may hold it (from a reboot since) until the
+    /// reset restores the variables and reboots.
     knobs_changed: bool,
 }
 
@@ -329,7 +330,6 @@ impl Wine {
         self.server(&["-p"]);
         let code = run_quiet(self.command("wine").args(["cmd", "/c", "exit"]), Duration::from_secs(60));
         assert_eq!(code, 0, "the first process after the reboot failed");
-        self.knobs_changed = false;
     }
 
     /// Sets a machine variable of the agent's (a [`KNOBS`] name); it reaches the agent service after a reboot.
@@ -366,8 +366,11 @@ impl Wine {
         for file in ["services.jsonl", "powershell.jsonl", "powershell-responses.json"] {
             let _ = std::fs::remove_file(self.c(FAKES_DIR).join(file));
         }
+        // A knob a test set reached services.exe at its reboot: the machine variables are the rig's again now, and
+        // services.exe sees them once it restarts.
         if self.knobs_changed {
             self.reboot();
+            self.knobs_changed = false;
         }
     }
 
