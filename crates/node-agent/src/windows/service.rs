@@ -2,7 +2,7 @@
 //! runs the loop of run.rs until a stop or shutdown request, which ends the current wait at once.
 
 use super::WindowsSystem;
-use crate::run::run_loop;
+use crate::run::{Ended, run_loop};
 use crate::timing::Timing;
 use std::ffi::OsString;
 use std::sync::{OnceLock, mpsc};
@@ -43,6 +43,10 @@ pub fn dispatch(timing: Timing) -> Result<(), DispatchError> {
     })
 }
 
+/// The service-specific exit code of a service that ends to hand over to a new agent: not 0, so the SCM's recovery
+/// actions (restart after 5 s; set for non-crash failures too) start the new program.
+const HAND_OVER: u32 = 1;
+
 fn status(state: ServiceState, accept: ServiceControlAccept) -> ServiceStatus {
     ServiceStatus {
         service_type: ServiceType::OWN_PROCESS,
@@ -72,8 +76,13 @@ fn service_main(_arguments: Vec<OsString>) {
         return;
     }
     let mut sys = WindowsSystem::new(timing.clone());
-    run_loop(&mut sys, &timing, &mut |pause| {
+    crate::agent_service::record_running(&sys);
+    let (ended, _) = run_loop(&mut sys, &timing, &mut |pause| {
         !matches!(stop_rx.recv_timeout(pause), Err(mpsc::RecvTimeoutError::Timeout))
     });
-    let _ = handle.set_service_status(status(ServiceState::Stopped, ServiceControlAccept::empty()));
+    let mut stopped = status(ServiceState::Stopped, ServiceControlAccept::empty());
+    if ended == Ended::HandOver {
+        stopped.exit_code = ServiceExitCode::ServiceSpecific(HAND_OVER);
+    }
+    let _ = handle.set_service_status(stopped);
 }
