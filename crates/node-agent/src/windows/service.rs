@@ -71,12 +71,13 @@ fn service_main(_arguments: Vec<OsString>) {
         _ => ServiceControlHandlerResult::NotImplemented,
     };
     let Ok(handle) = service_control_handler::register(AGENT_SERVICE, handler) else { return };
+    let mut sys = WindowsSystem::new(timing.clone());
+    // Before it reports running: whoever started it (sync's apply) reads which program runs once it runs.
+    crate::agent_service::record_running(&sys);
     let accept = ServiceControlAccept::STOP | ServiceControlAccept::SHUTDOWN;
     if handle.set_service_status(status(ServiceState::Running, accept)).is_err() {
         return;
     }
-    let mut sys = WindowsSystem::new(timing.clone());
-    crate::agent_service::record_running(&sys);
     let (ended, _) = run_loop(&mut sys, &timing, &mut |pause| {
         !matches!(stop_rx.recv_timeout(pause), Err(mpsc::RecvTimeoutError::Timeout))
     });
