@@ -1,4 +1,4 @@
-//! The services table against the SCM (steps 6 to 10 of a pass): files present, staged binaries swapped with
+//! The services table against the SCM (steps 9 to 13 of a pass, docs/agent.md): files present, staged binaries swapped with
 //! their services stopped, each service created or updated, restarted when its definition or any of the files it
 //! reads at start changed, started in table order (dependencies first), and services dropped from the table
 //! deleted. An optional service's own problem (a file missing, a failed start) leaves the others alone: it is
@@ -21,13 +21,13 @@ use wmrender_contract::{NodePath, NodeVariable, Service, ServicesFile};
 struct Plan {
     /// Running when the pass began: a start of these is a restart.
     was_running: BTreeSet<String>,
-    /// Stopped or changed by this pass: started again in step 9.
+    /// Stopped or changed by this pass: started again in step 12.
     marked: BTreeSet<String>,
     /// Not started in this pass (waiting, or a failure on the way).
     skipped: BTreeSet<String>,
     /// Optional services left out for a problem of their own (a subset of `skipped`).
     degraded: BTreeSet<String>,
-    /// Services whose pre-start step runs right before they start, in step 9.
+    /// Services whose pre-start step runs right before they start, in step 12.
     pre_start_due: BTreeSet<String>,
     configs: BTreeMap<String, ServiceConfig>,
     files: BTreeMap<String, BTreeMap<NodePath, String>>,
@@ -71,7 +71,7 @@ impl Pass<'_> {
     pub(crate) fn services(&mut self, desired: &Desired, vars: &NodeVars) {
         let table = &desired.services;
         let mut plan = Plan::default();
-        // Step 6: everything the services need is there (or staged), before anything is stopped.
+        // Step 9: everything the services need is there (or staged), before anything is stopped.
         let staged = swap::check(self.sys, &desired.manifest);
         if !self.needed_files(desired, &staged, &mut plan) {
             return;
@@ -88,7 +88,7 @@ impl Pass<'_> {
             }
         }
 
-        // Step 7: staged binaries, with every service that runs them (and their dependents) stopped.
+        // Step 10: staged binaries, with every service that runs them (and their dependents) stopped.
         if !staged.ready.is_empty() {
             let users: BTreeSet<String> = table
                 .services
@@ -110,7 +110,7 @@ impl Pass<'_> {
             }
         }
 
-        // Step 8: each service's definition and files.
+        // Step 11: each service's definition and files.
         for s in &table.services {
             if plan.skipped.contains(&s.name) {
                 continue;
@@ -119,9 +119,9 @@ impl Pass<'_> {
                 self.fail(s, e, &mut plan);
             }
         }
-        // Step 9: start in table order.
+        // Step 12: start in table order.
         self.start_all(desired, vars, &mut plan);
-        // Step 10: services the agent created that left the table.
+        // Step 13: services the agent created that left the table.
         self.delete_dropped(table);
     }
 
@@ -137,7 +137,7 @@ impl Pass<'_> {
         }
     }
 
-    /// Step 6: every file, binary and credential each service names is there (or staged, or its pre-start step's to
+    /// Step 9: every file, binary and credential each service names is there (or staged, or its pre-start step's to
     /// write). What a service the node needs lacks fails the pass before anything is stopped; what an optional
     /// service lacks leaves that service (and the optional ones that depend on it) out. Returns whether the pass
     /// goes on.
@@ -191,7 +191,7 @@ impl Pass<'_> {
         ok && self.result.missing.is_empty()
     }
 
-    /// Step 8 for one service.
+    /// Step 11 for one service.
     fn converge_service(
         &mut self,
         desired: &Desired,
@@ -344,7 +344,7 @@ impl Pass<'_> {
         Ok(())
     }
 
-    /// Step 9: every service not skipped that is stopped or marked, in table order, each after its
+    /// Step 12: every service not skipped that is stopped or marked, in table order, each after its
     /// dependencies run and its pre-start step (when due); then what it runs with is recorded.
     fn start_all(&mut self, desired: &Desired, vars: &NodeVars, plan: &mut Plan) {
         let table = &desired.services;
@@ -407,7 +407,7 @@ impl Pass<'_> {
         }
     }
 
-    /// Step 10: stop and delete the services the agent created that services.json no longer lists. Its record
+    /// Step 13: stop and delete the services the agent created that services.json no longer lists. Its record
     /// alone is not enough: the service must carry wmrender's mark too, so that an edited applied.json cannot have
     /// the agent delete a service it never made (such a name is only taken off the record).
     fn delete_dropped(&mut self, table: &ServicesFile) {
