@@ -6,7 +6,9 @@
 //! What Wine cannot show, and where it is covered instead: HNS, the Containers feature, Defender and a real
 //! kubelet (the steps are scripts the fake answers for; their PowerShell is checked by parsing in
 //! tests/node_bundle.rs); the SCM's dependency enforcement and recovery actions (Wine stores neither: the agent
-//! starts in order itself, which these tests check, and its run loop restarts a killed service).
+//! starts in order itself, which these tests check, and its run loop restarts a killed service); the host's rename
+//! (a step the fake answers: a reboot asked, then done; Wine's DNS name stays the Linux host's); a pod's containerd
+//! shim (the fake service program run outside the SCM at the shim's path, `--linger`).
 //!
 //! Needs wine, wine64 and gcc-mingw-w64-x86-64 (`bash tests/e2e/wine-setup.sh`); the rig builds the Windows
 //! programs itself.

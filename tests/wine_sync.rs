@@ -2,7 +2,9 @@
 //! real OpenSSH server on 127.0.0.1 arranged like a Windows node's (commands run through Wine's cmd.exe, SFTP
 //! serves `/C:/…` from the Wine prefix), pushes the rendered bundle, the payload and the agent, runs
 //! `wmrender-node apply` under Wine and reads its JSON result line. The services are real services in Wine's SCM
-//! running the fake service program (see tests/wine_agent.rs for what the rig fakes and why).
+//! running the fake service program (see tests/wine_agent.rs for what the rig fakes and why). Windows' lock on a
+//! running program's file, which the rig's SFTP server (a Linux program) never meets under Wine, is simulated where
+//! an agent upgrade depends on it: the test holds the file (`Wine::hold_while_running`) while that program runs.
 //!
 //! Needs root, openssh-server, wine, wine64 and gcc-mingw-w64-x86-64 (`bash tests/e2e/wine-setup.sh`).
 
