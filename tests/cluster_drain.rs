@@ -568,6 +568,43 @@ fn sync_drains_a_node_before_replacing_a_running_binary_and_refuses_without_the_
 }
 
 #[test]
+fn a_new_credential_read_at_start_is_delivered_on_a_drained_node_and_one_reloaded_is_not_drained_for() {
+    let rig = Rig::new(1);
+    let kc = rig.s("kubeconfig-sync");
+    let (kubelet_ca, bootstrap_ca) = (rig.s("kubelet-ca.crt"), rig.s("bootstrap-ca.crt"));
+    std::fs::write(&kubelet_ca, support::certificate("kubelet-ca-1")).unwrap();
+    std::fs::write(&bootstrap_ca, support::certificate("bootstrap-ca-1")).unwrap();
+    let creds = ["--kubelet-ca", kubelet_ca.as_str(), "--bootstrap-ca", bootstrap_ca.as_str()];
+    let with_cluster = [&creds[..], &["--kubeconfig", kc.as_str()]].concat();
+    let ((rc, _, err), _) = rig.with_kubelets(&[], || rig.sync(&with_cluster));
+    assert_eq!(rc, 0, "a first delivery replaces nothing: {err}");
+    rig.put(pod("web", "node-00", Some(("ReplicaSet", "web-5d9")), json!({})));
+
+    // kubelet reloads its client CA file: a rotation restarts nothing and needs no drain.
+    std::fs::write(&kubelet_ca, support::certificate("kubelet-ca-2")).unwrap();
+    let ((rc, report, err), _) = rig.with_kubelets(&[], || rig.sync(&with_cluster));
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(report["nodes"][0]["changed"], json!([r"C:\k\kubelet-ca.crt"]), "{report}");
+    assert!(report["nodes"][0]["evicted"].is_null(), "{report}");
+    assert!(rig.pod("web").is_some() && rig.calls("/eviction").is_empty(), "nothing was evicted");
+
+    // hybrid-overlay-node reads the bootstrap CA once, at start: its rotation restarts networking, so it is
+    // delivered on a drained node, as a binary upgrade is, or refused without the cluster.
+    let rotated = support::certificate("bootstrap-ca-2");
+    std::fs::write(&bootstrap_ca, &rotated).unwrap();
+    let (rc, report, err) = rig.sync(&creds);
+    assert_eq!(rc, 3, "{err}");
+    let refused = report["nodes"][0]["error"].as_str().unwrap_or_default();
+    assert!(refused.contains(r"refusing to replace C:\k\bootstrap-ca.crt under running pods"), "{report}");
+    let ((rc, report, err), _) = rig.with_kubelets(&[], || rig.sync(&with_cluster));
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(report["nodes"][0]["evicted"], json!(["apps/web"]), "{report}");
+    assert!(rig.pod("web").is_none());
+    assert_eq!(std::fs::read_to_string(rig.path("node-00/C/k/bootstrap-ca.crt")).unwrap(), rotated);
+    assert!(rig.node("node-00")["spec"]["unschedulable"].is_null(), "uncordoned once Ready");
+}
+
+#[test]
 fn sync_reboot_reboots_the_nodes_whose_apply_asks_for_it() {
     let rig = Rig::new(2);
     std::fs::write(rig.path("node-01/reboot-pending"), "").unwrap();

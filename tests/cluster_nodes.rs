@@ -346,12 +346,27 @@ fn prune_nodes_deconfigures_a_node_that_left_then_deletes_its_node_and_keeps_one
     assert!(rig.get("/api/v1/nodes/node-gone").is_some(), "a failed deconfigure keeps the Node");
     assert!(!rig.writes().iter().any(|w| w.starts_with("delete")));
 
-    // Once it can finish: deconfigured over SSH (every delivered file and the manifest gone), then deleted.
+    // Once it can finish: cordoned and drained (a pod still runs there), deconfigured over SSH (every delivered file
+    // and the manifest gone), then deleted.
     std::fs::remove_dir_all(&kubelet_conf).unwrap();
+    rig.cp.namespace("apps");
+    rig.cp.admin().seed(&json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": "web", "namespace": "apps",
+                      "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d9",
+                                            "uid": "00000000-0000-0000-0000-000000000001", "controller": true }] },
+        "spec": { "nodeName": "node-gone", "terminationGracePeriodSeconds": 0,
+                  "containers": [{ "name": "web", "image": "mcr.microsoft.com/windows/nanoserver:ltsc2022" }] },
+    }));
     let (rc, report, _, err) = rig.sync(&one, &["--prune-nodes"]);
     assert_eq!(rc, 0, "{err}");
     let p = &report["pruned"][0];
     assert_eq!((p["status"].as_str(), p["deconfigure"]["status"].as_str()), (Some("pruned"), Some("converged")));
+    assert_eq!(p["evicted"], json!(["apps/web"]), "drained before it was deconfigured: {report}");
+    assert!(rig.get("/api/v1/namespaces/apps/pods/web").is_none());
+    let writes = rig.writes();
+    let at = |w: &str| writes.iter().position(|x| x.starts_with(w)).unwrap_or_else(|| panic!("{w}: {writes:?}"));
+    assert!(at("create /api/v1/namespaces/apps/pods/web/eviction") < at("delete /api/v1/nodes/node-gone"));
     assert!(support::read_tree(&rig.path("node-gone")).is_empty(), "{:?}", support::read_tree(&rig.path("node-gone")));
     assert!(rig.get("/api/v1/nodes/node-gone").is_none());
     assert!(rig.get("/api/v1/nodes/node-00").is_some() && rig.get("/api/v1/nodes/not-ours").is_some());
@@ -397,4 +412,66 @@ fn prune_nodes_without_kubeconfig_is_a_usage_error() {
     let o = wmrender(&["sync", "--rendered", "x", "--identity", "y", "--prune-nodes"]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
     assert!(stderr(&o).contains("--kubeconfig"), "{}", stderr(&o));
+}
+
+#[test]
+fn the_exporters_serving_certificate_comes_from_the_service_ca_once_it_issued_one() {
+    let rig = Rig::new();
+    rig.node("node-00", "127.0.0.1", false);
+    let inv = rig.inventory(&[("node-00", "127.0.0.1")]);
+    let cert_file = rig.path("node-00/C/k/tls/certs/tls.crt");
+
+    // The rendered Service is applied, but no service CA has answered yet: nothing to push, and the sync goes on
+    // (windows_exporter is optional; the agent reports it left out).
+    let text = std::fs::read_to_string(rig.path("rendered/cluster/service-windows-exporter.yaml")).unwrap();
+    let service: Value = serde_saphyr::from_str(&text).unwrap();
+    assert_eq!(service["metadata"]["annotations"][support::played::SERVING_CERT_SECRET], "windows-exporter-tls");
+    rig.cp.admin().seed(&service);
+    let (rc, _, _, err) = rig.sync(&inv, &[]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(!cert_file.exists(), "no certificate before the service CA issued one");
+
+    // The service CA operator (played) issues the Secret for the Service; the next sync fetches it with the
+    // documented role and pushes it.
+    let ca = support::played::ServiceCa::start(&rig.cp);
+    let path = "/api/v1/namespaces/wmrender/secrets/windows-exporter-tls";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let secret = loop {
+        if let Some(s) = rig.get(path) {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "the service CA issued no certificate");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let data = |k: &str| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.decode(secret["data"][k].as_str().unwrap()).unwrap()
+    };
+    let (rc, report, out, err) = rig.sync(&inv, &[]);
+    assert_eq!(rc, 0, "{err}\n{out}");
+    let added = &report["nodes"][0]["added"];
+    assert!(added.as_array().unwrap().contains(&json!(r"C:\k\tls\certs\tls.crt")), "{report}");
+    assert_eq!(std::fs::read(&cert_file).unwrap(), data("tls.crt"));
+    assert_eq!(std::fs::read(rig.path("node-00/C/k/tls/certs/tls.key")).unwrap(), data("tls.key"));
+    // It is the exporter's: it verifies against the service CA for the Service's name.
+    let ca_file = rig.path("service-ca.crt");
+    std::fs::write(&ca_file, &ca.ca_pem).unwrap();
+    let verify = std::process::Command::new("openssl")
+        .args(["verify", "-CAfile", ca_file.to_str().unwrap(), "-verify_hostname", "windows-exporter.wmrender.svc"])
+        .arg(&cert_file)
+        .output()
+        .unwrap();
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stderr));
+    // The key is on the node and nowhere else.
+    let key = String::from_utf8(data("tls.key")).unwrap();
+    let key_line = key.lines().nth(1).unwrap();
+    assert!(!out.contains(key_line) && !err.contains(key_line));
+    for (file, bytes) in support::read_tree(rig.work.path()) {
+        if !file.starts_with("node-00/") {
+            assert!(!String::from_utf8_lossy(&bytes).contains(key_line), "{file} holds the exporter's key");
+        }
+    }
+    let fetched =
+        rig.cp.requests_by(WMRENDER_USER).iter().filter(|r| r.uri == path).map(|r| r.code).collect::<Vec<_>>();
+    assert!(fetched.contains(&200) && !fetched.contains(&403), "{fetched:?}");
 }

@@ -88,7 +88,13 @@ fn azure_without_the_operator_gets_the_cloud_node_manager_identity() {
 fn other_platforms_and_the_operator_mode_render_no_such_identity() {
     for name in ["aws", "gcp", "vsphere", "nutanix", "none"] {
         let files = cluster_files(&example(name));
-        assert!(!files.keys().any(|f| f.contains("cloud-node-manager") || f == "namespace-wmrender.yaml"), "{name}");
+        assert!(!files.keys().any(|f| f.contains("cloud-node-manager")), "{name}");
+        // Without the operator, wmrender's namespace holds the exporter's Service on every platform; with WMCO the
+        // exporter's certificate is WMCO's.
+        let with_operator = files.keys().any(|f| f.starts_with("subscription-"));
+        for f in ["namespace-wmrender.yaml", "service-windows-exporter.yaml"] {
+            assert_eq!(files.contains_key(f), !with_operator, "{name}: {f}");
+        }
     }
     let tmp = tempfile::tempdir().unwrap();
     let text = std::fs::read_to_string(example("azure")).unwrap();

@@ -177,21 +177,34 @@ fn command<'a>(services: &'a [serde_json::Value], name: &str) -> &'a str {
 }
 
 #[test]
-fn services_follow_wmco_order_and_dependencies() {
+fn services_follow_wmco_dependencies_the_node_s_own_first_and_the_optional_ones_last() {
     let files = bundle(&example("azure"));
     let svcs = services(&files);
     let names: Vec<&str> = svcs.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    // What the node needs to join starts first; monitoring and storage helpers after, and they fail alone.
     assert_eq!(
         names,
         [
             "containerd",
             "kubelet",
-            "windows_exporter",
             "hybrid-overlay-node",
-            "csi-proxy",
             "kube-proxy",
-            "cloud-node-manager"
+            "cloud-node-manager",
+            "windows_exporter",
+            "csi-proxy"
         ]
+    );
+    let optional: Vec<&str> =
+        svcs.iter().filter(|s| s["optional"] == true).map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(optional, ["windows_exporter", "csi-proxy"]);
+    // What a service reloads by itself needs no restart when it is rotated; what it reads at start does.
+    let list = |n: &str, key: &str| svcs.iter().find(|s| s["name"] == n).unwrap()[key].clone();
+    assert_eq!(list("kubelet", "reloads"), serde_json::json!([r"C:\k\bootstrap-kubeconfig", r"C:\k\kubelet-ca.crt"]));
+    assert!(list("kubelet", "secrets").as_array().unwrap().is_empty());
+    assert_eq!(list("hybrid-overlay-node", "secrets"), serde_json::json!([r"C:\k\bootstrap-ca.crt"]));
+    assert_eq!(
+        list("windows_exporter", "reloads"),
+        serde_json::json!([r"C:\k\tls\certs\tls.crt", r"C:\k\tls\certs\tls.key"])
     );
     let deps = |n: &str| svcs.iter().find(|s| s["name"] == n).unwrap()["dependencies"].clone();
     assert_eq!(deps("kubelet"), serde_json::json!(["containerd"]));

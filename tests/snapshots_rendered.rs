@@ -30,12 +30,13 @@ fn stdout_stream_is_the_cluster_objects_in_apply_order_and_nothing_else() {
         let files = support::read_tree(&out);
         let objects = files.iter().filter(|(p, _)| p.starts_with("cluster/") && !p.ends_with("kustomization.yaml"));
         assert_eq!(docs.len(), objects.count(), "{}: the stream holds every object file", path.display());
-        // Apply order: namespaces, node services' RBAC (without the operator), operator objects, RuntimeClasses,
-        // the user-data Secret (without the operator), MachineSets, ConfigMap.
+        // Apply order: namespaces, node services' RBAC and the exporter's Service (without the operator), operator
+        // objects, RuntimeClasses, the user-data Secret (without the operator), MachineSets, ConfigMap.
         let rank = |kind: &str| {
             [
                 &["Namespace"][..],
                 &["ServiceAccount", "ClusterRole", "ClusterRoleBinding"],
+                &["Service"],
                 &["OperatorGroup"],
                 &["Subscription"],
                 &["RuntimeClass"],

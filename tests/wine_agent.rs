@@ -6,7 +6,9 @@
 //! What Wine cannot show, and where it is covered instead: HNS, the Containers feature, Defender and a real
 //! kubelet (the steps are scripts the fake answers for; their PowerShell is checked by parsing in
 //! tests/node_bundle.rs); the SCM's dependency enforcement and recovery actions (Wine stores neither: the agent
-//! starts in order itself, which these tests check, and its run loop restarts a killed service).
+//! starts in order itself, which these tests check, and its run loop restarts a killed service); the host's rename
+//! (a step the fake answers: a reboot asked, then done; Wine's DNS name stays the Linux host's); a pod's containerd
+//! shim (the fake service program run outside the SCM at the shim's path, `--linger`).
 //!
 //! Needs wine, wine64 and gcc-mingw-w64-x86-64 (`bash tests/e2e/wine-setup.sh`); the rig builds the Windows
 //! programs itself.
@@ -223,7 +225,8 @@ fn apply_creates_every_service_with_its_rendered_command_and_starts_them_in_depe
         assert_eq!(got["state"], "running", "{}: {got}", s.name);
         assert_eq!(got["registry"]["imagePath"].as_str(), Some(want.as_str()), "{}", s.name);
         assert_eq!(got["registry"]["description"].as_str(), Some(s.description.as_str()), "{}", s.name);
-        assert_eq!(got["registry"]["start"], 2, "{}: automatic start", s.name);
+        // Demand start: only the agent's service starts at boot; it starts the others in order.
+        assert_eq!(got["registry"]["start"], 3, "{}: demand start", s.name);
         assert_eq!(got["registry"]["dependOnService"], serde_json::json!(s.dependencies), "{}", s.name);
         // The SCM ran exactly that line.
         let start = first(&events, &s.name, "start").unwrap();
@@ -250,7 +253,7 @@ fn apply_creates_every_service_with_its_rendered_command_and_starts_them_in_depe
     // The steps ran through powershell: the once steps once, the network step with the node name before
     // kube-proxy started.
     let calls = wine.powershell_calls();
-    for once in ["containers-feature.ps1", "windows-defender-exclusion.ps1", "firewall.ps1"] {
+    for once in ["containers-feature.ps1", "firewall.ps1"] {
         assert_eq!(calls.iter().filter(|(k, _)| k == once).count(), 1, "{once}: {calls:?}");
     }
     let network: Vec<&Vec<String>> = calls.iter().filter(|(k, _)| k == "network-conf.ps1").map(|(_, a)| a).collect();
@@ -315,9 +318,11 @@ fn a_second_apply_changes_nothing() {
     assert_eq!(wine.service_events().len(), events, "no service was touched\n{}", describe(&wine.service_events()));
     let new_calls = &wine.powershell_calls()[calls.len()..];
     assert!(
-        new_calls.iter().all(|(k, _)| k != "containers-feature.ps1" && k != "windows-defender-exclusion.ps1"),
+        new_calls.iter().all(|(k, _)| k != "containers-feature.ps1" && k != "firewall.ps1"),
         "once steps do not run again: {new_calls:?}"
     );
+    // The Defender exclusion is applied on every pass, as WICD does on every reconcile (someone may remove it).
+    assert_eq!(new_calls.iter().filter(|(k, _)| k == "windows-defender-exclusion.ps1").count(), 1, "{new_calls:?}");
 }
 
 #[test]
@@ -540,8 +545,8 @@ fn a_step_that_fails_is_retried_by_the_next_run_and_converges() {
     let (run, result) = wine.apply();
     assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
     assert!(
-        !wine.powershell_calls()[calls..].iter().any(|(k, _)| k == "windows-defender-exclusion.ps1"),
-        "done once, not run again"
+        wine.powershell_calls()[calls..].iter().any(|(k, _)| k == "windows-defender-exclusion.ps1"),
+        "applied again on the next pass, as WICD does on every reconcile"
     );
     let table = d.bundle.services();
     assert_eq!(running(&wine, &table).len(), table.services.len());
@@ -811,4 +816,288 @@ fn deconfigure_removes_the_services_dependents_first_the_networks_cas_and_files_
     let (run, again) = wine.agent(&["deconfigure"], Duration::from_secs(120));
     assert_eq!((run.code, again.status), (0, ApplyStatus::Converged), "{}", run.text());
     assert!(again.deleted.is_empty() && again.steps.is_empty() && again.trusted_cas_removed.is_empty(), "{again:?}");
+}
+
+/// The agent's result line as JSON, for what the result type of an older agent does not have.
+fn line(run: &support::wine::Run) -> serde_json::Value {
+    run.stdout.lines().rev().find_map(|l| serde_json::from_str(l.trim()).ok()).unwrap_or_default()
+}
+
+fn strings(v: &serde_json::Value) -> Vec<String> {
+    v.as_array().into_iter().flatten().filter_map(|x| x.as_str()).map(String::from).collect()
+}
+
+#[test]
+fn optional_services_without_their_files_are_left_out_alone_and_the_node_converges() {
+    let wine = rig();
+    let mut d = Delivery::example(&wine);
+    // A payload without csi-proxy.exe, and no windows_exporter TLS pair (no service CA certificate yet).
+    d.payload.remove(&NodePath::known(r"C:\k\csi-proxy.exe"));
+    d.payload.remove(&NodePath::known(paths::EXPORTER_TLS_CERT));
+    d.payload.remove(&NodePath::known(paths::EXPORTER_TLS_KEY));
+    d.stage(&wine);
+    wine.set_powershell(&answers());
+    approve_csrs(&wine);
+    network_step_output(&wine);
+    let (run, result) = wine.apply();
+    assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
+    let degraded = strings(&line(&run)["degraded"]);
+    assert_eq!(degraded.len(), 2, "{}", run.text());
+    assert!(degraded.iter().any(|d| d.starts_with("windows_exporter: ") && d.contains("tls.crt")), "{degraded:?}");
+    assert!(degraded.iter().any(|d| d.starts_with("csi-proxy: ") && d.contains("csi-proxy.exe")), "{degraded:?}");
+    // What the node needs to join runs; the optional services are not even created.
+    let table = d.bundle.services();
+    assert_eq!(running(&wine, &table), set(["containerd", "kubelet", "hybrid-overlay-node", "kube-proxy"]));
+    let left_out = wine.services(&["windows_exporter", "csi-proxy"]);
+    assert!(left_out.values().all(|s| s["exists"] == false), "{left_out:?}");
+
+    // Once their files are delivered, the next pass sets them up and nothing else moves.
+    let mut full = Delivery::example(&wine);
+    full.bundle = d.bundle.clone();
+    full.stage(&wine);
+    let mark = wine.service_events().len();
+    let (run, result) = wine.apply();
+    assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
+    assert!(strings(&line(&run)["degraded"]).is_empty(), "{}", run.text());
+    assert_eq!(names(&result.created), set(["windows_exporter", "csi-proxy"]), "{result:?}");
+    assert!(result.restarted.is_empty(), "{result:?}");
+    let events = wine.wait_events("the optional services to start", Duration::from_secs(30), |e| {
+        with_event(&e[mark..], "start") == set(["windows_exporter", "csi-proxy"])
+    });
+    assert_eq!(with_event(&events[mark..], "stop-requested"), BTreeSet::new(), "{}", describe(&events[mark..]));
+}
+
+#[test]
+fn after_a_reboot_only_the_agent_starts_and_it_starts_the_others_in_order_after_its_every_boot_steps() {
+    let mut wine = rig();
+    let (d, _) = converged(&wine);
+    let table = d.bundle.services();
+    let names: Vec<&str> = table.services.iter().map(|s| s.name.as_str()).collect();
+    for (name, s) in wine.services(&names) {
+        assert_eq!(s["registry"]["start"], 3, "{name}: demand start, not at boot: {s}");
+    }
+    let agent = &wine.services(&[paths::AGENT_SERVICE])[paths::AGENT_SERVICE];
+    assert_eq!(agent["registry"]["start"], 2, "the agent's own service starts at boot: {agent}");
+
+    let (mark, calls) = (wine.service_events().len(), wine.powershell_calls_timed().len());
+    let passes = wine.agent_passes().len();
+    wine.reboot();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !wine.agent_passes()[passes.min(wine.agent_passes().len())..]
+        .iter()
+        .any(|p| p.status == ApplyStatus::Converged)
+    {
+        assert!(Instant::now() < deadline, "the agent service did not converge after the reboot");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let events = wine.wait_events("every service to start after the reboot", Duration::from_secs(30), |e| {
+        with_event(&e[mark..], "start").len() == names.len()
+    });
+    let events = &events[mark..];
+    let calls = &wine.powershell_calls_timed()[calls..];
+    let ran = |script: &str| {
+        calls.iter().find(|(_, k, _)| k == script).map(|(t, _, _)| *t).unwrap_or_else(|| panic!("{script}: {calls:?}"))
+    };
+    // Nothing started before the agent's every-boot step ran in this boot (Windows starting automatic services at
+    // boot would have); kube-proxy after hybrid-overlay-node and after the network step of this boot.
+    let routes = ran("aws-routes.ps1");
+    for name in &names {
+        let starting = first(events, name, "starting").unwrap_or_else(|| panic!("{name}\n{}", describe(events)));
+        assert!(starting.t >= routes, "{name} started before the every-boot step\n{}", describe(events));
+    }
+    let network = ran("network-conf.ps1");
+    let proxy = first(events, "kube-proxy", "starting").unwrap();
+    assert!(network <= proxy.t, "kube-proxy started before this boot's network step\n{}", describe(events));
+    assert!(first(events, "hybrid-overlay-node", "start").unwrap().t <= proxy.t, "{}", describe(events));
+}
+
+#[test]
+fn a_new_kubelet_ca_or_bootstrap_kubeconfig_restarts_nothing_and_a_new_bootstrap_ca_only_what_reads_it() {
+    let wine = rig();
+    let (mut d, _) = converged(&wine);
+    let table = d.bundle.services();
+    let rotate = |d: &mut Delivery, paths: &[&str], round: u32| {
+        for p in paths {
+            d.payload.get_mut(&NodePath::known(p)).unwrap().1 = format!("rotated {p} {round}\n").into_bytes();
+        }
+        d.stage(&wine);
+        let mark = wine.service_events().len();
+        let (run, result) = wine.apply();
+        assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
+        (result, mark)
+    };
+    // kubelet reloads its client CA file and reads the bootstrap kubeconfig only to bootstrap; windows_exporter
+    // reloads its certificate.
+    let reloaded = [paths::KUBELET_CA, paths::BOOTSTRAP_KUBECONFIG, paths::EXPORTER_TLS_CERT, paths::EXPORTER_TLS_KEY];
+    let (result, mark) = rotate(&mut d, &reloaded, 1);
+    assert!(result.restarted.is_empty(), "{result:?}");
+    std::thread::sleep(Duration::from_secs(1));
+    let events = &wine.service_events()[mark..];
+    assert!(events.is_empty(), "nothing stopped or started\n{}", describe(events));
+    // hybrid-overlay-node reads the bootstrap CA once, at start: it restarts, and kube-proxy with it.
+    let (result, mark) = rotate(&mut d, &[paths::BOOTSTRAP_CA], 2);
+    let expected = with_dependents(&table, &["hybrid-overlay-node"]);
+    assert_eq!(names(&result.restarted), expected, "{result:?}");
+    let events = wine.wait_events("the restarted services", Duration::from_secs(30), |e| {
+        with_event(&e[mark..], "start") == expected
+    });
+    assert_restarted(&events[mark..], &expected);
+}
+
+#[test]
+fn deconfigure_ends_the_containers_shims_and_clears_host_local_state() {
+    let wine = rig();
+    let (_d, _) = converged(&wine);
+    // A pod's shim, which containerd started and which outlives it (the fake program, run outside the SCM).
+    let shim = r"C:\k\containerd\containerd-shim-runhcs-v1.exe";
+    let mut child = wine
+        .command("wine")
+        .args([shim, "--linger"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let events =
+        wine.wait_events("the shim to run", Duration::from_secs(30), |e| e.iter().any(|e| e.event == "linger"));
+    let pid = events.iter().find(|e| e.event == "linger").unwrap().pid;
+    assert!(wine.process_alive(pid));
+    // host-local IPAM's state: addresses handed to the pods.
+    write_whole(&wine.c(r"C:\var\lib\cni\networks\OVNKubernetesHybridOverlayNetwork\10.132.0.5"), b"container-1");
+
+    let (run, result) = wine.agent(&["deconfigure"], Duration::from_secs(300));
+    assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
+    assert!(result.killed.iter().any(|k| k == &format!("containerd-shim-runhcs-v1.exe (pid {pid})")), "{}", run.text());
+    assert!(!wine.process_alive(pid), "the shim was ended");
+    assert!(!wine.c(r"C:\var\lib\cni").exists(), "host-local IPAM's state is cleared");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn a_machines_host_takes_the_machines_name_before_anything_starts() {
+    let mut wine = rig();
+    // vSphere: the Machine API names the VM after its Machine, not the Windows inside.
+    let d = Delivery::of(
+        &wine,
+        support::wine_bundle::Bundle::rendered(&support::root().join("examples/vsphere/wmrender.yaml")),
+    );
+    d.stage(&wine);
+    // Which Machine this host is: what sync delivers to a Machine's instance.
+    write_whole(&wine.c(r"C:\k\wmrender\machine.json"), br#"{"machine": "winwork-x7k2p"}"#);
+    let mut table = answers();
+    table.insert(
+        "rename-host.ps1".into(),
+        vec![("{\"ok\":true,\"rebootRequired\":true}\n".into(), 0), (format!("{OK}\n"), 0)],
+    );
+    wine.set_powershell(&table);
+    approve_csrs(&wine);
+    network_step_output(&wine);
+    let (run, result) = wine.apply();
+    assert_eq!((run.code, result.status, result.reboot_required), (3, ApplyStatus::Pending, true), "{}", run.text());
+    let calls = wine.powershell_calls();
+    assert_eq!(
+        calls[0],
+        ("rename-host.ps1".to_string(), vec!["-MachineName".to_string(), "winwork-x7k2p".to_string()])
+    );
+    assert!(
+        wine.service_events().is_empty(),
+        "nothing starts under the template's name\n{}",
+        describe(&wine.service_events())
+    );
+    assert!(result.created.iter().all(|s| s == paths::AGENT_SERVICE), "{result:?}");
+
+    // Windows restarts with the new name; the agent service finishes, and renames nothing again.
+    let passes = wine.agent_passes().len();
+    wine.reboot();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !wine.agent_passes()[passes.min(wine.agent_passes().len())..]
+        .iter()
+        .any(|p| p.status == ApplyStatus::Converged)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the agent service did not converge after the reboot: {:?}",
+            wine.agent_passes()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let renames = wine.powershell_calls().iter().filter(|(k, _)| k == "rename-host.ps1").count();
+    assert_eq!(renames, 1, "{:?}", wine.powershell_calls());
+    let services = d.bundle.services();
+    assert_eq!(running(&wine, &services).len(), services.services.len());
+
+    // A host that is no Machine's (no machine.json: BYOH) keeps its name.
+    std::fs::remove_file(wine.c(r"C:\k\wmrender\machine.json")).unwrap();
+    let calls = wine.powershell_calls().len();
+    let (run, _) = wine.apply();
+    assert_eq!(run.code, 0, "{}", run.text());
+    assert!(!wine.powershell_calls()[calls..].iter().any(|(k, _)| k == "rename-host.ps1"));
+}
+
+#[test]
+fn old_hybrid_overlay_certificates_are_removed_but_the_newest_two() {
+    let wine = rig();
+    let (_d, _) = converged(&wine);
+    let dir = wine.c(r"C:\k\cni\config");
+    let day = |n: u64| std::time::SystemTime::now() - Duration::from_secs(86_400 * n);
+    // One a day for five days, the file pointing at the one in use, and hybrid-overlay's other files.
+    for n in 1..=5u64 {
+        let f = dir.join(format!("ovnkube-client-2026-11-0{}-10-00-00.pem", 6 - n));
+        std::fs::write(&f, "cert").unwrap();
+        std::fs::File::options().write(true).open(&f).unwrap().set_modified(day(n)).unwrap();
+    }
+    for other in ["ovnkube-client-current.pem", "cni.conf", "ovnkube-client-key.txt"] {
+        std::fs::write(dir.join(other), "x").unwrap();
+        std::fs::File::options().write(true).open(dir.join(other)).unwrap().set_modified(day(30)).unwrap();
+    }
+    let (run, _) = wine.apply();
+    assert_eq!(run.code, 0, "{}", run.text());
+    let mut left: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "cni.conf",
+            "ovnkube-client-2026-11-04-10-00-00.pem",
+            "ovnkube-client-2026-11-05-10-00-00.pem",
+            "ovnkube-client-current.pem",
+            "ovnkube-client-key.txt"
+        ]
+    );
+}
+
+#[test]
+fn a_name_added_to_the_agents_record_does_not_make_it_delete_a_service_it_never_created() {
+    let wine = rig();
+    let fake = std::fs::read(wine.exes.join("fake-service.exe")).unwrap();
+    write_whole(&wine.c(r"C:\k\bystander.exe"), &fake);
+    let (_d, _) = converged(&wine);
+    // A service someone else made, with wmrender's own description even; its name is put into applied.json.
+    sc(&wine, &["create", "bystander", "binPath=", r"C:\k\bystander.exe", "start=", "auto"]);
+    sc(&wine, &["description", "bystander", "OpenShift managed bystander (wmrender)"]);
+    sc(&wine, &["start", "bystander"]);
+    let state_path = wine.c(paths::APPLIED_STATE);
+    let mut state: serde_json::Value = serde_json::from_slice(&std::fs::read(&state_path).unwrap()).unwrap();
+    state["owned"].as_array_mut().unwrap().push("bystander".into());
+    std::fs::write(&state_path, serde_json::to_vec_pretty(&state).unwrap()).unwrap();
+    let (run, result) = wine.apply();
+    assert_eq!(run.code, 0, "{}", run.text());
+    assert!(result.deleted.is_empty(), "{result:?}");
+    let bystander = &wine.services(&["bystander"])["bystander"];
+    assert_eq!(
+        (bystander["exists"].as_bool(), bystander["state"].as_str()),
+        (Some(true), Some("running")),
+        "{bystander}"
+    );
+    // Nor does deconfigure touch it.
+    let (run, result) = wine.agent(&["deconfigure"], Duration::from_secs(300));
+    assert_eq!(run.code, 0, "{}", run.text());
+    assert!(!result.deleted.iter().any(|s| s == "bystander"), "{result:?}");
+    assert_eq!(wine.services(&["bystander"])["bystander"]["state"], "running");
 }

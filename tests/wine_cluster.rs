@@ -10,9 +10,10 @@
 //! - **Played** (tests/support/played.rs): the Machine API (the Machine provisioned at the Wine node's address; its
 //!   nodelink sets `nodeRef` only after the Node registered), kubelet (when the rendered kubelet service starts, its
 //!   TLS bootstrap with the bootstrap kubeconfig sync delivered, then the Node with the delivered configuration's
-//!   taints), the CSR signer, the token controller and the node lifecycle controller; the reboot (`shutdown.exe /r`
-//!   is recorded by the sshd's wrapper and the Wine machine restarted); PowerShell (the fake answers each step: the
-//!   Containers feature asks for a reboot once, the metadata step names the host).
+//!   taints), the CSR signer, the token controller, the node lifecycle controller and the service CA operator (the
+//!   exporter's serving certificate for the rendered Service); the reboots (`shutdown.exe /r` is recorded by the
+//!   sshd's wrapper and the Wine machine restarted); PowerShell (the fake answers each step: the Containers feature
+//!   asks for a reboot once, the metadata step names the host).
 //!
 //! Needs root, openssh-server, Wine and the Windows target (`bash tests/setup.sh`).
 #![cfg(feature = "cluster")]
@@ -25,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use support::apiserver::{ControlPlane, WMRENDER_USER};
-use support::played::{self, Kubelet, MachineApi, NodeLifecycle, Registration, Signer};
+use support::played::{self, Kubelet, MachineApi, NodeLifecycle, Registration, ServiceCa, Signer};
 use support::sshd::Sshd;
 use support::wine::{Wine, rig};
 use support::wine_bundle::write_whole;
@@ -122,8 +123,24 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     support::openshift::proxy(&cp, None);
     support::openshift::pull_secret(&cp, r#"{"auths":{}}"#);
     played::bootstrap_token(&cp);
+    let inputs = support::root().join("fixtures/aws-defaults/wmrender.yaml");
+    let o = wmrender(&["render", "-f", &p(&inputs), "-o", &p(&path("rendered"))]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // What Argo CD applies of the rendered cluster/ for the nodes' sake: wmrender's namespace and the exporter's
+    // Service, whose serving certificate the service CA issues.
+    for file in ["namespace-wmrender.yaml", "service-windows-exporter.yaml"] {
+        let text = std::fs::read_to_string(path("rendered/cluster").join(file)).unwrap();
+        cp.admin().seed(&serde_saphyr::from_str(&text).unwrap());
+    }
     cp.wmrender_kubeconfig(&path("kubeconfig"), "wmrender-sync");
     let (_signer, _machine_api, _lifecycle) = (Signer::start(&cp), MachineApi::start(&cp), NodeLifecycle::start(&cp));
+    let _service_ca = ServiceCa::start(&cp);
+    let exporter_secret = "/api/v1/namespaces/wmrender/secrets/windows-exporter-tls";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cp.admin().get(exporter_secret).is_none() {
+        assert!(Instant::now() < deadline, "the service CA issued no certificate");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // The MachineSet's Machine, provisioned by the Machine API at the Wine node's address; no Node, no nodeRef.
     MachineApi::provision(
         cp.admin(),
@@ -132,13 +149,7 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
         &[("InternalIP", "127.0.0.1"), ("InternalDNS", NODE)],
     );
 
-    let inputs = support::root().join("fixtures/aws-defaults/wmrender.yaml");
-    let o = wmrender(&["render", "-f", &p(&inputs), "-o", &p(&path("rendered"))]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
     payload(&wine, &path("rendered"), &path("payload"));
-    for name in ["tls.crt", "tls.key"] {
-        std::fs::write(path(name), format!("wine rig {name}\n")).unwrap();
-    }
     // How the rig's Wine node is reached: the Machine's address, through this sshd (port, user).
     std::fs::write(
         path("nodes.yaml"),
@@ -164,10 +175,6 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
         p(&sshd.path("known_hosts")),
         "--payload".into(),
         p(&path("payload")),
-        "--exporter-tls-cert".into(),
-        p(&path("tls.crt")),
-        "--exporter-tls-key".into(),
-        p(&path("tls.key")),
         "--kubeconfig".into(),
         p(&path("kubeconfig")),
         "--csr-timeout".into(),
@@ -229,4 +236,49 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     assert!(cp.requests_by(WMRENDER_USER).iter().all(|r| r.code != 403), "the documented role was enough");
     // No Node before the reboot: nothing was drained.
     assert!(cp.requests_by(WMRENDER_USER).iter().all(|r| !r.uri.contains("/eviction")));
+    // windows_exporter runs with the serving certificate the service CA issued, which sync fetched and pushed.
+    let secret = cp.admin().get(exporter_secret).unwrap();
+    use base64::Engine;
+    let issued = base64::engine::general_purpose::STANDARD.decode(secret["data"]["tls.crt"].as_str().unwrap()).unwrap();
+    assert_eq!(std::fs::read(wine.c(paths::EXPORTER_TLS_CERT)).unwrap(), issued);
+    let exporter = &wine.services(&["windows_exporter"])["windows_exporter"];
+    assert_eq!(exporter["state"], "running", "{exporter}");
+    assert!(n["degraded"].is_null(), "nothing left out: {report}");
+    // sync told the host which Machine it is.
+    let identity: Value =
+        serde_json::from_slice(&std::fs::read(wine.c(r"C:\k\wmrender\machine.json")).unwrap()).unwrap();
+    assert_eq!(identity["machine"], MACHINE);
+
+    // Later, after a reboot, the agent service's pass fails (the AWS routes, which every boot needs): its report
+    // turns the Node's condition False at once, and the next sync, with nothing to deliver, fails and taints it.
+    let mut failing = answers();
+    failing.insert(
+        "aws-routes.ps1".into(),
+        vec![("{\"ok\":false,\"error\":\"route add: the object exists\"}\n".into(), 1)],
+    );
+    wine.set_powershell(&failing);
+    let passes = wine.agent_passes().len();
+    wine.reboot();
+    let after = wine.wait_agent_passes(passes + 1, Duration::from_secs(120));
+    assert_eq!(after[passes].status, wmrender_contract::ApplyStatus::Failed, "{after:?}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let condition = loop {
+        let node = cp.admin().get(&format!("/api/v1/nodes/{NODE}")).unwrap();
+        let c = node["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == CONDITION_TYPE).cloned();
+        if let Some(c) = c.filter(|c| c["status"] == "False") {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "the Node does not show the failure: {node}");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert!(condition["message"].as_str().unwrap().contains("route add"), "{condition}");
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = wmrender(&refs);
+    let (err, report): (String, Value) = (stderr(&o), serde_json::from_slice(&o.stdout).unwrap_or(Value::Null));
+    assert_eq!(code(&o), 3, "{err}\n{report}");
+    assert_eq!(report["nodes"][0]["status"], "failed", "{report}");
+    assert!(report["nodes"][0]["error"].as_str().unwrap().contains("route add"), "{report}");
+    assert_eq!(report["taints"]["tainted"][0]["node"], NODE, "{report}");
+    let node = cp.admin().get(&format!("/api/v1/nodes/{NODE}")).unwrap();
+    assert!(node["spec"]["taints"].as_array().unwrap().iter().any(|t| t["key"] == TAINT_KEY), "{node}");
 }

@@ -2,7 +2,9 @@
 //! real OpenSSH server on 127.0.0.1 arranged like a Windows node's (commands run through Wine's cmd.exe, SFTP
 //! serves `/C:/…` from the Wine prefix), pushes the rendered bundle, the payload and the agent, runs
 //! `wmrender-node apply` under Wine and reads its JSON result line. The services are real services in Wine's SCM
-//! running the fake service program (see tests/wine_agent.rs for what the rig fakes and why).
+//! running the fake service program (see tests/wine_agent.rs for what the rig fakes and why). Windows' lock on a
+//! running program's file, which the rig's SFTP server (a Linux program) never meets under Wine, is simulated where
+//! an agent upgrade depends on it: the test holds the file (`Wine::hold_while_running`) while that program runs.
 //!
 //! Needs root, openssh-server, wine, wine64 and gcc-mingw-w64-x86-64 (`bash tests/e2e/wine-setup.sh`).
 
@@ -111,8 +113,13 @@ impl Rig {
     }
 
     fn sync(&self) -> (i32, serde_json::Value, String) {
+        self.sync_with(&[])
+    }
+
+    /// `sync` with `extra` flags.
+    fn sync_with(&self, extra: &[&str]) -> (i32, serde_json::Value, String) {
         let s = |p: &Path| p.to_str().unwrap().to_string();
-        let args = [
+        let mut args = [
             "sync".to_string(),
             "--rendered".into(),
             s(&self.path("rendered")),
@@ -138,7 +145,9 @@ impl Rig {
             "json".into(),
             "--connect-timeout".into(),
             "10".into(),
-        ];
+        ]
+        .to_vec();
+        args.extend(extra.iter().map(|e| e.to_string()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let o = wmrender(&args);
         let report = serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null);
@@ -183,6 +192,9 @@ fn sync_pushes_the_agent_which_applies_under_wine_and_the_next_sync_is_a_no_op()
     assert_eq!(n["apply"]["status"], "converged", "sync read the agent's result line: {n}");
     assert!(rig.wine.c(paths::AGENT_EXE).is_file());
     rig.assert_all_running();
+    // The agent service the apply installed makes its first pass at once (every pass applies the Defender
+    // exclusion): what follows is counted from after it.
+    rig.wine.wait_agent_passes(1, std::time::Duration::from_secs(60));
     let events = rig.wine.service_events().len();
     let calls = rig.wine.powershell_calls().len();
 
@@ -276,4 +288,179 @@ fn the_rig_sshd_runs_commands_through_cmd_and_serves_drive_c_over_sftp() {
         support::wine::run_bounded(std::process::Command::new("sftp").args(&args), std::time::Duration::from_secs(60));
     assert_eq!(r.code, 0, "{}", r.text());
     assert_eq!(std::fs::read_to_string(rig.c(r"C:\k\y.txt")).unwrap(), "over sftp\n");
+}
+
+/// The agent program with bytes after its end (Windows ignores them; the hash changes): build `n`.
+fn agent_build(rig: &Rig, n: u32) -> String {
+    let mut bytes = std::fs::read(rig.wine.exes.join("wmrender-node.exe")).unwrap();
+    bytes.extend_from_slice(format!("wine-rig agent build {n}").as_bytes());
+    write_whole(&rig.path("payload").join("C/k/wmrender/wmrender-node.exe"), &bytes);
+    wmrender_contract::sha256_hex(&bytes)
+}
+
+fn agent_pid(rig: &Rig) -> u64 {
+    let s = &rig.wine.services(&[paths::AGENT_SERVICE])[paths::AGENT_SERVICE];
+    assert_eq!(s["state"], "running", "{s}");
+    s["pid"].as_u64().unwrap()
+}
+
+/// What the agent service recorded about itself when it started: (pid, sha256 of its program).
+fn agent_running(rig: &Rig) -> (u64, String) {
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(rig.wine.c(r"C:\k\wmrender\agent-running.json")).unwrap()).unwrap();
+    (v["pid"].as_u64().unwrap(), v["sha256"].as_str().unwrap().to_string())
+}
+
+#[test]
+fn an_agent_upgrade_hands_over_at_once_and_the_next_one_before_a_reboot_goes_through() {
+    let rig = Rig::new();
+    rig.approve_csrs();
+    rig.network_step_output();
+    let (rc, _, err) = rig.sync();
+    assert_eq!(rc, 0, "{err}");
+    let first = agent_pid(&rig);
+    let aside = rig.wine.c(r"C:\k\wmrender\wmrender-node.exe.wmrender-old");
+
+    // A new agent: sync sets the running one aside, the new one's pass restarts the service, which now runs it.
+    let build2 = agent_build(&rig, 2);
+    let (rc, report, err) = rig.sync();
+    assert_eq!(rc, 0, "{err}\n{report}");
+    let second = agent_pid(&rig);
+    assert_ne!(second, first, "the agent service was restarted");
+    assert_eq!(agent_running(&rig), (second, build2), "the service runs the new agent");
+    assert!(node(&report)["restarted"].as_array().unwrap().contains(&paths::AGENT_SERVICE.into()), "{report}");
+    assert!(!aside.exists(), "the old agent set aside is removed");
+
+    // Windows keeps the file of a running program: were the first agent still running (from the copy set aside),
+    // that copy could not be removed, nor replaced (the rig holds it for as long as that process runs).
+    let _held = rig.wine.hold_while_running(first as u32, &aside);
+    let build3 = agent_build(&rig, 3);
+    let (rc, report, err) = rig.sync();
+    assert_eq!(rc, 0, "a second upgrade before any reboot: {err}\n{report}");
+    let third = agent_pid(&rig);
+    assert_eq!(agent_running(&rig), (third, build3));
+    assert!(!aside.exists());
+}
+
+#[test]
+fn a_set_aside_agent_still_running_stops_sync_before_its_journal_and_the_agent_keeps_the_node() {
+    let rig = Rig::new();
+    rig.approve_csrs();
+    rig.network_step_output();
+    let (rc, _, err) = rig.sync();
+    assert_eq!(rc, 0, "{err}");
+    // A process still runs the agent an earlier upgrade set aside (a program of that name, run outside the SCM);
+    // Windows keeps its file, which the rig stands in for.
+    let aside = rig.wine.c(r"C:\k\wmrender\wmrender-node.exe.wmrender-old");
+    write_whole(&aside, &std::fs::read(rig.wine.exes.join("fake-service.exe")).unwrap());
+    let mut lingering = rig
+        .wine
+        .command("wine")
+        .args([r"C:\k\wmrender\wmrender-node.exe.wmrender-old", "--linger"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let events = rig.wine.wait_events("the old agent to run", std::time::Duration::from_secs(30), |e| {
+        e.iter().any(|e| e.event == "linger")
+    });
+    let pid = events.iter().find(|e| e.event == "linger").unwrap().pid;
+    let held = rig.wine.hold_while_running(pid, &aside);
+    assert!(held.held);
+
+    agent_build(&rig, 4);
+    let (rc, report, err) = rig.sync();
+    assert_eq!(rc, 3, "{err}\n{report}");
+    let why = node(&report)["error"].as_str().unwrap_or_default().to_string();
+    assert!(
+        why.contains(r"C:\k\wmrender\wmrender-node.exe.wmrender-old") && why.contains("nothing was changed"),
+        "{why}"
+    );
+    // Nothing was delivered: no open journal, so the agent goes on maintaining the node.
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(rig.wine.c(paths::NODE_MANIFEST)).unwrap()).unwrap();
+    assert!(manifest["pending"].is_null(), "{manifest}");
+    let (run, result) = rig.wine.apply();
+    assert_eq!((run.code, result.status), (0, wmrender_contract::ApplyStatus::Converged), "{}", run.text());
+
+    // Once that process ended, the upgrade goes through.
+    rig.wine.kill_pid(pid);
+    drop(held);
+    let _ = lingering.wait();
+    let (rc, report, err) = rig.sync();
+    assert_eq!(rc, 0, "{err}\n{report}");
+}
+
+#[test]
+fn a_change_the_agent_service_applied_before_syncs_apply_is_still_reported() {
+    let mut rig = Rig::new();
+    // The agent service passes every 2 s here (machine variables reach it at boot).
+    rig.wine.set_knob("WMRENDER_NODE_INTERVAL", "2");
+    rig.wine.reboot();
+    rig.approve_csrs();
+    rig.network_step_output();
+    let (rc, _, err) = rig.sync();
+    assert_eq!(rc, 0, "{err}");
+
+    // A new csi-proxy.exe is pushed and the connection cut before sync runs the agent: the agent service's own
+    // pass swaps it in. The next sync's `apply` finds nothing left to do, and still reports the restart.
+    let binary = rig.path("payload").join("C/k/csi-proxy.exe");
+    let mut bytes = std::fs::read(&binary).unwrap();
+    bytes.extend_from_slice(b"wine-rig build 2");
+    write_whole(&binary, &bytes);
+    support::wine_sshd::cut_before_agent(&rig.sshd);
+    let (rc, _, err) = rig.sync_with(&["--allow-undrained-upgrade"]);
+    assert_eq!(rc, 3, "cut off: {err}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !rig.wine.agent_passes().iter().any(|p| p.replaced.iter().any(|r| r == r"C:\k\csi-proxy.exe")) {
+        assert!(std::time::Instant::now() < deadline, "the agent service did not swap it in");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let (rc, report, err) = rig.sync_with(&["--allow-undrained-upgrade"]);
+    assert_eq!(rc, 0, "{err}\n{report}");
+    let n = node(&report);
+    assert_eq!(n["status"], "synced", "{n}");
+    assert_eq!(n["restarted"], serde_json::json!(["csi-proxy"]), "{n}");
+}
+
+#[test]
+fn a_failed_pass_is_the_agents_and_one_failing_after_a_reboot_shows_in_the_next_sync() {
+    let mut rig = Rig::new();
+    rig.approve_csrs();
+    rig.network_step_output();
+    // A step fails: sync says the agent's pass failed, and which step.
+    let mut answers = BTreeMap::new();
+    answers.insert("*".to_string(), vec![("{\"ok\":true}\n".to_string(), 0)]);
+    answers.insert(
+        "firewall.ps1".to_string(),
+        vec![("{\"ok\":false,\"error\":\"New-NetFirewallRule: access denied\"}\n".to_string(), 1)],
+    );
+    rig.wine.set_powershell(&answers);
+    let (rc, report, err) = rig.sync();
+    assert_eq!(rc, 3, "{err}");
+    let why = node(&report)["error"].as_str().unwrap_or_default().to_string();
+    assert!(why.starts_with("the agent's pass failed: step `firewall`") && why.contains("access denied"), "{why}");
+    assert!(!err.contains("install step") && !why.contains("install step"), "{err}");
+    answers.remove("firewall.ps1");
+    rig.wine.set_powershell(&answers);
+    let (rc, _, err) = rig.sync();
+    assert_eq!(rc, 0, "{err}");
+
+    // After a reboot, the agent service's pass fails (the Defender exclusion, which every pass applies): only the
+    // agent saw it. The next sync, with nothing to deliver, shows it.
+    answers.insert(
+        "windows-defender-exclusion.ps1".to_string(),
+        vec![("{\"ok\":false,\"error\":\"Add-MpPreference: 0x800106ba\"}\n".to_string(), 1)],
+    );
+    rig.wine.set_powershell(&answers);
+    let passes = rig.wine.agent_passes().len();
+    rig.wine.reboot();
+    let failed = rig.wine.wait_agent_passes(passes + 1, std::time::Duration::from_secs(120));
+    assert_eq!(failed[passes].status, wmrender_contract::ApplyStatus::Failed, "{failed:?}");
+    let (rc, report, err) = rig.sync();
+    assert_eq!(rc, 3, "not `unchanged`: {err}\n{report}");
+    let n = node(&report);
+    assert_eq!(n["status"], "failed", "{n}");
+    assert!(n["error"].as_str().unwrap_or_default().contains("0x800106ba"), "{n}");
 }

@@ -12,6 +12,11 @@
 //!   cluster Proxy names (`spec.trustedCA.name`: ConfigMap in `openshift-config`, key `ca-bundle.crt`). Always
 //!   pushed, even empty, so a CA removed from the cluster leaves the node too.
 //! - the pull secret: Secret `openshift-config/pull-secret`, key `.dockerconfigjson`.
+//! - `C:\k\tls\certs\tls.crt` and `tls.key`, windows_exporter's serving certificate: Secret
+//!   `wmrender/windows-exporter-tls`, which the service CA operator writes for the Service wmrender renders without
+//!   the operator (src/render/exporter.rs). Until the service CA has issued it there is none and nothing is
+//!   pushed: the exporter is optional, and the agent reports it left out. With the operator (which delivers its own)
+//!   it is not asked for.
 
 use super::{Cluster, ClusterError};
 use crate::secret::Secret;
@@ -26,6 +31,7 @@ const INFRASTRUCTURE: &str = "/apis/config.openshift.io/v1/infrastructures/clust
 const CONTROLLER_CONFIGS: &str = "/apis/machineconfiguration.openshift.io/v1/controllerconfigs";
 const PROXY: &str = "/apis/config.openshift.io/v1/proxies/cluster";
 const PULL_SECRET: &str = "/api/v1/namespaces/openshift-config/secrets/pull-secret";
+const EXPORTER_SECRET: &str = "/api/v1/namespaces/wmrender/secrets/windows-exporter-tls";
 
 /// The node credentials, in memory only.
 #[derive(Clone, Debug, Default)]
@@ -34,6 +40,8 @@ pub struct NodeCredentials {
     pub files: BTreeMap<&'static str, Secret>,
     /// The cluster's `.dockerconfigjson`.
     pub pull_secret: Option<Secret>,
+    /// What could not be fetched without failing the sync (the optional exporter's certificate), and why.
+    pub notes: Vec<String>,
 }
 
 /// What the cluster holds that is not usable: exit 3 (the cluster is not as an OpenShift cluster should be).
@@ -58,7 +66,9 @@ fn check_bundle(bytes: &[u8], what: &str, need_one: bool) -> Result<(), ClusterE
     Ok(())
 }
 
-pub async fn fetch(cluster: &Cluster) -> Result<NodeCredentials, ClusterError> {
+/// Fetches the node credentials; with `exporter` (the mode without the operator, which renders the exporter's
+/// Service in `wmrender`), windows_exporter's serving certificate too.
+pub async fn fetch(cluster: &Cluster, exporter: bool) -> Result<NodeCredentials, ClusterError> {
     let mut fetched = NodeCredentials::default();
 
     let what = "Infrastructure `cluster`";
@@ -121,5 +131,58 @@ pub async fn fetch(cluster: &Cluster) -> Result<NodeCredentials, ClusterError> {
     let what = "Secret openshift-config/pull-secret";
     let pull = cluster.get(PULL_SECRET).await?.ok_or_else(|| unusable(what, "the cluster has none"))?;
     fetched.pull_secret = Some(Secret::new(decoded(&pull, "/data/.dockerconfigjson", what)?));
+
+    let what = "Secret wmrender/windows-exporter-tls (the service CA's serving certificate of windows_exporter)";
+    let tls = if exporter { optional_get(cluster, EXPORTER_SECRET, what, &mut fetched.notes).await? } else { None };
+    if let Some(tls) = tls {
+        let cert = decoded(&tls, "/data/tls.crt", what)?;
+        check_bundle(&cert, &format!("{what} (tls.crt)"), true)?;
+        let key = decoded(&tls, "/data/tls.key", what)?;
+        if !is_private_key_pem(&key) {
+            return Err(unusable(what, "its tls.key is not a PEM private key"));
+        }
+        fetched.files.insert(paths::EXPORTER_TLS_CERT, Secret::new(cert));
+        fetched.files.insert(paths::EXPORTER_TLS_KEY, Secret::new(key));
+    }
     Ok(fetched)
+}
+
+/// What only an optional service needs: not there (the service CA has not answered the Service yet) or not
+/// readable (the documented Role in `wmrender` not bound, or `cluster/` not applied) leaves that service out on the
+/// nodes, said in `notes`, instead of failing the sync. Any other failure is one.
+async fn optional_get(
+    cluster: &Cluster,
+    path: &str,
+    what: &str,
+    notes: &mut Vec<String>,
+) -> Result<Option<Value>, ClusterError> {
+    let deadline = std::time::Instant::now() + super::API_TIMEOUT;
+    match cluster.call(http::Method::GET, path, None, deadline).await {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.is(404) => {
+            notes.push(format!(
+                "{what} is not there yet (the service CA writes it for the rendered Service \
+                 wmrender/windows-exporter): windows_exporter is left out on the nodes until a sync finds it"
+            ));
+            Ok(None)
+        }
+        Err(e) if e.is(403) => {
+            notes.push(format!(
+                "{what} cannot be read ({e}): bind the `wmrender-sync` Role of namespace wmrender (docs/without-operator.md) \
+                 once cluster/ is applied; windows_exporter is left out on the nodes until then"
+            ));
+            Ok(None)
+        }
+        Err(e) => Err(cluster.failed(&http::Method::GET, path, e)),
+    }
+}
+
+/// One PEM block of a private key (`PRIVATE KEY`, `RSA PRIVATE KEY`, `EC PRIVATE KEY`), and nothing else.
+fn is_private_key_pem(bytes: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(bytes) else { return false };
+    let text = text.trim();
+    let Some(label) = text.strip_prefix("-----BEGIN ").and_then(|r| r.split("-----").next()) else { return false };
+    label.ends_with("PRIVATE KEY")
+        && text.ends_with(&format!("-----END {label}-----"))
+        && text.matches("-----BEGIN ").count() == 1
 }

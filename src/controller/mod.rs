@@ -175,7 +175,7 @@ async fn prepare(opts: &ControllerOptions, cluster: &Cluster) -> Result<Prepared
     let side = cluster_side::ClusterSide::new(cluster.clone());
     let mut sync = opts.sync.clone();
     sync.dry_run = opts.dry_run;
-    sync.secrets.fetched = side.credentials().await?;
+    sync.secrets.fetched = side.credentials(&rendered).await?;
     let platform = crate::cluster::machines::list(cluster).await?.platform;
     let session = Arc::new(Session::prepare(sync, &rendered, Some(&side)).await?);
     Ok(Prepared { rendered, session, platform })

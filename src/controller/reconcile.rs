@@ -284,7 +284,11 @@ async fn prune(
     if ctx.dry_run || leaving.is_empty() {
         return lines;
     }
-    for done in prune::prune(ctx.cluster, &leaving, ctx.session.connect(), false).await {
+    let drain = crate::cluster::drain::DrainOptions {
+        force: ctx.session.opts().drain.force,
+        timeout: ctx.session.opts().drain.drain_timeout,
+    };
+    for done in prune::prune(ctx.cluster, &leaving, ctx.session.connect(), &drain, false).await {
         let ok = done.error.is_none();
         ctx.metrics.step("prune", ok);
         let message = done.error.clone().unwrap_or_else(|| "deconfigured, Node deleted".into());

@@ -1,7 +1,9 @@
 //! `sync --prune-nodes`: nodes wmrender configured (labelled `wmrender.dev/managed=true`) that left this sync's
-//! targets (inventory, BYOH list, Machines) are deconfigured and their Node objects deleted, as WMCO does when a
-//! host's `windows-instances` entry goes (controllers/configmap_controller.go `deconfigureInstances`, then
-//! controllers.go `deconfigureInstance`: deconfigure the instance, then delete the Node; a failure keeps the Node).
+//! targets (inventory, BYOH list, Machines) are cordoned and drained, deconfigured and their Node objects deleted,
+//! as WMCO does when a host's `windows-instances` entry goes (controllers/configmap_controller.go
+//! `deconfigureInstances`, then controllers.go `deconfigureInstance`: drain, deconfigure the instance, then delete
+//! the Node; a failure keeps the Node). The drain is `oc adm drain`'s (through the Eviction API, with
+//! `--drain-timeout` and `--force`); a drain that cannot finish keeps the node configured and cordoned.
 //!
 //! Which Node is a target's ([`Target`]): the Node named as the target's node (the name the agent computed on the
 //! host, else the inventory's); failing that, the one Node that has the target's address (WMCO's
@@ -15,6 +17,7 @@
 //! Node named as that target's node. Everything read back from a Node is untrusted and checked by the inventory's
 //! rules before any connection.
 
+use crate::cluster::drain::{self, DrainOptions};
 use crate::cluster::machines::{self, Machine};
 use crate::cluster::nodes::{self, addresses, name_of};
 use crate::cluster::{Cluster, ClusterError, MANAGED};
@@ -74,6 +77,9 @@ pub struct Pruned {
     pub status: PruneStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// `namespace/name` of the pods evicted before the node was deconfigured.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub evicted: Vec<String>,
     /// The deconfigure step's result line.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deconfigure: Option<ApplyResult>,
@@ -175,18 +181,40 @@ pub fn reach(node: &Value) -> Result<Node, String> {
     })
 }
 
-/// Deconfigures each leaving node over SSH and deletes its Node; with `dry_run`, only says which would go.
-pub async fn prune(cluster: &Cluster, leaving: &[Value], connect: &ConnectOptions, dry_run: bool) -> Vec<Pruned> {
+/// Cordons, drains and deconfigures each leaving node over SSH and deletes its Node; with `dry_run`, only says
+/// which would go.
+pub async fn prune(
+    cluster: &Cluster,
+    leaving: &[Value],
+    connect: &ConnectOptions,
+    drain_opts: &DrainOptions,
+    dry_run: bool,
+) -> Vec<Pruned> {
     let mut out = Vec::new();
     for node in leaving {
         let name = name_of(node).to_string();
         let address = addresses(node).find(|(t, _)| *t == "InternalIP").map(|(_, a)| a.to_string()).unwrap_or_default();
-        let mut report =
-            Pruned { node: name.clone(), address, status: PruneStatus::Failed, error: None, deconfigure: None };
+        let mut report = Pruned {
+            node: name.clone(),
+            address,
+            status: PruneStatus::Failed,
+            error: None,
+            evicted: vec![],
+            deconfigure: None,
+        };
         if dry_run {
             report.status = PruneStatus::WouldPrune;
             out.push(report);
             continue;
+        }
+        // Its pods go elsewhere first: deconfigure ends whatever still runs there.
+        match drain_first(cluster, &name, drain_opts).await {
+            Ok(evicted) => report.evicted = evicted,
+            Err(e) => {
+                report.error = Some(e);
+                out.push(report);
+                continue;
+            }
         }
         match deconfigure(node, connect).await {
             Ok(result) => {
@@ -204,6 +232,24 @@ pub async fn prune(cluster: &Cluster, leaving: &[Value], connect: &ConnectOption
         out.push(report);
     }
     out
+}
+
+/// Cordons the leaving Node and evicts its pods (as `oc adm drain --ignore-daemonsets --delete-emptydir-data`);
+/// returns the pods evicted. The Node stays cordoned whatever happens next: it is leaving.
+async fn drain_first(cluster: &Cluster, name: &str, opts: &DrainOptions) -> Result<Vec<String>, String> {
+    crate::cluster::access::require(
+        cluster,
+        &crate::cluster::access::DRAIN,
+        "draining a node that leaves",
+        "wmrender-sync",
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    drain::cordon(cluster, name, "removal").await.map_err(|e| format!("cannot cordon it: {e}"))?;
+    drain::drain(cluster, name, opts)
+        .await
+        .map(|d| d.evicted)
+        .map_err(|e| format!("{e}; the node stays configured and cordoned, the Node is kept"))
 }
 
 /// Runs the deconfigure step and reads its result line: done only when it says converged and exits 0.

@@ -8,11 +8,12 @@
 
 use super::object::{ClusterObject, Order, annotations, labels, object_meta};
 use crate::plan::{Plan, PlatformPlan};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use wmrender_contract::Mode;
 
-/// Names agreed with sync (notes/issue-14-names.md).
+/// Names agreed with sync (notes/issue-14-names.md). The namespace is rendered by exporter.rs, for every platform
+/// without the operator.
 pub const NAMESPACE: &str = "wmrender";
 pub const SERVICE_ACCOUNT: &str = "cloud-node-manager";
 pub const CLUSTER_ROLE: &str = "wmrender:cloud-node-manager";
@@ -35,10 +36,6 @@ pub fn render(plan: &Plan) -> Vec<ClusterObject> {
     if !applies(plan) {
         return Vec::new();
     }
-    let namespace = Namespace {
-        metadata: object_meta(NAMESPACE, None, labels([]), annotations(Order::Namespace, [])),
-        ..Default::default()
-    };
     let account = ServiceAccount {
         metadata: object_meta(SERVICE_ACCOUNT, Some(NAMESPACE), labels([]), annotations(Order::Rbac, [])),
         ..Default::default()
@@ -67,7 +64,6 @@ pub fn render(plan: &Plan) -> Vec<ClusterObject> {
         }]),
     };
     vec![
-        ClusterObject::new("Namespace", NAMESPACE, Order::Namespace, &namespace),
         ClusterObject::new("ServiceAccount", SERVICE_ACCOUNT, Order::Rbac, &account),
         ClusterObject::new("ClusterRole", CLUSTER_ROLE, Order::Rbac, &role),
         ClusterObject::new("ClusterRoleBinding", CLUSTER_ROLE, Order::Rbac, &binding),

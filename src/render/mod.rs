@@ -4,6 +4,7 @@
 mod byoh;
 pub mod cloud_node_manager;
 mod containerd;
+pub mod exporter;
 mod kustomization;
 pub mod machineset;
 pub mod node;
@@ -42,6 +43,8 @@ pub fn render(plan: &Plan) -> ArtifactSet {
     objects.extend(user_data::render(plan));
     objects.extend(machineset::render(plan));
     objects.extend(byoh::render(plan));
+    objects.extend(exporter::namespace(plan));
+    objects.extend(exporter::render(plan));
     objects.extend(cloud_node_manager::render(plan));
     objects.sort_by(|a, b| (a.order, &a.name).cmp(&(b.order, &b.name)));
 

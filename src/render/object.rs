@@ -22,13 +22,15 @@ pub enum Order {
     Namespace = 1,
     /// ServiceAccounts, ClusterRoles and their bindings for node services (mode without the operator).
     Rbac = 2,
-    OperatorGroup = 3,
-    Subscription = 4,
-    RuntimeClass = 5,
+    /// The Service whose serving certificate windows_exporter uses (mode without the operator).
+    Service = 3,
+    OperatorGroup = 4,
+    Subscription = 5,
+    RuntimeClass = 6,
     /// The `windows-user-data` Secret (mode without the operator): a Machine created before it exists fails.
-    UserData = 6,
-    MachineSet = 7,
-    ConfigMap = 8,
+    UserData = 7,
+    MachineSet = 8,
+    ConfigMap = 9,
 }
 
 impl Order {
@@ -36,7 +38,7 @@ impl Order {
     /// ConfigMap (3).
     pub fn wave(self) -> &'static str {
         match self {
-            Order::Namespace | Order::Rbac | Order::OperatorGroup | Order::Subscription => "1",
+            Order::Namespace | Order::Rbac | Order::Service | Order::OperatorGroup | Order::Subscription => "1",
             Order::RuntimeClass | Order::UserData => "2",
             Order::MachineSet | Order::ConfigMap => "3",
         }

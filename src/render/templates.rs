@@ -32,6 +32,7 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         ("aws-get-hostname.ps1.j2", include_str!("../../templates/aws-get-hostname.ps1.j2")),
         ("aws-routes.ps1.j2", include_str!("../../templates/aws-routes.ps1.j2")),
         ("remove-hns-networks.ps1.j2", include_str!("../../templates/remove-hns-networks.ps1.j2")),
+        ("rename-host.ps1.j2", include_str!("../../templates/rename-host.ps1.j2")),
         ("windows-user-data.ps1.j2", include_str!("../../templates/windows-user-data.ps1.j2")),
     ];
     for (name, text) in ALL {

@@ -98,10 +98,12 @@ impl ClusterSide {
         &self.cluster
     }
 
-    /// The credentials nodes need (bootstrap kubeconfig, CAs, trusted CA bundle, pull secret), in memory.
-    pub async fn credentials(&self) -> Result<Fetched, Error> {
-        let c = crate::cluster::credentials::fetch(&self.cluster).await?;
-        Ok(Fetched { files: c.files, pull_secret: c.pull_secret })
+    /// The credentials nodes need (bootstrap kubeconfig, CAs, trusted CA bundle, pull secret; without the
+    /// operator the exporter's serving certificate), in memory.
+    pub async fn credentials(&self, rendered: &Rendered) -> Result<Fetched, Error> {
+        let without_operator = rendered.manifest.mode == Some(wmrender_contract::Mode::WithoutOperator);
+        let c = crate::cluster::credentials::fetch(&self.cluster, without_operator).await?;
+        Ok(Fetched { files: c.files, pull_secret: c.pull_secret, notes: c.notes })
     }
 
     /// The instances of the Windows Machines: wmrender's only without the operator (with it, WMCO configures them).
@@ -205,7 +207,8 @@ impl ClusterSide {
         }
         let targets = targets(nodes, reports);
         let leaving = prune::leaving(&self.cluster, &targets, &self.found.machines).await?;
-        report.pruned = prune::prune(&self.cluster, &leaving, connect, opts.dry_run).await;
+        let drain = crate::cluster::drain::DrainOptions { force: opts.drain.force, timeout: opts.drain.drain_timeout };
+        report.pruned = prune::prune(&self.cluster, &leaving, connect, &drain, opts.dry_run).await;
         Ok(())
     }
 
@@ -365,7 +368,7 @@ impl ClusterReport {
 
 #[cfg(not(feature = "cluster"))]
 impl ClusterSide {
-    pub async fn credentials(&self) -> Result<Fetched, Error> {
+    pub async fn credentials(&self, _: &Rendered) -> Result<Fetched, Error> {
         match *self {}
     }
     pub async fn machine_nodes(&mut self, _: &Rendered) -> Result<Vec<Node>, Error> {

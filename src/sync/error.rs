@@ -29,7 +29,7 @@ pub enum SyncError {
     Remote(String),
     #[error("{0}")]
     Local(String),
-    #[error("the install step failed: {0}")]
+    #[error("the agent's pass failed: {0}")]
     Apply(String),
 }
 

@@ -227,7 +227,12 @@ pub async fn run(mut opts: SyncOptions) -> Result<SyncReport, Error> {
     let mut cluster = cluster_side::connect(opts.kubeconfig.as_deref()).await?;
     let machine_nodes = match &mut cluster {
         Some(c) => {
-            opts.secrets.fetched = c.credentials().await?;
+            opts.secrets.fetched = c.credentials(&rendered).await?;
+            if let Some(p) = &opts.progress {
+                for note in &opts.secrets.fetched.notes {
+                    p.note(&format!("note: {note}"));
+                }
+            }
             c.machine_nodes(&rendered).await?
         }
         None => vec![],
@@ -453,6 +458,9 @@ pub fn table(reports: &[NodeReport]) -> String {
         }
         for p in &r.pending {
             notes.push_str(&format!(" waiting: {p}"));
+        }
+        for d in &r.degraded {
+            notes.push_str(&format!(" left out: {d}"));
         }
         if let Some(e) = &r.error {
             notes.push_str(&format!(" {e}"));

@@ -1,7 +1,10 @@
 //! Syncing one node: read its manifest (untrusted), plan, record the journal, upload changed files atomically
 //! (service binaries on Windows are staged for the agent), remove what left the bundle, write the manifest, run the
 //! apply step and read its result. The node counts as converged only once the apply step said so; until then
-//! every sync runs it again, so a cut anywhere is finished by the next sync.
+//! every sync runs it again, so a cut anywhere is finished by the next sync. A node whose files are all current is
+//! `unchanged` only while the agent's last pass (`C:\k\wmrender\last-pass.json`, written by every pass of the
+//! agent service too) converged: a pass that failed or waits since (a step after a reboot) makes sync run the agent
+//! again and report what it says.
 
 use super::error::SyncError;
 use super::inventory::Node;
@@ -12,8 +15,11 @@ use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
-use wmrender_contract::paths::{AGENT_EXE, KUBECONFIG, NODE_MANIFEST};
-use wmrender_contract::{ApplyResult, ApplyStatus, NodeManifest, NodePath, STAGED_SUFFIX, ServicesFile, TEMP_SUFFIX};
+use wmrender_contract::paths::{AGENT_EXE, KUBECONFIG, LAST_PASS, NODE_MANIFEST};
+use wmrender_contract::{
+    ASIDE_SUFFIX, Actions, ApplyResult, ApplyStatus, FileKind, NodeManifest, NodePath, STAGED_SUFFIX, ServicesFile,
+    TEMP_SUFFIX,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -62,6 +68,9 @@ pub struct NodeReport {
     /// Why the node is not converged yet (`pending`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<String>,
+    /// Optional services that are not running, and why (the node converged without them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub degraded: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The apply step's result line.
@@ -96,6 +105,7 @@ impl NodeReport {
         self.reboot_required = later.reboot_required;
         self.rebooted |= later.rebooted;
         self.pending = later.pending;
+        self.degraded = later.degraded;
         self.error = later.error;
         if later.apply.is_some() {
             self.apply = later.apply;
@@ -119,6 +129,7 @@ impl NodeReport {
             rebooted: false,
             evicted: vec![],
             pending: vec![],
+            degraded: vec![],
             error: None,
             apply: None,
         }
@@ -170,12 +181,19 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
     // Only Windows nodes run services; elsewhere (posix staging hosts) every file is replaced in place.
     let binaries = job.services.binaries();
     let staged = |p: &NodePath| *profile == Profile::Windows && binaries.contains(p);
-    let changes = plan::diff(job.desired, &on_node, job.given, &staged);
+    // The bundle, payload and credentials every node gets, and what this node alone gets (its Machine).
+    let mut desired = job.desired.to_vec();
+    desired.extend(plan::identity(job.node.machine.as_deref()));
+    desired.sort_by(|a, b| a.path().cmp(b.path()));
+    let changes = plan::diff(&desired, &on_node, job.given, &staged);
     report.added = strings(&changes.added);
     report.changed = strings(&changes.changed);
     report.removed = strings(&changes.remove);
     report.kept = changes.kept.iter().map(|f| f.path.to_string()).collect();
-    if !changes.files_differ() && on_node.applied && on_node.pending.is_none() {
+    // A delivery is under way until an apply confirmed it: files differ, an earlier sync was cut, or its apply did
+    // not converge yet.
+    let delivering = changes.files_differ() || on_node.pending.is_some() || !on_node.applied;
+    if !delivering && last_pass_converged(&sftp, profile).await? {
         report.status = Status::Unchanged;
         conn.close().await;
         return Ok(());
@@ -192,15 +210,26 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
         return Ok(());
     }
     let _permit = job.unavailable.clone().acquire_owned().await.map_err(|e| SyncError::Local(e.to_string()))?;
-    // A changed service binary is an upgrade: the agent stops the service to swap it, under the node's pods.
-    let replaced: Vec<&NodePath> = changes.changed.iter().filter(|p| binaries.contains(p)).collect();
-    let held = job.guard.before_upgrade(job.node, &replaced).await?;
+    // A changed service binary is an upgrade: the agent stops the service to swap it, under the node's pods. So is
+    // a new credential a service reads only at start (hybrid-overlay-node's CA: a networking restart); one the
+    // services reload by themselves (kubelet's client CA) restarts nothing.
+    let disruptive: Vec<&NodePath> = changes
+        .write
+        .iter()
+        .filter(|d| changes.changed.contains(&d.file.path))
+        .filter(|d| {
+            binaries.contains(&d.file.path)
+                || (d.file.kind == FileKind::Credential && job.services.restarts_for(&d.file.path))
+        })
+        .map(|d| &d.file.path)
+        .collect();
+    let held = job.guard.before_upgrade(job.node, &disruptive).await?;
     report.evicted = held.as_ref().map(|h| h.evicted.clone()).unwrap_or_default();
     report.bytes_sent = push(profile, &conn, &sftp, &on_node, &changes).await?;
     let mut result = apply(&conn, profile).await?;
     // A host that holds kubelet's credentials joined before: whatever the cluster says, pods may run there.
-    if result.reboot_required
-        && result.status != ApplyStatus::Failed
+    if failure(&result).is_none()
+        && result.reboot_required
         && sftp.read_if_exists(&profile.sftp_path(&NodePath::known(KUBECONFIG))).await?.is_none()
         && let Some(timeout) = job.guard.first_boot_reboot(job.node).await?
     {
@@ -211,26 +240,43 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
         conn = Connection::open(job.node, job.connect).await?;
         sftp = conn.sftp().await?;
     }
-    report.restarted = result.restarted.clone();
-    report.created = result.created.clone();
+    // What the agent did for the delivery, its service's passes since the push included (one may have applied the
+    // change before sync's own `apply` ran); for a node whose delivery was already confirmed, this pass's work.
+    let done = if delivering { result.since_delivery.clone() } else { Actions::of(&result) };
+    report.restarted = done.restarted;
+    report.created = done.created;
     report.reboot_required = result.reboot_required;
     report.pending = result.pending.clone();
+    report.degraded = result.degraded.clone();
     let status = result.status;
+    let failed = failure(&result);
+    // Kept in the report when the pass failed too: it names the node (for its taint) and says what failed.
     report.apply = Some(result);
+    if let Some(e) = failed {
+        return Err(e);
+    }
     match status {
         ApplyStatus::Converged => {
             replace_bytes(&conn, &sftp, profile, &manifest_path, changes.done(true).to_json()).await?;
             report.status = Status::Synced;
         }
         ApplyStatus::Pending => report.status = Status::Pending,
-        ApplyStatus::Failed => {
-            let why = report.apply.as_ref().map(failure).unwrap_or_default();
-            return Err(SyncError::Apply(why));
-        }
+        ApplyStatus::Failed => return Err(SyncError::Apply("the agent's pass failed".into())),
     }
     job.guard.after_upgrade(held).await?;
     conn.close().await;
     Ok(())
+}
+
+/// Whether the agent's last pass on the node converged: what sync reports as `unchanged`. No record (a node
+/// synced before the agent wrote one, or a posix host) counts as converged; a record that does not parse as the
+/// agent's result (untrusted input) does not.
+async fn last_pass_converged(sftp: &Sftp, profile: &Profile) -> Result<bool, SyncError> {
+    let Some(bytes) = sftp.read_if_exists(&profile.sftp_path(&NodePath::known(LAST_PASS))).await? else {
+        return Ok(true);
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    Ok(ApplyResult::from_stdout(&text).is_some_and(|r| r.status == ApplyStatus::Converged))
 }
 
 /// Asks the node to restart over SSH (the profile's command; it returns before the node goes down).
@@ -317,6 +363,19 @@ async fn push(
     for p in &changes.leftovers {
         sftp.remove_file(&profile.sftp_path(&temp(p)?)).await?;
     }
+    // The agent's executable steps aside before the new one goes in (Windows lets a running program be renamed, not
+    // overwritten). The copy the last upgrade set aside must go first; while a process still runs it, Windows keeps
+    // it, and the sync stops here, before its journal, so the agent goes on maintaining the node.
+    let agent = NodePath::known(AGENT_EXE);
+    if *profile == Profile::Windows && changes.write.iter().any(|d| d.file.path == agent) {
+        let aside = agent.with_suffix(ASIDE_SUFFIX).map_err(local)?;
+        sftp.remove_file(&profile.sftp_path(&aside)).await.map_err(|e| {
+            SyncError::Remote(format!(
+                "{aside}, the agent the last upgrade set aside, cannot be removed ({e}): a process still runs it; \
+                 nothing was changed on the node, sync again once the agent service runs the current agent"
+            ))
+        })?;
+    }
     if changes.files_differ() {
         sent += replace_bytes(conn, sftp, profile, &manifest_path, changes.journal(on_node).to_json()).await?;
     }
@@ -382,10 +441,10 @@ async fn replace(
     }
     let sent = uploaded.bytes;
     // The agent's own executable may be running as a service: Windows lets a running program be renamed, not
-    // overwritten, so the old one steps aside first (the agent removes it once it no longer runs).
+    // overwritten, so the old one steps aside first (push removed an older copy; the new agent restarts its
+    // service and then removes this one).
     if *profile == Profile::Windows && target.as_str() == AGENT_EXE {
-        let aside = profile.sftp_path(&target.with_suffix(".wmrender-old").map_err(local)?);
-        sftp.remove_file(&aside).await.ok();
+        let aside = profile.sftp_path(&target.with_suffix(ASIDE_SUFFIX).map_err(local)?);
         sftp.rename_if_exists(&target_path, &aside).await?;
     }
     if sftp.posix_rename {
@@ -402,7 +461,22 @@ async fn replace(
     Ok(sent)
 }
 
-/// Runs the apply step and reads its result line: converged, pending or failed. No result line is an error.
+/// The error of a pass that failed (its errors, and the files missing on the node); `None` for a converged or
+/// pending one.
+fn failure(r: &ApplyResult) -> Option<SyncError> {
+    if r.status != ApplyStatus::Failed && r.errors.is_empty() {
+        return None;
+    }
+    let mut why = r.errors.join("; ");
+    if !r.missing.is_empty() {
+        why = format!("{why} (missing on the node: {})", r.missing.join(", "));
+    }
+    let why = if why.trim().is_empty() { "it said so without a reason".to_string() } else { why.trim().to_string() };
+    Some(SyncError::Apply(why))
+}
+
+/// Runs the apply step and reads its result line, failed or not ([`failure`] says which); no result line is an
+/// error.
 async fn apply(conn: &Connection, profile: &Profile) -> Result<ApplyResult, SyncError> {
     let out = conn.exec(&profile.apply_command()).await?;
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -421,14 +495,4 @@ async fn apply(conn: &Connection, profile: &Profile) -> Result<ApplyResult, Sync
             stderr.trim()
         ))),
     }
-}
-
-/// Why a failed pass failed, as the agent said.
-fn failure(r: &ApplyResult) -> String {
-    let mut why = r.errors.join("; ");
-    if !r.missing.is_empty() {
-        why = format!("{why} (missing on the node: {})", r.missing.join(", "));
-    }
-    let why = why.trim();
-    if why.is_empty() { "the agent's pass failed".into() } else { why.to_string() }
 }

@@ -56,6 +56,14 @@ fn from_bytes(path: NodePath, kind: FileKind, bytes: Vec<u8>) -> Desired {
     Desired { file, source: Source::Bytes(Arc::new(bytes)) }
 }
 
+/// What sync delivers to one node alone: for a Machine's instance, which Machine it is (`C:\k\wmrender\machine.json`;
+/// where the platform names the host after its Machine, the agent renames it).
+pub fn identity(machine: Option<&str>) -> Option<Desired> {
+    let name = machine?;
+    let bytes = wmrender_contract::NodeMachine { machine: name.to_string() }.to_json();
+    Some(from_bytes(NodePath::known(wmrender_contract::paths::MACHINE), FileKind::Identity, bytes))
+}
+
 /// Whether a node path is a registry's hosts.toml, which carries mirror credentials when a pull secret is given.
 pub fn is_hosts_toml(path: &NodePath) -> bool {
     path.bundle_path().starts_with(REGISTRIES_DIR) && path.file_name() == "hosts.toml"
@@ -218,7 +226,8 @@ pub fn diff(desired: &[Desired], on_node: &NodeManifest, given: &Given, staged: 
             return false;
         }
         match f.kind {
-            FileKind::Bundle => false,
+            // The bundle and the node's identity are replaced by every sync: what it no longer holds goes.
+            FileKind::Bundle | FileKind::Identity => false,
             // A registry that left the bundle takes its hosts.toml with it, credentials or not.
             FileKind::Credential if is_hosts_toml(&f.path) => false,
             FileKind::Payload if f.path.as_str().eq_ignore_ascii_case(AGENT_EXE) => {

@@ -32,6 +32,8 @@ pub struct Fetched {
     pub files: BTreeMap<&'static str, Secret>,
     /// The cluster's `.dockerconfigjson`.
     pub pull_secret: Option<Secret>,
+    /// What could not be fetched without failing the sync, and why (printed as notes).
+    pub notes: Vec<String>,
 }
 
 impl SecretFiles {

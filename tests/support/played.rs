@@ -17,6 +17,12 @@
 //! - **the node lifecycle controller** ([`NodeLifecycle`]): the `node.kubernetes.io/not-ready` taint the API server
 //!   puts on a new Node comes off once the Node is Ready (and goes back on when it is not).
 //! - **the disruption controller** ([`pdb_status`]): a PodDisruptionBudget's status, which the eviction API reads.
+//! - **the service CA operator** ([`ServiceCa`], openshift/service-ca-operator's serving-cert controller): for a
+//!   Service annotated `service.beta.openshift.io/serving-cert-secret-name`, a `kubernetes.io/tls` Secret of that
+//!   name in its namespace, owned by the Service, with a certificate for `<service>.<namespace>.svc` (and
+//!   `.svc.cluster.local`; a headless Service's also for `*.` below both) signed by the service CA, the CA after it in
+//!   `tls.crt`; the Service is annotated with its signer. A Secret of that name that is not the Service's is left
+//!   alone (the Service gets the error annotation instead), as the real controller does.
 
 use super::apiserver::{ControlPlane, Kube};
 use super::{openssl, request};
@@ -62,6 +68,12 @@ impl Drop for Loop {
     }
 }
 
+/// The items of a list as a controller's informer sees them: an API server that does not answer this round (a busy
+/// machine) gives nothing to do now, and the loop tries again at its next tick, as a real controller requeues.
+fn items(client: &Kube, path: &str) -> Vec<Value> {
+    client.try_get(path).ok().and_then(|l| l["items"].as_array().cloned()).unwrap_or_default()
+}
+
 fn approved(csr: &Value) -> bool {
     csr["status"]["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["type"] == "Approved"))
 }
@@ -76,7 +88,7 @@ impl Signer {
         let work = cp.path("signer");
         std::fs::create_dir_all(&work).expect("signer folder");
         Signer(Loop::start(move || {
-            for csr in admin.list(CSRS) {
+            for csr in items(&admin, CSRS) {
                 let signer = csr["spec"]["signerName"].as_str().unwrap_or("");
                 if !approved(&csr) || !csr["status"]["certificate"].is_null() {
                     continue;
@@ -329,7 +341,7 @@ impl Kubelet {
 
 /// One round of [`Kubelet::finish_terminating`], with the client of the node's kubelet.
 pub fn finish_terminating_once(kubelet: &Kube, node: &str) {
-    for pod in kubelet.list(&format!("/api/v1/pods?fieldSelector=spec.nodeName%3D{node}")) {
+    for pod in items(kubelet, &format!("/api/v1/pods?fieldSelector=spec.nodeName%3D{node}")) {
         if pod["metadata"]["deletionTimestamp"].is_null() {
             continue;
         }
@@ -396,8 +408,8 @@ impl MachineApi {
 
 /// One round of the nodelink controller: each Machine without a nodeRef gets the one Node that matches it.
 pub fn nodelink_once(admin: &Kube) {
-    let nodes = admin.list("/api/v1/nodes");
-    for m in admin.list(MACHINES) {
+    let nodes = items(admin, "/api/v1/nodes");
+    for m in items(admin, MACHINES) {
         if !m["status"]["nodeRef"].is_null() {
             continue;
         }
@@ -454,7 +466,7 @@ impl NodeLifecycle {
     pub fn start(cp: &ControlPlane) -> NodeLifecycle {
         let admin = Kube::new(&cp.path("admin.kubeconfig"));
         NodeLifecycle(Loop::start(move || {
-            for node in admin.list("/api/v1/nodes") {
+            for node in items(&admin, "/api/v1/nodes") {
                 let ready = node["status"]["conditions"]
                     .as_array()
                     .is_some_and(|l| l.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
@@ -472,5 +484,102 @@ impl NodeLifecycle {
                 }
             }
         }))
+    }
+}
+
+/// The annotation that asks the service CA for a serving certificate, and those the operator answers with.
+pub const SERVING_CERT_SECRET: &str = "service.beta.openshift.io/serving-cert-secret-name";
+const SERVING_CERT_SIGNED_BY: &str = "service.beta.openshift.io/serving-cert-signed-by";
+const SERVING_CERT_ERROR: &str = "service.beta.openshift.io/serving-cert-generation-error";
+const ORIGINATING_SERVICE_NAME: &str = "service.beta.openshift.io/originating-service-name";
+const ORIGINATING_SERVICE_UID: &str = "service.beta.openshift.io/originating-service-uid";
+const SERVICE_CA_SIGNER: &str = "openshift-service-serving-signer@1700000000";
+
+/// The service CA operator's serving-cert controller, running until dropped.
+pub struct ServiceCa {
+    _loop: Loop,
+    /// The service CA's certificate (PEM): what a client of such a service trusts.
+    pub ca_pem: String,
+}
+
+impl ServiceCa {
+    pub fn start(cp: &ControlPlane) -> ServiceCa {
+        let admin = Kube::new(&cp.path("admin.kubeconfig"));
+        let work = cp.path("service-ca");
+        std::fs::create_dir_all(&work).expect("service CA folder");
+        let (ca, key) = (work.join("ca.crt"), work.join("ca.key"));
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=openshift-service-serving-signer@1700000000",
+            "-keyout",
+            key.to_str().unwrap(),
+            "-out",
+            ca.to_str().unwrap(),
+        ]);
+        let ca_pem = std::fs::read_to_string(&ca).expect("service CA");
+        let chain_ca = ca_pem.clone();
+        let lp = Loop::start(move || {
+            for svc in items(&admin, "/api/v1/services") {
+                let Some(secret) = svc["metadata"]["annotations"][SERVING_CERT_SECRET].as_str() else { continue };
+                let (ns, name, uid) = (
+                    svc["metadata"]["namespace"].as_str().unwrap_or(""),
+                    svc["metadata"]["name"].as_str().unwrap_or(""),
+                    svc["metadata"]["uid"].as_str().unwrap_or(""),
+                );
+                let path = format!("/api/v1/namespaces/{ns}/secrets/{secret}");
+                let existing = match admin.try_get(&path) {
+                    Ok(s) => Some(s),
+                    Err(e) if e.code == 404 => None,
+                    // No answer this round: the next tick tries again.
+                    Err(_) => continue,
+                };
+                if let Some(existing) = existing {
+                    if existing["metadata"]["annotations"][ORIGINATING_SERVICE_UID] != uid {
+                        let _ = admin.merge_patch(
+                            &format!("/api/v1/namespaces/{ns}/services/{name}"),
+                            &json!({"metadata": {"annotations": {SERVING_CERT_ERROR:
+                                format!("secret/{secret} references serviceUID {}, which does not match {uid}",
+                                        existing["metadata"]["annotations"][ORIGINATING_SERVICE_UID])}}}),
+                        );
+                    }
+                    continue;
+                }
+                let mut sans = vec![format!("DNS:{name}.{ns}.svc"), format!("DNS:{name}.{ns}.svc.cluster.local")];
+                if svc["spec"]["clusterIP"] == "None" {
+                    sans.push(format!("DNS:*.{name}.{ns}.svc"));
+                    sans.push(format!("DNS:*.{name}.{ns}.svc.cluster.local"));
+                }
+                let key_file = work.join(format!("{ns}-{name}.key"));
+                let request = request(&key_file, &format!("/CN={name}.{ns}.svc"), &sans.join(","));
+                let cert = sign_request(&work, &ca, &key, &format!("{ns}-{name}"), &request, "serverAuth");
+                let mut chain = String::from_utf8(cert).expect("PEM");
+                chain.push_str(&chain_ca);
+                let tls_key = std::fs::read(&key_file).expect("the serving key");
+                let body = json!({
+                    "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                    "metadata": {"name": secret, "namespace": ns,
+                                 "annotations": {ORIGINATING_SERVICE_NAME: name, ORIGINATING_SERVICE_UID: uid,
+                                                 "service.beta.openshift.io/expiry": "2099-01-01T00:00:00Z"},
+                                 "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": name, "uid": uid}]},
+                    "data": {"tls.crt": STANDARD.encode(chain), "tls.key": STANDARD.encode(tls_key)},
+                });
+                if admin.create(&format!("/api/v1/namespaces/{ns}/secrets"), &body).is_ok() {
+                    let _ = admin.merge_patch(
+                        &format!("/api/v1/namespaces/{ns}/services/{name}"),
+                        &json!({"metadata": {"annotations": {SERVING_CERT_SIGNED_BY: SERVICE_CA_SIGNER}}}),
+                    );
+                }
+            }
+        });
+        ServiceCa { _loop: lp, ca_pem }
     }
 }

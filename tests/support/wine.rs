@@ -49,7 +49,8 @@ pub struct Wine {
     pub prefix: PathBuf,
     /// The built Windows programs (`wmrender-node.exe`, `fake-service.exe`, …).
     pub exes: PathBuf,
-    /// Whether the machine variables differ from [`KNOBS`] until the next reboot.
+    /// Whether a test set a machine variable of [`KNOBS`]: services.exe may hold it (from a reboot since) until the
+    /// reset restores the variables and reboots.
     knobs_changed: bool,
 }
 
@@ -329,7 +330,6 @@ impl Wine {
         self.server(&["-p"]);
         let code = run_quiet(self.command("wine").args(["cmd", "/c", "exit"]), Duration::from_secs(60));
         assert_eq!(code, 0, "the first process after the reboot failed");
-        self.knobs_changed = false;
     }
 
     /// Sets a machine variable of the agent's (a [`KNOBS`] name); it reaches the agent service after a reboot.
@@ -366,8 +366,11 @@ impl Wine {
         for file in ["services.jsonl", "powershell.jsonl", "powershell-responses.json"] {
             let _ = std::fs::remove_file(self.c(FAKES_DIR).join(file));
         }
+        // A knob a test set reached services.exe at its reboot: the machine variables are the rig's again now, and
+        // services.exe sees them once it restarts.
         if self.knobs_changed {
             self.reboot();
+            self.knobs_changed = false;
         }
     }
 
@@ -438,6 +441,39 @@ impl Wine {
                 (v["key"].as_str().unwrap_or_default().to_string(), args.unwrap_or_default())
             })
             .collect()
+    }
+
+    /// Every call the fake powershell recorded, with its time: `(milliseconds since the epoch, script file name,
+    /// arguments)`.
+    pub fn powershell_calls_timed(&self) -> Vec<(u128, String, Vec<String>)> {
+        let text = std::fs::read_to_string(self.c(FAKES_DIR).join("powershell.jsonl")).unwrap_or_default();
+        text.lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).expect("a powershell log line");
+                let args =
+                    v["args"].as_array().map(|a| a.iter().filter_map(|x| x.as_str()).map(String::from).collect());
+                let t = v["t"].as_u64().unwrap_or_default() as u128;
+                (t, v["key"].as_str().unwrap_or_default().to_string(), args.unwrap_or_default())
+            })
+            .collect()
+    }
+
+    /// Whether a process runs (wine-probe `alive`).
+    pub fn process_alive(&self, pid: u32) -> bool {
+        self.probe(&["alive", &pid.to_string()])["alive"] == true
+    }
+
+    /// **A stand-in for Windows' file locking**, which Wine does not have for what the rig's SFTP server (a Linux
+    /// program) does: Windows refuses to delete or overwrite the file of a running program. While process `pid`
+    /// runs, `file` (its program) is made immutable (`chattr +i`: no delete, no rename onto it, no write), until the
+    /// guard is dropped. Nothing is held when the process has ended or the file is not there.
+    pub fn hold_while_running(&self, pid: u32, file: &Path) -> Held {
+        let held = file.is_file() && self.process_alive(pid);
+        if held {
+            let o = Command::new("chattr").arg("+i").arg(file).output().expect("chattr runs");
+            assert!(o.status.success(), "chattr +i {}: {}", file.display(), String::from_utf8_lossy(&o.stderr));
+        }
+        Held { file: file.to_path_buf(), held }
     }
 
     /// The SCM's and the registry's view of services (see wine-probe `services`).
@@ -517,6 +553,21 @@ impl Wine {
                 panic!("the agent service logged {} passes in {limit:?}, expected {count}: {passes:?}", passes.len());
             }
             std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+/// A file held as Windows holds a running program's ([`Wine::hold_while_running`]); released when dropped.
+pub struct Held {
+    file: PathBuf,
+    /// Whether the file is held (the process ran).
+    pub held: bool,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if self.held {
+            let _ = Command::new("chattr").arg("-i").arg(&self.file).output();
         }
     }
 }

@@ -77,8 +77,27 @@ impl Bundle {
                 };
                 out.insert(b.clone(), (FileKind::Payload, bytes));
             }
-            for secret in &s.secrets {
-                out.insert(secret.clone(), (FileKind::Credential, format!("credential for {secret}\n").into_bytes()));
+        }
+        for credential in self.credentials() {
+            let bytes = format!("credential for {credential}\n").into_bytes();
+            out.insert(credential, (FileKind::Credential, bytes));
+        }
+        out
+    }
+
+    /// Every credential the services name: those read at start (`secrets`) and those they reload (`reloads`).
+    pub fn credentials(&self) -> Vec<NodePath> {
+        let table: serde_json::Value =
+            serde_json::from_slice(&self.files[&p(paths::SERVICES_JSON)]).expect("services.json is JSON");
+        let mut out = Vec::new();
+        for s in table["services"].as_array().into_iter().flatten() {
+            for key in ["secrets", "reloads"] {
+                for c in s[key].as_array().into_iter().flatten().filter_map(|c| c.as_str()) {
+                    let path = NodePath::known(c);
+                    if !out.contains(&path) {
+                        out.push(path);
+                    }
+                }
             }
         }
         out

@@ -3,6 +3,7 @@
 //! parsers here, which check it as untrusted input.
 
 pub mod ca_bundle;
+pub mod machine;
 pub mod manifest;
 pub mod node_status;
 pub mod path;
@@ -11,11 +12,13 @@ pub mod services;
 pub mod settings;
 
 pub use ca_bundle::{BundleError, parse_ca_bundle};
+pub use machine::NodeMachine;
 pub use manifest::{BundleEntry, BundleManifest, FileKind, Journal, Mode, NodeFile, NodeManifest};
 pub use path::NodePath;
+pub use result::Actions;
 pub use result::{ApplyResult, ApplyStatus};
 pub use services::{NodeVariable, Service, ServicesFile};
-pub use settings::{NodeNameSource, NodeSettings, Step, StepOutput, When};
+pub use settings::{NodeNameSource, NodeSettings, RotatedFiles, Step, StepOutput, When};
 
 use sha2::{Digest, Sha256};
 
@@ -33,6 +36,17 @@ pub mod paths {
     pub const APPLIED_STATE: &str = r"C:\k\wmrender\applied.json";
     /// Held by the agent while it converges, so a sync's `apply` and the service's loop never overlap.
     pub const AGENT_LOCK: &str = r"C:\k\wmrender\agent.lock";
+    /// Written by every pass of the agent (sync's `apply` and the service's): its result line, so that sync sees a
+    /// pass that failed after a reboot although nothing it delivered changed.
+    pub const LAST_PASS: &str = r"C:\k\wmrender\last-pass.json";
+    /// Written by the agent service when it starts: its process and the sha256 of the program it runs, so that a
+    /// pass can tell that the service still runs an agent that sync has since replaced.
+    pub const AGENT_RUNNING: &str = r"C:\k\wmrender\agent-running.json";
+    /// Written by sync for a Machine's instance: which Machine it is ([`crate::NodeMachine`]).
+    pub const MACHINE: &str = r"C:\k\wmrender\machine.json";
+    /// host-local IPAM's state (the CNI plugins'), which WMCO clears when a node leaves: addresses of containers
+    /// that no longer exist.
+    pub const CNI_STATE_DIR: &str = r"C:\var\lib\cni";
     /// The agent's own service.
     pub const AGENT_SERVICE: &str = "wmrender-node";
     /// The cluster's additional trusted CAs (PEM bundle, pushed by sync); the agent imports each certificate into
@@ -61,6 +75,9 @@ pub mod paths {
 pub const TEMP_SUFFIX: &str = ".wmrender-tmp";
 /// Suffix of a service binary waiting for the agent to stop its services and swap it in.
 pub const STAGED_SUFFIX: &str = ".wmrender-staged";
+/// Suffix of an executable set aside because a running program held it (the agent's own, when sync replaces it;
+/// a service binary a pod's shim still runs): the agent removes it once nothing runs it.
+pub const ASIDE_SUFFIX: &str = ".wmrender-old";
 
 /// Pretty JSON with a final newline, the form of every contract file (reviewers read them in pull requests).
 /// Contract types hold only strings, numbers, booleans, lists and string-keyed maps: serialising cannot fail.
@@ -89,6 +106,9 @@ mod tests {
             paths::AGENT_EXE,
             paths::APPLIED_STATE,
             paths::AGENT_LOCK,
+            paths::LAST_PASS,
+            paths::AGENT_RUNNING,
+            paths::MACHINE,
             paths::TRUSTED_CA_BUNDLE,
             paths::BOOTSTRAP_KUBECONFIG,
             paths::KUBELET_CA,

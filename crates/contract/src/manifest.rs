@@ -54,6 +54,9 @@ pub enum FileKind {
     Payload,
     /// A sync-time credential or CA (one file each).
     Credential,
+    /// This node's own, from the cluster: which Machine it is (`C:\k\wmrender\machine.json`). Replaced and
+    /// removed with every sync, as the bundle is.
+    Identity,
 }
 
 /// One file on the node.

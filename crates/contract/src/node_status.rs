@@ -48,6 +48,12 @@ impl NodeManifest {
     pub fn bundle_digest(&self) -> String {
         bundle_digest(self.files.iter().filter(|f| f.kind == FileKind::Bundle).map(|f| (&f.path, f.sha256.as_str())))
     }
+
+    /// The digest of everything this manifest says sync delivered (bundle, payload, credentials): a new one for each
+    /// sync that changed a file, the same when a sync only marks the delivery applied.
+    pub fn delivery_digest(&self) -> String {
+        bundle_digest(self.files.iter().map(|f| (&f.path, f.sha256.as_str())))
+    }
 }
 
 #[cfg(test)]

@@ -79,8 +79,71 @@ pub struct ApplyResult {
     /// Files the services need that are not on the node.
     #[serde(default)]
     pub missing: Vec<String>,
+    /// Optional services that are not running, and why (`windows_exporter: C:\k\tls\certs\tls.crt is not on
+    /// the node`): the node works without them, so the pass still converges.
+    #[serde(default)]
+    pub degraded: Vec<String>,
+    /// What the agent's passes did since sync delivered the files now on the node, this pass included: a change the
+    /// agent service applied between sync's push and sync's own `apply` still shows here.
+    #[serde(default)]
+    pub since_delivery: Actions,
     #[serde(default)]
     pub errors: Vec<String>,
+}
+
+/// What passes did to the services and files, for [`ApplyResult::since_delivery`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Actions {
+    #[serde(default)]
+    pub created: Vec<String>,
+    #[serde(default)]
+    pub updated: Vec<String>,
+    #[serde(default)]
+    pub deleted: Vec<String>,
+    #[serde(default)]
+    pub started: Vec<String>,
+    #[serde(default)]
+    pub restarted: Vec<String>,
+    #[serde(default)]
+    pub killed: Vec<String>,
+    #[serde(default)]
+    pub replaced: Vec<String>,
+}
+
+impl Actions {
+    /// This pass's actions.
+    pub fn of(r: &ApplyResult) -> Actions {
+        Actions {
+            created: r.created.clone(),
+            updated: r.updated.clone(),
+            deleted: r.deleted.clone(),
+            started: r.started.clone(),
+            restarted: r.restarted.clone(),
+            killed: r.killed.clone(),
+            replaced: r.replaced.clone(),
+        }
+    }
+
+    /// Adds `later`'s entries, each once, in order.
+    pub fn merge(&mut self, later: &Actions) {
+        let pairs = [
+            (&mut self.created, &later.created),
+            (&mut self.updated, &later.updated),
+            (&mut self.deleted, &later.deleted),
+            (&mut self.started, &later.started),
+            (&mut self.restarted, &later.restarted),
+            (&mut self.killed, &later.killed),
+            (&mut self.replaced, &later.replaced),
+        ];
+        for (mine, theirs) in pairs {
+            for x in theirs {
+                if !mine.contains(x) {
+                    mine.push(x.clone());
+                }
+            }
+        }
+    }
 }
 
 impl ApplyResult {

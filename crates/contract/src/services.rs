@@ -47,8 +47,12 @@ pub struct Service {
     pub files: Vec<NodePath>,
     /// Payload files the service runs; a change stops it before the swap and starts it after.
     pub binaries: Vec<NodePath>,
-    /// Credentials and CAs sync delivers for it; a change restarts it.
+    /// Credentials and CAs sync delivers for it that it reads once, at start: a change restarts it.
     pub secrets: Vec<NodePath>,
+    /// Credentials and CAs sync delivers for it that it reads again by itself while it runs (kubelet's client CA
+    /// file, the exporter's serving certificate): a change needs no restart. They must be there all the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reloads: Vec<NodePath>,
     /// Files the cluster creates (kubelet's kubeconfig after its certificate is approved): the service waits
     /// for them, and the node is "pending" until they exist.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -56,6 +60,23 @@ pub struct Service {
     /// A step (by name, from node.json) that must succeed before the service starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pre_start: Option<String>,
+    /// The node joins and works without it (monitoring, storage helpers): a problem of its own (a file missing, a
+    /// start that fails) is reported and leaves every other service alone. Only optional services may depend on
+    /// an optional service.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+}
+
+impl Service {
+    /// The paths whose change restarts the service: its files, binaries and the credentials it reads at start.
+    pub fn restart_paths(&self) -> impl Iterator<Item = &NodePath> {
+        self.files.iter().chain(&self.binaries).chain(&self.secrets)
+    }
+
+    /// Every delivered path the service needs on the node: the restart paths and the credentials it reloads.
+    pub fn needed_paths(&self) -> impl Iterator<Item = &NodePath> {
+        self.restart_paths().chain(&self.reloads)
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,6 +100,10 @@ pub enum ServicesError {
     BadCommand(String),
     #[error("service `{0}`: the command has `%`, which Windows expands in a service's command line (REG_EXPAND_SZ)")]
     Percent(String),
+    #[error(
+        "service `{0}` depends on `{1}`, which is optional: only an optional service may depend on an optional one"
+    )]
+    DependsOnOptional(String, String),
 }
 
 /// Service names wmrender creates: plain ASCII, so they can go into the SCM and into a command line as they are.
@@ -112,8 +137,12 @@ impl ServicesFile {
                 if !seen.contains(d.as_str()) {
                     return Err(ServicesError::DependencyOrder(s.name.clone(), d.clone()));
                 }
+                // A required service must never wait on one whose failure is allowed.
+                if !s.optional && self.get(d).is_some_and(|dep| dep.optional) {
+                    return Err(ServicesError::DependsOnOptional(s.name.clone(), d.clone()));
+                }
             }
-            for p in s.files.iter().chain(&s.binaries).chain(&s.secrets).chain(&s.requires) {
+            for p in s.needed_paths().chain(&s.requires) {
                 NodePath::parse_delivered(p.as_str()).map_err(|e| ServicesError::Path(s.name.clone(), e))?;
             }
             if !seen.insert(s.name.as_str()) {
@@ -145,11 +174,15 @@ impl ServicesFile {
         self.services.iter().flat_map(|s| &s.binaries).collect()
     }
 
-    /// The services whose definition names any of `paths` (files, binaries or credentials), in table order.
+    /// The services a change of any of `paths` restarts (a file, binary or credential each reads at start), in
+    /// table order.
     pub fn affected_by<'a>(&'a self, paths: &'a [NodePath]) -> impl Iterator<Item = &'a Service> + 'a {
-        self.services
-            .iter()
-            .filter(move |s| s.files.iter().chain(&s.binaries).chain(&s.secrets).any(|f| paths.contains(f)))
+        self.services.iter().filter(move |s| s.restart_paths().any(|f| paths.contains(f)))
+    }
+
+    /// Whether a change of `path` restarts a service: it is a file, binary or credential a service reads at start.
+    pub fn restarts_for(&self, path: &NodePath) -> bool {
+        self.services.iter().any(|s| s.restart_paths().any(|p| p == path))
     }
 
     pub fn to_json(&self) -> Vec<u8> {
@@ -171,8 +204,10 @@ mod tests {
             files: vec![],
             binaries: vec![NodePath::known(&format!(r"C:\k\{name}.exe"))],
             secrets: vec![],
+            reloads: vec![],
             requires: vec![],
             pre_start: None,
+            optional: false,
         }
     }
 
@@ -191,5 +226,29 @@ mod tests {
         let mut s = svc("a", &[]);
         s.command = r"C:\k\a.exe --x=%PATH%".into();
         assert!(matches!(ServicesFile { services: vec![s] }.check(), Err(ServicesError::Percent(_))));
+    }
+
+    #[test]
+    fn only_optional_services_depend_on_optional_ones() {
+        let mut exporter = svc("exporter", &[]);
+        exporter.optional = true;
+        let mut helper = svc("helper", &["exporter"]);
+        helper.optional = true;
+        let ok = ServicesFile { services: vec![exporter.clone(), helper] };
+        assert_eq!(ok.check(), Ok(()));
+        let bad = ServicesFile { services: vec![exporter, svc("kubelet", &["exporter"])] };
+        assert_eq!(bad.check(), Err(ServicesError::DependsOnOptional("kubelet".into(), "exporter".into())));
+    }
+
+    #[test]
+    fn a_reloaded_credential_restarts_nothing() {
+        let mut kubelet = svc("kubelet", &[]);
+        kubelet.secrets = vec![NodePath::known(r"C:\k\bootstrap-ca.crt")];
+        kubelet.reloads = vec![NodePath::known(r"C:\k\kubelet-ca.crt")];
+        let table = ServicesFile { services: vec![kubelet] };
+        assert!(table.restarts_for(&NodePath::known(r"C:\k\bootstrap-ca.crt")));
+        assert!(!table.restarts_for(&NodePath::known(r"C:\k\kubelet-ca.crt")));
+        let changed = [NodePath::known(r"C:\k\kubelet-ca.crt")];
+        assert_eq!(table.affected_by(&changed).count(), 0);
     }
 }

@@ -18,6 +18,43 @@ pub struct NodeSettings {
     /// set; services see a change only after a reboot, which the agent reports.
     pub environment: BTreeMap<String, String>,
     pub steps: Vec<Step>,
+    /// Where the platform names a Machine's host after the Machine (vSphere, Nutanix: WMCO renames the host so that
+    /// its Node matches its Machine): the step that renames the host to the Machine's name, which sync delivers for
+    /// a Machine's instance ([`crate::machine::NodeMachine`]). Its argument `MACHINE_NAME` is that name; it runs
+    /// before every other step, and its reboot holds everything else back, as the Containers feature's does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rename_to_machine: Option<String>,
+    /// Files other programs leave behind as they rotate them (hybrid-overlay's client certificates): only the
+    /// newest are kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rotated_files: Vec<RotatedFiles>,
+}
+
+/// The placeholder of the Machine's name in the arguments of the [`NodeSettings::rename_to_machine`] step.
+pub const MACHINE_NAME: &str = "MACHINE_NAME";
+
+/// Files in one folder whose names match `<prefix>*<suffix>`, of which the agent keeps the `keep` newest (by
+/// modification time, then by name) and removes the others; a name in `keepAlways` is never removed (the pointer
+/// to the one in use).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RotatedFiles {
+    pub directory: NodePath,
+    pub prefix: String,
+    pub suffix: String,
+    pub keep: usize,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keep_always: Vec<String>,
+}
+
+impl RotatedFiles {
+    /// Whether a file name is one of these rotated files (and not one always kept).
+    pub fn matches(&self, name: &str) -> bool {
+        name.len() >= self.prefix.len() + self.suffix.len()
+            && name.starts_with(&self.prefix)
+            && name.ends_with(&self.suffix)
+            && !self.keep_always.iter().any(|k| k == name)
+    }
 }
 
 /// How the agent finds the node's name (WMCO's rule per platform, lower case as kubelet registers it).
@@ -50,6 +87,9 @@ pub enum When {
     Once,
     /// Once after every boot (routes Windows forgets).
     EveryBoot,
+    /// On every pass, as WICD's reconcile does: settings someone else may undo while the node runs (the Defender
+    /// exclusion).
+    EveryPass,
     /// Whenever the agent needs its value or its effect: node name look-ups and pre-start steps.
     OnDemand,
 }
@@ -112,6 +152,21 @@ impl NodeSettings {
         {
             return Err(format!("node.json: the node name comes from step `{step}`, which is not listed"));
         }
+        if let Some(step) = &s.rename_to_machine
+            && s.step(step).is_none_or(|st| st.when != When::OnDemand)
+        {
+            return Err(format!("node.json: the host is renamed by step `{step}`, which is not an on-demand step"));
+        }
+        for r in &s.rotated_files {
+            if r.keep == 0 || r.prefix.is_empty() || [&r.prefix, &r.suffix].iter().any(|p| p.contains(['\\', '/', '*']))
+            {
+                return Err(format!(
+                    "node.json: rotated files in {}: expected a file name prefix and suffix (no `\\`, `/` or `*`) and \
+                     `keep` of at least 1",
+                    r.directory
+                ));
+            }
+        }
         Ok(s)
     }
 
@@ -134,6 +189,21 @@ mod tests {
             "steps":[{"name":"x","script":"C:\\Windows\\evil.ps1","args":[],"when":"once"}]}"#;
         let e = NodeSettings::parse(text.as_bytes()).unwrap_err();
         assert!(e.contains("step `x`") && e.contains("outside"), "{e}");
+    }
+
+    #[test]
+    fn rotated_files_match_by_prefix_and_suffix_and_spare_what_is_always_kept() {
+        let r = RotatedFiles {
+            directory: NodePath::known(r"C:\k\cni\config"),
+            prefix: "ovnkube-client-".into(),
+            suffix: ".pem".into(),
+            keep: 2,
+            keep_always: vec!["ovnkube-client-current.pem".into()],
+        };
+        assert!(r.matches("ovnkube-client-2026-11-05-10-04-59.pem"));
+        for other in ["ovnkube-client-current.pem", "cni.conf", "ovnkube-client-.pe", "x-ovnkube-client-1.pem"] {
+            assert!(!r.matches(other), "{other}");
+        }
     }
 
     #[test]

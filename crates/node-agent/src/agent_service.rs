@@ -1,11 +1,24 @@
 //! The agent's own service, `wmrender-node`: installed by the first apply so the node finishes by itself (after
-//! the Containers-feature reboot, once kubelet's certificate is approved) and stays converged. Apply creates,
-//! updates and starts it, and never stops it: the pass may be running inside it.
+//! the Containers-feature reboot, once kubelet's certificate is approved) and stays converged. It is the one service
+//! that starts at boot. Apply creates, updates and starts it, and never stops it while a pass runs: the pass may be
+//! running inside it.
+//!
+//! When sync replaces the agent's executable, the running service goes on running the old program (Windows lets a
+//! running program's file be renamed aside, not replaced). The agent hands over to its new version at once, the way
+//! a service updates itself on Windows: the service records which program it runs when it starts
+//! (`C:\k\wmrender\agent-running.json`); sync's `apply` (the new program) restarts the service once its own pass is
+//! over and the lock released, and a pass of the service itself that finds its program replaced ends the service
+//! with an error, which the SCM's recovery actions answer with a start of the new program. The old copy set aside is
+//! removed once nothing runs it.
 
 use crate::apply::Pass;
+use crate::digest::sha256_file;
+use crate::result::status_of;
 use crate::scm;
-use crate::system::ServiceConfig;
-use wmrender_contract::{NodePath, paths};
+use crate::system::{RunState, ServiceConfig, System};
+use crate::timing::Timing;
+use serde::{Deserialize, Serialize};
+use wmrender_contract::{ApplyResult, NodePath, paths};
 
 pub const DESCRIPTION: &str = "wmrender node agent: keeps this node converged to the bundle wmrender sync delivered";
 
@@ -17,6 +30,76 @@ pub fn config() -> ServiceConfig {
         dependencies: vec![],
         automatic: true,
     }
+}
+
+/// What the running agent service recorded about itself when it started.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Running {
+    pub pid: u32,
+    /// sha256 of the program the service process runs.
+    pub sha256: String,
+}
+
+/// Called by the service when it starts: records its process and the program it runs.
+pub fn record_running(sys: &dyn System) {
+    let (pid, program) = sys.current_process();
+    let Ok(sha256) = sha256_file(&program) else { return };
+    let path = sys.local(&NodePath::known(paths::AGENT_RUNNING));
+    let tmp = path.with_extension("json.tmp");
+    let bytes = serde_json::to_vec(&Running { pid, sha256 }).unwrap_or_default();
+    if std::fs::write(&tmp, bytes).is_ok() {
+        let _ = std::fs::rename(&tmp, &path);
+    }
+}
+
+fn running_record(sys: &dyn System) -> Option<Running> {
+    let bytes = std::fs::read(sys.local(&NodePath::known(paths::AGENT_RUNNING))).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Whether the agent service's process `pid` runs a program other than the agent now at `C:\k\wmrender\
+/// wmrender-node.exe`. A service process that recorded nothing about itself is an agent from before the record:
+/// an old one.
+fn runs_replaced_program(sys: &dyn System, pid: u32) -> bool {
+    let Ok(current) = sha256_file(&sys.local(&NodePath::known(paths::AGENT_EXE))) else { return false };
+    match running_record(sys) {
+        Some(r) if r.pid == pid => r.sha256 != current,
+        _ => true,
+    }
+}
+
+/// Whether this process is the agent service and sync has replaced its program since it started: its loop ends
+/// and hands over.
+pub fn replaced_under_me(sys: &dyn System) -> bool {
+    let (me, _) = sys.current_process();
+    running_record(sys).is_some_and(|r| r.pid == me) && runs_replaced_program(sys, me)
+}
+
+/// After a pass of sync's `apply` (another process than the service): a service that still runs an agent sync has
+/// replaced is restarted, so the new agent takes over at once; then the old copy set aside goes.
+pub fn hand_over(sys: &mut dyn System, timing: &Timing, result: &mut ApplyResult) {
+    let name = paths::AGENT_SERVICE;
+    let Ok(Some(service)) = sys.service(name) else { return };
+    let (me, _) = sys.current_process();
+    let Some(pid) = service.pid.filter(|p| *p != me && service.state == RunState::Running) else { return };
+    if !runs_replaced_program(sys, pid) {
+        return;
+    }
+    let restarted =
+        scm::stop_and_wait(sys, timing, name, &mut result.killed).and_then(|_| scm::start_and_wait(sys, timing, name));
+    match restarted {
+        Ok(()) => {
+            result.restarted.push(name.to_string());
+            result.since_delivery.restarted.push(name.to_string());
+            if let Ok(aside) = NodePath::known(paths::AGENT_EXE).with_suffix(wmrender_contract::ASIDE_SUFFIX)
+                && sys.local(&aside).is_file()
+            {
+                let _ = sys.remove_file(&aside);
+            }
+        }
+        Err(e) => result.errors.push(format!("the agent service still runs the agent sync replaced: {e}")),
+    }
+    result.status = status_of(result);
 }
 
 impl Pass<'_> {

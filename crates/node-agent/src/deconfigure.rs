@@ -1,7 +1,11 @@
 //! `wmrender-node deconfigure`: undo what the agent set up, as WMCO does when a node leaves (its BYOH entry goes):
-//! stop and delete the services the agent created (dependents first), remove the HNS networks (the rendered
-//! `remove-hns-networks` step, once nothing uses them), the trusted CAs and machine variables it set, the bundle
-//! files, payload and credentials, and its own service last. Only what the agent recorded as its own is touched.
+//! stop and delete the services the agent created (dependents first), end the processes that still run their
+//! programs (the containers' shims, which outlive containerd: WMCO's cleanup ends `containerd-shim-runhcs-v1`),
+//! clear host-local IPAM's state (`C:\var\lib\cni`), remove the HNS networks (the rendered `remove-hns-networks`
+//! step, once nothing uses them), the trusted CAs and machine variables it set, the bundle files, payload and
+//! credentials, and its own service last. Only what the agent recorded as its own, and marked as its own on the
+//! service, is touched. The node should be cordoned and drained first (sync's `--prune-nodes` does it): what still
+//! runs there is ended here.
 //! Idempotent: each part is taken off the record when done, so a second run (or one after a failure) does what is
 //! left and reports nothing for what is gone.
 
@@ -15,7 +19,7 @@ use crate::timing::Timing;
 use crate::{agent_service, scm, trusted_cas};
 use std::collections::BTreeSet;
 use wmrender_contract::settings::REMOVE_HNS_NETWORKS_STEP;
-use wmrender_contract::{ApplyResult, ApplyStatus, NodePath, STAGED_SUFFIX, TEMP_SUFFIX, paths};
+use wmrender_contract::{ASIDE_SUFFIX, ApplyResult, ApplyStatus, NodePath, STAGED_SUFFIX, TEMP_SUFFIX, paths};
 
 /// Deconfigures the node under the agent lock. `Converged` means done (exit 0); `Failed` says what is left.
 pub fn deconfigure(sys: &mut dyn System, timing: &Timing) -> ApplyResult {
@@ -36,6 +40,8 @@ pub fn deconfigure(sys: &mut dyn System, timing: &Timing) -> ApplyResult {
 
     let services_stopped = delete_services(sys, timing, &mut state, &mut result);
     if services_stopped {
+        end_leftover_processes(sys, timing, desired.as_ref(), &mut result);
+        clear_cni_state(sys, &mut result);
         remove_hns_networks(sys, desired.as_ref(), &mut result);
     }
     match trusted_cas::remove_all(sys, &mut state.trusted_cas) {
@@ -94,8 +100,11 @@ fn delete_services(sys: &mut dyn System, timing: &Timing, state: &mut AppliedSta
         let Some(name) = next else { break };
         left.remove(&name);
         let step = (|| -> Result<bool, String> {
-            if sys.service(&name).map_err(|e| format!("cannot query service `{name}`: {e}"))?.is_none() {
-                return Ok(false);
+            // The record alone does not make a service the agent's: it must carry wmrender's mark too.
+            match sys.service(&name).map_err(|e| format!("cannot query service `{name}`: {e}"))? {
+                None => return Ok(false),
+                Some(s) if !s.marked => return Ok(false),
+                Some(_) => {}
             }
             scm::stop_and_wait(sys, timing, &name, &mut result.killed)?;
             sys.delete_service(&name).map_err(|e| format!("cannot delete service `{name}`: {e}"))?;
@@ -113,6 +122,54 @@ fn delete_services(sys: &mut dyn System, timing: &Timing, state: &mut AppliedSta
         }
     }
     result.errors.is_empty()
+}
+
+/// Ends every process that still runs a program of the services once they stopped: the shims containerd started
+/// for the pods (`containerd-shim-runhcs-v1.exe`) outlive it and keep their containers running. Each ended
+/// process is listed in `killed` as `program (pid N)`.
+fn end_leftover_processes(sys: &mut dyn System, timing: &Timing, desired: Option<&Desired>, result: &mut ApplyResult) {
+    let Some(desired) = desired else { return };
+    let programs: Vec<NodePath> = desired.services.binaries().into_iter().cloned().collect();
+    let running = match sys.processes_running(&programs) {
+        Ok(r) => r,
+        Err(e) => return result.errors.push(format!("cannot list the processes still running: {e}")),
+    };
+    let mut ended = Vec::new();
+    for (pid, program) in running {
+        match sys.kill_process(pid) {
+            Ok(()) => {
+                result.killed.push(format!("{} (pid {pid})", program.file_name()));
+                ended.push((pid, program));
+            }
+            // It ended by itself meanwhile.
+            Err(_) if !sys.process_alive(pid) => {}
+            Err(e) => result.errors.push(format!("cannot end {program} (pid {pid}): {e}")),
+        }
+    }
+    // Windows ends a process after TerminateProcess returns: wait (bounded) until each is gone, as its program's
+    // file stays held until then.
+    let mut waited = std::time::Duration::ZERO;
+    while ended.iter().any(|(pid, _)| sys.process_alive(*pid)) && waited < PROCESS_END {
+        sys.sleep(timing.poll);
+        waited += timing.poll;
+    }
+    for (pid, program) in ended.iter().filter(|(pid, _)| sys.process_alive(*pid)) {
+        result.errors.push(format!("{program} (pid {pid}) did not end within {PROCESS_END:?}"));
+    }
+}
+
+/// How long an ended process gets to go.
+const PROCESS_END: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// host-local IPAM's state: the addresses it handed to containers that are gone (WMCO deletes it at every
+/// bootstrap and deconfigure).
+fn clear_cni_state(sys: &mut dyn System, result: &mut ApplyResult) {
+    let dir = sys.local(&NodePath::known(paths::CNI_STATE_DIR));
+    match std::fs::remove_dir_all(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => result.errors.push(format!("cannot remove {}: {e}", paths::CNI_STATE_DIR)),
+    }
 }
 
 fn remove_hns_networks(sys: &mut dyn System, desired: Option<&Desired>, result: &mut ApplyResult) {
@@ -135,10 +192,17 @@ fn remove_files(sys: &mut dyn System, desired: Option<&Desired>, result: &mut Ap
     let Some(desired) = desired else { return };
     let mut files: BTreeSet<NodePath> = desired.manifest.files.iter().map(|f| f.path.clone()).collect();
     for s in &desired.services.services {
-        files.extend(s.files.iter().chain(&s.binaries).chain(&s.secrets).chain(&s.requires).cloned());
+        files.extend(s.needed_paths().chain(&s.requires).cloned());
     }
     files.extend(desired.settings.steps.iter().map(|s| s.script.clone()));
-    for p in [paths::TRUSTED_CA_BUNDLE, paths::SERVICES_JSON, paths::SETTINGS_JSON, paths::NODE_MANIFEST] {
+    for p in [
+        paths::TRUSTED_CA_BUNDLE,
+        paths::LAST_PASS,
+        paths::AGENT_RUNNING,
+        paths::SERVICES_JSON,
+        paths::SETTINGS_JSON,
+        paths::NODE_MANIFEST,
+    ] {
         files.insert(NodePath::known(p));
     }
     files.remove(&NodePath::known(paths::AGENT_EXE));
@@ -153,6 +217,7 @@ fn remove_files(sys: &mut dyn System, desired: Option<&Desired>, result: &mut Ap
             local.clone(),
             local.with_file_name(format!("{}{STAGED_SUFFIX}", file_name(&local))),
             local.with_file_name(format!("{}{TEMP_SUFFIX}", file_name(&local))),
+            local.with_file_name(format!("{}{ASIDE_SUFFIX}", file_name(&local))),
         ] {
             match std::fs::remove_file(&candidate) {
                 Ok(()) => {}

@@ -10,6 +10,9 @@
 //!   only renamed away;
 //! - starting a service whose dependencies are not running is allowed (Wine's SCM allows it) but recorded, so
 //!   tests assert the engine's start order;
+//! - a reboot starts only the automatic services, in no particular order (Windows starts them all at once);
+//! - processes other than services (a pod's containerd shim) run from a program until they are killed;
+//! - the agent's own service, once started, records its process and program as the real one does at its start;
 //! - with `wine_stop_quirks`, Wine's SCM: no pid while a service is stop-pending, a killed stop-pending service
 //!   stays stop-pending, and a service whose process is gone may be started again;
 //! - the LocalMachine Root store refuses a certificate already there (CRYPT_E_EXISTS) and bytes that are not a
@@ -70,6 +73,8 @@ struct FakeService {
     stop: StopBehaviour,
     stop_requested_at: Option<Duration>,
     marked_for_deletion: bool,
+    /// wmrender's mark on the service.
+    marked: bool,
     /// Files the running process holds besides its executable (kube-log-runner's child, say).
     holds: Vec<NodePath>,
 }
@@ -88,6 +93,10 @@ struct Inner {
     fqdn: String,
     ip: Option<Ipv4Addr>,
     next_pid: u32,
+    /// Processes that are not services (pid → program): they hold their program's file while they run.
+    processes: BTreeMap<u32, NodePath>,
+    /// This process (the agent): pid and program.
+    current: (u32, NodePath),
     clock: Duration,
     /// Wine's SCM: dependencies are stored (and ordered nothing) but read back as an empty list.
     hide_dependencies: bool,
@@ -137,6 +146,8 @@ impl FakeSystem {
                 fqdn: "WIN-Node-1.Example.Internal".into(),
                 ip: Some(Ipv4Addr::new(10, 0, 0, 5)),
                 next_pid: 100,
+                processes: BTreeMap::new(),
+                current: (1, NodePath::known(wmrender_contract::paths::AGENT_EXE)),
                 clock: Duration::ZERO,
                 hide_dependencies: false,
                 wine_stop_quirks: false,
@@ -228,6 +239,38 @@ impl FakeSystem {
         self.inner.borrow().services.keys().cloned().collect()
     }
 
+    /// Starts a process that is not a service (a pod's containerd shim) from `program`; its pid.
+    pub fn spawn(&self, program: &str) -> u32 {
+        let mut inner = self.inner.borrow_mut();
+        inner.next_pid += 1;
+        let pid = inner.next_pid;
+        inner.processes.insert(pid, NodePath::known(program));
+        pid
+    }
+
+    /// Makes this process the one with `pid` (the agent service's own, say).
+    pub fn set_current_pid(&self, pid: u32) {
+        self.inner.borrow_mut().current.0 = pid;
+    }
+
+    /// Adds a service wmrender did not create (no mark), running.
+    pub fn add_foreign_service(&self, config: ServiceConfig) {
+        let mut inner = self.inner.borrow_mut();
+        inner.next_pid += 1;
+        let pid = inner.next_pid;
+        let service = FakeService {
+            config: config.clone(),
+            state: RunState::Running,
+            pid: Some(pid),
+            stop: StopBehaviour::Immediate,
+            stop_requested_at: None,
+            marked_for_deletion: false,
+            marked: false,
+            holds: vec![],
+        };
+        inner.services.insert(config.name, service);
+    }
+
     /// The process of a service dies (a crash, or someone ended it).
     pub fn crash(&self, name: &str) {
         let mut inner = self.inner.borrow_mut();
@@ -242,16 +285,34 @@ impl FakeSystem {
     pub fn reboot(&self) {
         let mut inner = self.inner.borrow_mut();
         inner.services.retain(|_, s| !s.marked_for_deletion);
+        inner.processes.clear();
         inner.boot += 1;
         let mut pid = inner.next_pid;
-        for s in inner.services.values_mut() {
+        let mut agent = None;
+        for (name, s) in inner.services.iter_mut() {
             (s.state, s.pid, s.stop_requested_at) = (RunState::Stopped, None, None);
             if s.config.automatic {
                 pid += 1;
                 (s.state, s.pid) = (RunState::Running, Some(pid));
+                if name == wmrender_contract::paths::AGENT_SERVICE {
+                    agent = Some(pid);
+                }
             }
         }
         inner.next_pid = pid;
+        drop(inner);
+        if let Some(pid) = agent {
+            self.record_agent_service(pid);
+        }
+    }
+
+    /// What the agent service writes when it starts (agent_service::record_running), for its process `pid`.
+    fn record_agent_service(&self, pid: u32) {
+        let program = self.local(&NodePath::known(wmrender_contract::paths::AGENT_EXE));
+        let sha256 = crate::digest::sha256_file(&program).unwrap_or_default();
+        let record = crate::agent_service::Running { pid, sha256 };
+        let path = self.local(&NodePath::known(wmrender_contract::paths::AGENT_RUNNING));
+        std::fs::write(path, serde_json::to_vec(&record).unwrap()).unwrap();
     }
 
     fn exists(&self, p: &NodePath) -> bool {
@@ -270,11 +331,13 @@ impl Inner {
 
     fn holder_of(&self, path: &NodePath) -> Option<String> {
         let same = |p: &NodePath| p.as_str().eq_ignore_ascii_case(path.as_str());
-        self.services
+        let service = self
+            .services
             .iter()
             .filter(|(_, s)| s.state != RunState::Stopped && s.pid.is_some())
             .find(|(_, s)| executable(&s.config.command).iter().chain(&s.holds).any(same))
-            .map(|(n, _)| n.clone())
+            .map(|(n, _)| n.clone());
+        service.or_else(|| self.processes.iter().find(|(_, p)| same(p)).map(|(pid, _)| format!("process {pid}")))
     }
 }
 
@@ -291,7 +354,7 @@ impl System for FakeSystem {
                 config.dependencies.clear();
             }
             let pid = if inner.wine_stop_quirks && s.state == RunState::StopPending { None } else { s.pid };
-            ServiceStatus { config, state: s.state, pid }
+            ServiceStatus { config, state: s.state, pid, marked: s.marked }
         };
         Ok(inner.services.get(name).map(shown))
     }
@@ -311,11 +374,22 @@ impl System for FakeSystem {
             stop,
             stop_requested_at: None,
             marked_for_deletion: false,
+            marked: true,
             holds,
         };
         inner.services.insert(config.name.clone(), service);
         inner.events.push(Event::Created(config.name.clone()));
         Ok(())
+    }
+
+    fn mark_service(&mut self, name: &str) -> SysResult<()> {
+        match self.inner.borrow_mut().services.get_mut(name) {
+            Some(s) => {
+                s.marked = true;
+                Ok(())
+            }
+            None => err(1060, "no such service"),
+        }
     }
 
     fn update_service(&mut self, config: &ServiceConfig) -> SysResult<()> {
@@ -372,6 +446,10 @@ impl System for FakeSystem {
             (s.state, s.pid) = (RunState::Running, Some(pid));
         }
         inner.events.push(Event::Started { name: name.into(), deps_not_running });
+        drop(inner);
+        if name == wmrender_contract::paths::AGENT_SERVICE {
+            self.record_agent_service(pid);
+        }
         Ok(())
     }
 
@@ -412,6 +490,10 @@ impl System for FakeSystem {
 
     fn kill_process(&mut self, pid: u32) -> SysResult<()> {
         let mut inner = self.inner.borrow_mut();
+        if inner.processes.remove(&pid).is_some() {
+            inner.events.push(Event::Killed(format!("process {pid}")));
+            return Ok(());
+        }
         let Some(name) = inner.services.iter().find(|(_, s)| s.pid == Some(pid)).map(|(n, _)| n.clone()) else {
             return err(87, format!("no process {pid}"));
         };
@@ -426,7 +508,28 @@ impl System for FakeSystem {
     }
 
     fn process_alive(&self, pid: u32) -> bool {
-        self.inner.borrow().services.values().any(|s| s.pid == Some(pid))
+        let inner = self.inner.borrow();
+        inner.services.values().any(|s| s.pid == Some(pid)) || inner.processes.contains_key(&pid)
+    }
+
+    fn processes_running(&self, programs: &[NodePath]) -> SysResult<Vec<(u32, NodePath)>> {
+        let inner = self.inner.borrow();
+        let wanted = |p: &NodePath| programs.iter().any(|w| w.as_str().eq_ignore_ascii_case(p.as_str()));
+        let mut out: Vec<(u32, NodePath)> =
+            inner.processes.iter().filter(|(_, p)| wanted(p)).map(|(pid, p)| (*pid, p.clone())).collect();
+        for s in inner.services.values().filter(|s| s.state != RunState::Stopped) {
+            if let (Some(pid), Some(exe)) = (s.pid, executable(&s.config.command))
+                && wanted(&exe)
+            {
+                out.push((pid, exe));
+            }
+        }
+        Ok(out)
+    }
+
+    fn current_process(&self) -> (u32, PathBuf) {
+        let inner = self.inner.borrow();
+        (inner.current.0, self.local(&inner.current.1))
     }
 
     fn machine_env(&self, name: &str) -> SysResult<Option<String>> {
@@ -499,6 +602,13 @@ impl System for FakeSystem {
         std::fs::rename(self.local(from), self.local(to)).map_err(|e| SysError(e.to_string()))?;
         self.inner.borrow_mut().events.push(Event::Replaced { from: from.clone(), to: to.clone() });
         Ok(())
+    }
+
+    fn remove_file(&mut self, path: &NodePath) -> SysResult<()> {
+        if let Some(holder) = self.inner.borrow().holder_of(path) {
+            return err(32, format!("{path} is in use by {holder}"));
+        }
+        std::fs::remove_file(self.local(path)).map_err(|e| SysError(e.to_string()))
     }
 
     fn sleep(&self, d: Duration) {

@@ -8,6 +8,7 @@ pub mod deconfigure;
 pub mod desired;
 pub mod digest;
 pub mod env;
+pub mod last_pass;
 pub mod lock;
 pub mod log;
 pub mod node_status;
@@ -20,6 +21,7 @@ pub mod state;
 pub mod steps;
 pub mod swap;
 pub mod system;
+pub mod tidy;
 pub mod timing;
 pub mod trusted_cas;
 

@@ -89,7 +89,7 @@ mod platform {
     pub fn run(timing: &Timing, foreground: bool) -> i32 {
         if foreground {
             let mut sys = WindowsSystem::new(timing.clone());
-            wmrender_node::run::run_loop(&mut sys, timing, &mut |d| {
+            let _ = wmrender_node::run::run_loop(&mut sys, timing, &mut |d| {
                 std::thread::sleep(d);
                 false
             });

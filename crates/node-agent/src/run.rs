@@ -1,6 +1,8 @@
 //! `wmrender-node run`: passes until told to stop, like WICD's loop. A converged node is checked again after the
 //! interval (a killed service is started again, an every-boot step redone after a reboot); a pending or failed
-//! pass is retried after 5 s, 10 s, 20 s … up to the back-off cap. A stop request ends the wait at once.
+//! pass is retried after 5 s, 10 s, 20 s … up to the back-off cap. A stop request ends the wait at once. When sync
+//! has replaced the agent's program under the running service, the loop ends after its pass so the new program
+//! takes over ([`crate::agent_service`]).
 
 use crate::apply::apply;
 use crate::log;
@@ -22,9 +24,18 @@ pub fn next_pause(status: ApplyStatus, failures: &mut u32, timing: &Timing) -> D
     pause
 }
 
+/// Why the loop ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// A stop or shutdown request.
+    Stopped,
+    /// Sync replaced the agent's program: the service ends so that the new one runs.
+    HandOver,
+}
+
 /// Runs passes until `wait` reports a stop request (it waits up to the given time and returns `true` when asked
-/// to stop). Returns the number of passes.
-pub fn run_loop(sys: &mut dyn System, timing: &Timing, wait: &mut dyn FnMut(Duration) -> bool) -> u64 {
+/// to stop), or until the program was replaced. Returns why it ended and the number of passes.
+pub fn run_loop(sys: &mut dyn System, timing: &Timing, wait: &mut dyn FnMut(Duration) -> bool) -> (Ended, u64) {
     let log_path = sys.local(&NodePath::known(log::LOG_FILE));
     let mut failures = 0;
     let mut passes = 0;
@@ -32,8 +43,15 @@ pub fn run_loop(sys: &mut dyn System, timing: &Timing, wait: &mut dyn FnMut(Dura
         let result = apply(sys, timing);
         passes += 1;
         log::append(&log_path, &result.to_line());
+        if crate::agent_service::replaced_under_me(sys) {
+            log::append(
+                &log_path,
+                "run: sync replaced this agent's program; the service ends for the new one to start",
+            );
+            return (Ended::HandOver, passes);
+        }
         if wait(next_pause(result.status, &mut failures, timing)) {
-            return passes;
+            return (Ended::Stopped, passes);
         }
     }
 }

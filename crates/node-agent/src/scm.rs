@@ -11,7 +11,10 @@ use wmrender_contract::{NodeVariable, Service};
 /// How long the SCM gets to notice a killed process.
 const AFTER_KILL: Duration = Duration::from_secs(10);
 
-/// The configuration a service must have: its command with the node values put in.
+/// The configuration a service must have: its command with the node values put in, and demand start. Only the
+/// agent's own service starts at boot; it starts the others in table order once its every-boot steps ran (WICD
+/// creates its services demand-start too): Windows starting kube-proxy at boot, before the network step and
+/// before hybrid-overlay rebuilt the HNS network, would run it with the last boot's source VIP.
 pub fn desired_config(service: &Service, vars: &NodeVars) -> Result<ServiceConfig, String> {
     if service.node_variables.contains(&NodeVariable::HostnameOverride) && vars.hostname_override.is_empty() {
         return Err(format!(
@@ -24,7 +27,7 @@ pub fn desired_config(service: &Service, vars: &NodeVars) -> Result<ServiceConfi
         command: substitute(&service.command, &vars.pairs(&service.node_variables)),
         description: service.description.clone(),
         dependencies: service.dependencies.clone(),
-        automatic: true,
+        automatic: false,
     })
 }
 

@@ -6,7 +6,7 @@ use crate::digest::DigestCache;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use wmrender_contract::NodePath;
+use wmrender_contract::{Actions, NodePath};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -35,6 +35,22 @@ pub struct AppliedState {
     pub reboot: Option<RebootWait>,
     #[serde(default)]
     pub digests: DigestCache,
+    /// The node's name as the last pass that got that far computed it: a pass that stops before (a step that fails
+    /// after a reboot) is still reported on its Node.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub node_name: String,
+    /// What the passes did since sync delivered the files now on the node.
+    #[serde(default)]
+    pub delivery: Delivery,
+}
+
+/// The passes' actions for one delivery: the node manifest's files, by
+/// [`wmrender_contract::NodeManifest::delivery_digest`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delivery {
+    pub manifest: String,
+    pub actions: Actions,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -45,6 +45,9 @@ pub struct ServiceStatus {
     pub state: RunState,
     /// The process id while the service runs.
     pub pid: Option<u32>,
+    /// The service carries wmrender's mark (a value the agent writes on the services it creates or adopts): with
+    /// the agent's own record, what allows it to delete a service.
+    pub marked: bool,
 }
 
 /// What a step script printed and how it ended.
@@ -71,8 +74,10 @@ pub trait System {
     /// `None` when no service of that name exists.
     fn service(&self, name: &str) -> SysResult<Option<ServiceStatus>>;
     /// Creates a service (own process, LocalSystem) with this configuration and the recovery actions that restart
-    /// it when its process dies.
+    /// it when its process dies, and marks it as wmrender's.
     fn create_service(&mut self, config: &ServiceConfig) -> SysResult<()>;
+    /// Marks an existing service as wmrender's (one the agent adopts).
+    fn mark_service(&mut self, name: &str) -> SysResult<()>;
     /// Changes an existing service's command, description, dependencies and start type, and sets the recovery
     /// actions again.
     fn update_service(&mut self, config: &ServiceConfig) -> SysResult<()>;
@@ -87,6 +92,10 @@ pub trait System {
     /// Whether a process still runs. Wine's SCM goes on reporting a service whose process was killed as running
     /// (or stop-pending); what counts is the process.
     fn process_alive(&self, pid: u32) -> bool;
+    /// The processes running one of these programs (compared without case), as (pid, program).
+    fn processes_running(&self, programs: &[NodePath]) -> SysResult<Vec<(u32, NodePath)>>;
+    /// This process: its id and the program it runs.
+    fn current_process(&self) -> (u32, PathBuf);
 
     /// A machine-level environment variable (HKLM), `None` when unset.
     fn machine_env(&self, name: &str) -> SysResult<Option<String>>;
@@ -117,6 +126,11 @@ pub trait System {
     fn replace_file(&mut self, from: &NodePath, to: &NodePath) -> SysResult<()> {
         std::fs::rename(self.local(from), self.local(to))
             .map_err(|e| SysError(format!("cannot move {from} to {to}: {e}")))
+    }
+
+    /// Deletes a file. Windows refuses to delete the executable of a running process.
+    fn remove_file(&mut self, path: &NodePath) -> SysResult<()> {
+        std::fs::remove_file(self.local(path)).map_err(|e| SysError(format!("cannot remove {path}: {e}")))
     }
 
     fn sleep(&self, d: Duration);

@@ -8,8 +8,8 @@ use crate::timing::Timing;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use wmrender_contract::{
-    ApplyResult, ApplyStatus, FileKind, Journal, NodeFile, NodeManifest, NodeNameSource, NodePath, NodeSettings,
-    NodeVariable, STAGED_SUFFIX, Service, ServicesFile, Step, When, paths, sha256_hex,
+    Actions, ApplyResult, ApplyStatus, FileKind, Journal, NodeFile, NodeManifest, NodeNameSource, NodePath,
+    NodeSettings, NodeVariable, STAGED_SUFFIX, Service, ServicesFile, Step, When, paths, sha256_hex,
 };
 
 const CONTAINERS: &str = r"C:\k\wmrender\steps\containers.ps1";
@@ -30,8 +30,10 @@ fn svc(name: &str, exe: &str, args: &str, deps: &[&str]) -> Service {
         files: vec![],
         binaries: vec![np(exe)],
         secrets: vec![],
+        reloads: vec![],
         requires: vec![],
         pre_start: None,
+        optional: false,
     }
 }
 
@@ -85,6 +87,8 @@ impl Node {
                     when: When::OnDemand,
                 },
             ],
+            rename_to_machine: None,
+            rotated_files: vec![],
         };
         let node = Node {
             sys: FakeSystem::new(),
@@ -191,7 +195,8 @@ fn first_pass_creates_every_service_and_starts_them_in_dependency_order() {
             command: r"C:\k\kube-log-runner.exe -log-file=C:\var\log\kubelet\kubelet.log C:\k\kubelet.exe --config=C:\k\kubelet.conf --node-ip=10.0.0.5".into(),
             description: "OpenShift managed kubelet (wmrender)".into(),
             dependencies: vec!["containerd".into()],
-            automatic: true,
+            // Demand start: only the agent's own service starts at boot, and it starts the others in order.
+            automatic: false,
         }
     );
     assert_eq!(
@@ -215,7 +220,9 @@ fn first_pass_creates_every_service_and_starts_them_in_dependency_order() {
 
 #[test]
 fn a_second_pass_changes_nothing() {
-    let mut node = Node::new().converged();
+    let mut node = Node::new();
+    let first = node.apply();
+    node.sys.clear_events();
     let r = node.apply();
     // The pass says which boot it ran in, the bundle it converged to, and (the fake's kubeconfig being no real
     // one) that it reported nothing on a Node.
@@ -227,9 +234,11 @@ fn a_second_pass_changes_nothing() {
             status: ApplyStatus::Converged,
             node_name: "win-node-1".into(),
             node_ip: "10.0.0.5".into(),
-            boot_id: r.boot_id.clone(),
-            bundle: r.bundle.clone(),
-            node_report: r.node_report.clone(),
+            boot_id: first.boot_id.clone(),
+            bundle: first.bundle.clone(),
+            node_report: first.node_report.clone(),
+            // Still the first pass's work: the files on the node are the same delivery.
+            since_delivery: Actions::of(&first),
             ..ApplyResult::default()
         }
     );
@@ -777,7 +786,7 @@ fn the_run_loop_backs_off_while_pending_and_finishes_after_the_reboot() {
     let mut pauses = vec![];
     let sys = &node.sys;
     // A second handle on the same fake, so the loop's wait can reboot it.
-    let passes = crate::run::run_loop(&mut sys.clone(), &timing, &mut |d| {
+    let (_, passes) = crate::run::run_loop(&mut sys.clone(), &timing, &mut |d| {
         pauses.push(d);
         match pauses.len() {
             1 | 2 => false,
@@ -991,4 +1000,317 @@ fn deconfigure_reports_a_failed_hns_step_keeps_the_bundle_and_a_second_run_finis
     assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
     assert_eq!(r.deleted, [paths::AGENT_SERVICE]);
     assert!(node.sys.service_names().is_empty());
+}
+
+#[test]
+fn only_the_agent_starts_at_boot_and_it_starts_the_others_in_order_after_its_every_boot_steps() {
+    let mut node = Node::new();
+    node.settings.steps.push(Step {
+        name: "routes".into(),
+        script: np(r"C:\k\wmrender\steps\routes.ps1"),
+        args: vec![],
+        when: When::EveryBoot,
+    });
+    node.write(r"C:\k\wmrender\steps\routes.ps1", "routes");
+    node.sys.script(r"C:\k\wmrender\steps\routes.ps1", 0, OK);
+    let mut node = node.converged();
+    for name in ALL {
+        assert!(!node.sys.status(name).unwrap().config.automatic, "{name} starts on demand");
+    }
+    node.sys.reboot();
+    // At boot Windows starts only the agent's service.
+    assert_eq!(node.sys.state_of("kube-proxy"), Some(RunState::Stopped));
+    assert_eq!(node.sys.state_of(paths::AGENT_SERVICE), Some(RunState::Running));
+    node.sys.clear_events();
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    let events = node.sys.events();
+    let routes = position(&events, &Event::Script { script: np(r"C:\k\wmrender\steps\routes.ps1"), args: vec![] });
+    let network = events
+        .iter()
+        .position(|e| matches!(e, Event::Script { script, .. } if *script == np(NETWORK)))
+        .expect("the network step");
+    let start = |n: &str| position(&events, &Event::Started { name: n.into(), deps_not_running: vec![] });
+    assert!(ALL.iter().all(|n| routes < start(n)), "{events:#?}");
+    assert!(start("hybrid-overlay-node") < network && network < start("kube-proxy"), "{events:#?}");
+    assert_eq!(started(&events), ALL, "in table order");
+}
+
+#[test]
+fn services_started_at_boot_by_an_older_agent_are_switched_to_demand_start_without_a_restart() {
+    let mut node = Node::new().converged();
+    for name in ALL {
+        let mut config = node.sys.status(name).unwrap().config;
+        config.automatic = true;
+        node.sys.update_service(&config).unwrap();
+    }
+    node.sys.clear_events();
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!(r.updated, ALL);
+    assert!(r.restarted.is_empty() && stop_requests(&node.sys.events()).is_empty(), "{r:#?}");
+}
+
+#[test]
+fn an_optional_service_that_lacks_a_file_or_fails_to_start_is_left_out_and_the_node_converges() {
+    let mut node = Node::new();
+    node.service_mut("windows_exporter").optional = true;
+    // A required service never depends on an optional one: the table refuses it.
+    node.remove(r"C:\k\tls\web.yaml");
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!(r.degraded, [r"windows_exporter: C:\k\tls\web.yaml is not on the node"]);
+    assert!(node.sys.status("windows_exporter").is_none(), "not created");
+    for name in ["containerd", "kubelet", "hybrid-overlay-node", "kube-proxy"] {
+        assert_eq!(node.sys.state_of(name), Some(RunState::Running), "{name}");
+    }
+    // Its file delivered, it is set up; a start that fails is its own problem too.
+    node.write(r"C:\k\tls\web.yaml", "v1");
+    node.remove(r"C:\k\windows_exporter.exe");
+    let mut staged = np(r"C:\k\windows_exporter.exe");
+    node.manifest.files.push(NodeFile {
+        path: staged.clone(),
+        sha256: sha256_hex(b"v2"),
+        size: 2,
+        kind: FileKind::Payload,
+        staged: true,
+    });
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert!(r.degraded[0].starts_with(r"windows_exporter: C:\k\windows_exporter.exe"), "{r:#?}");
+    assert!(r.missing.is_empty(), "{r:#?}");
+    staged = staged.with_suffix(STAGED_SUFFIX).unwrap();
+    node.write(staged.as_str(), "v2");
+    let r = node.apply();
+    assert_eq!((r.status, r.degraded.len()), (ApplyStatus::Converged, 0), "{r:#?}");
+    assert_eq!(r.created, ["windows_exporter"]);
+    // A required service lacking a file still fails the pass, before anything is stopped.
+    node.remove(r"C:\k\kubelet.conf");
+    node.sys.clear_events();
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Failed, "{r:#?}");
+    assert_eq!(r.missing, [r"C:\k\kubelet.conf"]);
+    assert_eq!(node.sys.events(), []);
+}
+
+#[test]
+fn a_credential_the_service_reloads_restarts_nothing_and_one_it_reads_at_start_restarts_it() {
+    let mut node = Node::new();
+    node.service_mut("kubelet").reloads = vec![np(r"C:\k\kubelet-ca.crt")];
+    node.service_mut("hybrid-overlay-node").secrets = vec![np(r"C:\k\bootstrap-ca.crt")];
+    node.write(r"C:\k\kubelet-ca.crt", "ca 1");
+    node.write(r"C:\k\bootstrap-ca.crt", "ca 1");
+    let mut node = node.converged();
+    node.write(r"C:\k\kubelet-ca.crt", "ca 2");
+    let r = node.apply();
+    assert_eq!((r.status, r.restarted.len()), (ApplyStatus::Converged, 0), "{r:#?}");
+    assert_eq!(node.sys.events(), []);
+    node.write(r"C:\k\bootstrap-ca.crt", "ca 2");
+    let r = node.apply();
+    assert_eq!(r.restarted, ["hybrid-overlay-node", "kube-proxy"], "{r:#?}");
+    // A reloaded credential must be there all the same.
+    node.remove(r"C:\k\kubelet-ca.crt");
+    let r = node.apply();
+    assert_eq!(r.missing, [r"C:\k\kubelet-ca.crt"], "{r:#?}");
+}
+
+#[test]
+fn a_service_in_the_agents_record_without_wmrenders_mark_is_never_deleted() {
+    let mut node = Node::new().converged();
+    let foreign = ServiceConfig {
+        name: "bystander".into(),
+        command: r"C:\k\kubelet.exe".into(),
+        description: "OpenShift managed bystander (wmrender)".into(),
+        dependencies: vec![],
+        automatic: true,
+    };
+    node.sys.add_foreign_service(foreign);
+    let mut state = node.state();
+    state.owned.insert("bystander".into());
+    state.save(&node.sys.local(&np(paths::APPLIED_STATE))).unwrap();
+    let r = node.apply();
+    assert!(r.deleted.is_empty(), "{r:#?}");
+    assert_eq!(node.sys.state_of("bystander"), Some(RunState::Running));
+    assert!(!node.state().owned.contains("bystander"), "taken off the record");
+    let r = crate::deconfigure::deconfigure(&mut node.sys, &node.timing);
+    assert!(!r.deleted.contains(&"bystander".to_string()), "{r:#?}");
+    assert!(node.sys.status("bystander").is_some());
+}
+
+#[test]
+fn a_replaced_agent_hands_over_its_service_and_its_old_copy_goes() {
+    let mut node = Node::new().converged();
+    let first = node.sys.status(paths::AGENT_SERVICE).unwrap().pid.unwrap();
+    // Sync sets the running agent aside and puts a new one in place.
+    let aside = np(r"C:\k\wmrender\wmrender-node.exe.wmrender-old");
+    node.write(aside.as_str(), "agent");
+    node.write(paths::AGENT_EXE, "agent 2");
+    node.sys.clear_events();
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!(r.restarted, [paths::AGENT_SERVICE], "{r:#?}");
+    assert!(r.since_delivery.restarted.contains(&paths::AGENT_SERVICE.to_string()));
+    let second = node.sys.status(paths::AGENT_SERVICE).unwrap().pid.unwrap();
+    assert_ne!(first, second);
+    assert!(!node.sys.local(&aside).exists(), "the old copy goes once nothing runs it");
+    // Same program: nothing to hand over.
+    node.sys.clear_events();
+    assert!(node.apply().restarted.is_empty());
+    assert_eq!(node.sys.events(), []);
+    // The service's own pass finds its program replaced: its loop ends for the new one to start.
+    node.sys.set_current_pid(second);
+    assert!(!crate::agent_service::replaced_under_me(&node.sys));
+    node.write(paths::AGENT_EXE, "agent 3");
+    assert!(crate::agent_service::replaced_under_me(&node.sys));
+    let (ended, passes) = crate::run::run_loop(&mut node.sys.clone(), &node.timing, &mut |_| false);
+    assert_eq!((ended, passes), (crate::run::Ended::HandOver, 1));
+    // A copy still run by a process stays, and goes once that process ended.
+    node.write(aside.as_str(), "agent 2");
+    let old = node.sys.spawn(aside.as_str());
+    node.sys.set_current_pid(1);
+    node.apply();
+    assert!(node.sys.local(&aside).exists());
+    node.sys.kill_process(old).unwrap();
+    node.apply();
+    assert!(!node.sys.local(&aside).exists());
+}
+
+#[test]
+fn deconfigure_ends_what_still_runs_the_services_programs_and_clears_host_local_state() {
+    let mut node = Node::new().converged();
+    let shim = node.sys.spawn(r"C:\k\containerd\containerd.exe");
+    let stranger = node.sys.spawn(r"C:\Windows\notepad.exe");
+    node.write(r"C:\var\lib\cni\networks\cbr0\10.132.0.5", "container-1");
+    let r = crate::deconfigure::deconfigure(&mut node.sys, &node.timing);
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert_eq!(r.killed, [format!("containerd.exe (pid {shim})")]);
+    assert!(!node.sys.process_alive(shim) && node.sys.process_alive(stranger));
+    assert!(!node.sys.local(&np(paths::CNI_STATE_DIR)).exists());
+}
+
+#[test]
+fn a_machines_host_is_renamed_to_the_machine_before_any_step_or_service_and_waits_for_the_reboot() {
+    const RENAME: &str = r"C:\k\wmrender\steps\rename-host.ps1";
+    let mut node = Node::new();
+    node.settings.steps.push(Step {
+        name: "rename-host".into(),
+        script: np(RENAME),
+        args: vec!["-MachineName".into(), "MACHINE_NAME".into()],
+        when: When::OnDemand,
+    });
+    node.settings.rename_to_machine = Some("rename-host".into());
+    node.write(RENAME, "rename");
+    node.sys.script(RENAME, 0, "{\"ok\":true,\"rebootRequired\":true}");
+    node.sys.script(RENAME, 0, OK);
+    // No machine.json: a BYOH host keeps its name.
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert!(!r.steps.contains(&"rename-host".to_string()));
+    // A Machine's instance: renamed first, then nothing until Windows restarts.
+    let mut node = Node::new();
+    node.settings = node.settings.clone();
+    node.settings.steps.push(Step {
+        name: "rename-host".into(),
+        script: np(RENAME),
+        args: vec!["-MachineName".into(), "MACHINE_NAME".into()],
+        when: When::OnDemand,
+    });
+    node.settings.rename_to_machine = Some("rename-host".into());
+    node.write(RENAME, "rename");
+    node.sys.script(RENAME, 0, "{\"ok\":true,\"rebootRequired\":true}");
+    node.sys.script(RENAME, 0, OK);
+    node.write(paths::MACHINE, r#"{"machine":"winwork-x7k2p"}"#);
+    let r = node.apply();
+    assert_eq!((r.status, r.reboot_required), (ApplyStatus::Pending, true), "{r:#?}");
+    assert_eq!(r.steps, ["rename-host"]);
+    let events = node.sys.events();
+    assert_eq!(
+        events[0],
+        Event::Script { script: np(RENAME), args: vec!["-MachineName".into(), "winwork-x7k2p".into()] }
+    );
+    assert!(started(&events).iter().all(|s| s == paths::AGENT_SERVICE), "{events:#?}");
+    // Same boot: still waiting. After the reboot: not renamed again, the node converges.
+    assert!(node.apply().reboot_required);
+    node.sys.reboot();
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert!(!r.steps.contains(&"rename-host".to_string()));
+    // A Machine name Windows cannot take is refused, never passed on.
+    node.write(paths::MACHINE, r#"{"machine":"x & calc"}"#);
+    let r = node.apply();
+    assert!(r.errors[0].contains("not a Windows host name"), "{r:#?}");
+}
+
+#[test]
+fn every_pass_steps_run_on_every_pass_and_old_rotated_files_go() {
+    let mut node = Node::new();
+    node.settings.steps.push(Step {
+        name: "defender".into(),
+        script: np(r"C:\k\wmrender\steps\defender.ps1"),
+        args: vec![],
+        when: When::EveryPass,
+    });
+    node.write(r"C:\k\wmrender\steps\defender.ps1", "defender");
+    node.sys.script(r"C:\k\wmrender\steps\defender.ps1", 0, OK);
+    node.settings.rotated_files = vec![wmrender_contract::RotatedFiles {
+        directory: np(r"C:\k\cni\config"),
+        prefix: "ovnkube-client-".into(),
+        suffix: ".pem".into(),
+        keep: 2,
+        keep_always: vec!["ovnkube-client-current.pem".into()],
+    }];
+    for (i, name) in ["a", "b", "c", "current"].iter().enumerate() {
+        let path = format!(r"C:\k\cni\config\ovnkube-client-{name}.pem");
+        node.write(&path, name);
+        let when = std::time::SystemTime::now() - Duration::from_secs(3600 * (10 - i as u64));
+        std::fs::File::options().write(true).open(node.sys.local(&np(&path))).unwrap().set_modified(when).unwrap();
+    }
+    assert!(node.apply().steps.contains(&"defender".to_string()));
+    assert!(node.apply().steps.contains(&"defender".to_string()), "again on the next pass");
+    let dir = node.sys.local(&np(r"C:\k\cni\config"));
+    let mut left: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    left.sort();
+    assert_eq!(left, ["ovnkube-client-b.pem", "ovnkube-client-c.pem", "ovnkube-client-current.pem"]);
+}
+
+#[test]
+fn a_pass_that_stops_early_is_reported_under_the_last_known_name_and_written_for_sync() {
+    let mut node = Node::new().converged();
+    node.sys.clear_script(CONTAINERS);
+    node.write(CONTAINERS, "a new script");
+    node.sys.script(CONTAINERS, 1, "{\"ok\":false,\"error\":\"DISM failed\"}");
+    let r = node.apply();
+    assert_eq!(r.status, ApplyStatus::Failed, "{r:#?}");
+    assert_eq!(r.node_name, "win-node-1", "the name the last pass computed");
+    let last = std::fs::read_to_string(node.sys.local(&np(paths::LAST_PASS))).unwrap();
+    assert_eq!(ApplyResult::from_stdout(&last).unwrap(), r);
+}
+
+#[test]
+fn what_passes_did_since_the_delivery_adds_up_until_the_next_delivery() {
+    let mut node = Node::new().converged();
+    node.write(r"C:\k\kube-proxy.conf", "v2");
+    node.manifest.files.push(NodeFile {
+        path: np(r"C:\k\kube-proxy.conf"),
+        sha256: sha256_hex(b"v2"),
+        size: 2,
+        kind: FileKind::Bundle,
+        staged: false,
+    });
+    // The agent service's pass applies the delivery; sync's apply comes after and has nothing left to do.
+    let service_pass = node.apply();
+    assert_eq!(service_pass.restarted, ["kube-proxy"]);
+    let syncs_apply = node.apply();
+    assert!(syncs_apply.restarted.is_empty());
+    assert_eq!(syncs_apply.since_delivery.restarted, ["kube-proxy"]);
+    // A new delivery starts again.
+    node.manifest.files.push(NodeFile {
+        path: np(r"C:\k\kubelet.conf"),
+        sha256: sha256_hex(br"C:\k\kubelet.conf v1"),
+        size: 1,
+        kind: FileKind::Bundle,
+        staged: false,
+    });
+    assert!(node.apply().since_delivery.restarted.is_empty());
 }

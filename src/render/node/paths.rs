@@ -26,6 +26,8 @@ pub const DEFENDER_PS1: &str = r"C:\k\wmrender\windows-defender-exclusion.ps1";
 pub const GCP_HOSTNAME_PS1: &str = r"C:\k\wmrender\gcp-get-hostname.ps1";
 pub const AWS_HOSTNAME_PS1: &str = r"C:\k\wmrender\aws-get-hostname.ps1";
 pub const AWS_ROUTES_PS1: &str = r"C:\k\wmrender\aws-routes.ps1";
+/// vSphere and Nutanix only: renames a Machine's host to the Machine's name.
+pub const RENAME_HOST_PS1: &str = r"C:\k\wmrender\rename-host.ps1";
 /// Run only by `wmrender-node deconfigure`.
 pub const REMOVE_HNS_NETWORKS_PS1: &str = r"C:\k\wmrender\remove-hns-networks.ps1";
 pub const EXPORTER_WEBCONFIG: &str = r"C:\k\tls\windows-exporter-webconfig.yaml";

@@ -83,5 +83,8 @@ pub fn static_files(plan: &Plan) -> Vec<Artifact> {
         }
         _ => {}
     }
+    if super::settings::renames_hosts(plan) {
+        files.push(fixed(paths::RENAME_HOST_PS1, "rename-host.ps1.j2"));
+    }
     files
 }

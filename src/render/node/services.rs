@@ -1,8 +1,12 @@
-//! The Windows services, in WMCO's order and with its dependencies and command lines (reference
-//! wmco-node-artifacts §3.1, §4, §5.1, §6.1), as one reviewable file, `C:\k\wmrender\services.json`, that the
-//! node agent converges the Service Control Manager to. Each service also names the bundle files whose change
-//! restarts it, the payload binaries it runs, the credentials `sync` delivers for it, the files the cluster must
-//! create before it can start, and the step that prepares it. The types are the node contract's.
+//! The Windows services, with WMCO's dependencies and command lines (reference wmco-node-artifacts §3.1, §4, §5.1,
+//! §6.1), as one reviewable file, `C:\k\wmrender\services.json`, that the node agent converges the Service Control
+//! Manager to. The table order is the start order: first the services the node needs to join (containerd, kubelet,
+//! hybrid-overlay-node, kube-proxy, on Azure cloud-node-manager), then the optional ones (windows_exporter,
+//! csi-proxy), whose problems the agent reports without holding the others back (in WMCO the exporter cannot block
+//! kubelet either). Each service also names the bundle files whose change restarts it, the payload binaries it
+//! runs, the credentials `sync` delivers for it (those it reads again by itself while it runs apart: a new one needs
+//! no restart), the files the cluster must create before it can start, and the step that prepares it. The types are
+//! the node contract's.
 
 use super::paths::{self, node};
 use super::settings::NETWORK_STEP;
@@ -20,8 +24,10 @@ fn service(name: &str, command: String) -> Service {
         files: vec![],
         binaries: vec![],
         secrets: vec![],
+        reloads: vec![],
         requires: vec![],
         pre_start: None,
+        optional: false,
     }
 }
 
@@ -82,7 +88,10 @@ pub fn services(plan: &Plan) -> Vec<Service> {
     kubelet.node_variables = kubelet_vars;
     kubelet.files = nodes(&kubelet_files);
     kubelet.binaries = nodes(&kubelet_binaries);
-    kubelet.secrets = nodes(&[paths::BOOTSTRAP_KUBECONFIG, paths::KUBELET_CA]);
+    // kubelet reloads its client CA file (`authentication.x509.clientCAFile`) while it runs, as WMCO relies on when
+    // it updates the kubelet CA, and reads the bootstrap kubeconfig only when it has no valid client certificate:
+    // a new one of either needs no restart.
+    kubelet.reloads = nodes(&[paths::BOOTSTRAP_KUBECONFIG, paths::KUBELET_CA]);
     all.push(kubelet);
 
     // WMCO starts only containerd and kubelet at first boot; everything below waits for the Node to exist, which
@@ -96,9 +105,12 @@ pub fn services(plan: &Plan) -> Vec<Service> {
     );
     exporter.files = nodes(&[paths::EXPORTER_WEBCONFIG]);
     exporter.binaries = nodes(&[r"C:\k\windows_exporter.exe"]);
-    exporter.secrets = nodes(&[paths::EXPORTER_TLS_CERT, paths::EXPORTER_TLS_KEY]);
+    // windows_exporter's web configuration (exporter-toolkit) loads the certificate and key again for new
+    // connections: the cluster's service CA renews them without a restart.
+    exporter.reloads = nodes(&[paths::EXPORTER_TLS_CERT, paths::EXPORTER_TLS_KEY]);
     exporter.requires = nodes(&[paths::KUBECONFIG]);
-    all.push(exporter);
+    // Monitoring: the node works without it.
+    exporter.optional = true;
 
     let mut hybrid = format!(
         r"C:\k\hybrid-overlay-node.exe --node {} --bootstrap-kubeconfig={} --cert-dir=C:\k\cni\config --cert-duration=24h --windows-service --logfile C:\var\log\hybrid-overlay\hybrid-overlay.log --k8s-apiserver={} --k8s-cacert {}",
@@ -114,6 +126,8 @@ pub fn services(plan: &Plan) -> Vec<Service> {
     hybrid.dependencies = vec!["kubelet".into()];
     hybrid.node_variables = vec![NodeVariable::NodeName];
     hybrid.binaries = nodes(&[r"C:\k\hybrid-overlay-node.exe"]);
+    // Read once at start (`--k8s-cacert`): a new bootstrap CA restarts hybrid-overlay-node, and kube-proxy with it
+    // (a networking restart, which sync does only on a drained node).
     hybrid.secrets = nodes(&[paths::BOOTSTRAP_CA]);
     hybrid.requires = nodes(&[paths::KUBECONFIG]);
     all.push(hybrid);
@@ -125,7 +139,8 @@ pub fn services(plan: &Plan) -> Vec<Service> {
     );
     csi.binaries = nodes(&[r"C:\k\csi-proxy.exe"]);
     csi.requires = nodes(&[paths::KUBECONFIG]);
-    all.push(csi);
+    // A storage helper: only pods with CSI volumes need it.
+    csi.optional = true;
 
     let mut proxy = service(
         "kube-proxy",
@@ -167,6 +182,9 @@ pub fn services(plan: &Plan) -> Vec<Service> {
         cnm.requires.dedup();
         all.push(cnm);
     }
+    // The optional services last: the table order is the start order.
+    all.push(exporter);
+    all.push(csi);
     all
 }
 

@@ -10,9 +10,10 @@ use windows_sys::Win32::System::SystemInformation::{
     ComputerNamePhysicalDnsFullyQualified, ComputerNamePhysicalDnsHostname, GetComputerNameExW, GetTickCount64,
 };
 use windows_sys::Win32::System::Threading::{
-    GetExitCodeProcess, GetProcessTimes, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_TERMINATE,
-    TerminateProcess,
+    GetExitCodeProcess, GetProcessTimes, OpenProcess, PROCESS_NAME_WIN32, PROCESS_QUERY_LIMITED_INFORMATION,
+    PROCESS_TERMINATE, QueryFullProcessImageNameW, TerminateProcess,
 };
+use wmrender_contract::NodePath;
 
 pub fn dns_host_name(fully_qualified: bool) -> SysResult<String> {
     let kind = if fully_qualified { ComputerNamePhysicalDnsFullyQualified } else { ComputerNamePhysicalDnsHostname };
@@ -87,6 +88,55 @@ fn scm_start_time() -> Option<u64> {
         CloseHandle(h);
         let t = (u64::from(created.dwHighDateTime) << 32) | u64::from(created.dwLowDateTime);
         (ok != 0 && t != 0).then_some(t)
+    }
+}
+
+/// The program a process runs (its full path), `None` when it cannot be opened.
+fn process_image(pid: u32) -> Option<String> {
+    // SAFETY: plain Win32 calls on a handle this function opens and closes, with a buffer of the size given.
+    unsafe {
+        let h = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
+        if h.is_null() {
+            return None;
+        }
+        let mut buf = vec![0u16; 1024];
+        let mut len = buf.len() as u32;
+        let ok = QueryFullProcessImageNameW(h, PROCESS_NAME_WIN32, buf.as_mut_ptr(), &mut len);
+        CloseHandle(h);
+        (ok != 0).then(|| String::from_utf16_lossy(&buf[..(len as usize).min(buf.len())]))
+    }
+}
+
+/// Every process whose program is one of `programs` (compared without case).
+pub fn processes_running(programs: &[NodePath]) -> SysResult<Vec<(u32, NodePath)>> {
+    let mut out = Vec::new();
+    for pid in process_ids()? {
+        let Some(image) = process_image(pid) else { continue };
+        if let Some(p) = programs.iter().find(|p| p.as_str().eq_ignore_ascii_case(&image)) {
+            out.push((pid, p.clone()));
+        }
+    }
+    Ok(out)
+}
+
+/// The ids of every process, from a Toolhelp snapshot.
+fn process_ids() -> SysResult<Vec<u32>> {
+    // SAFETY: the snapshot handle is closed before returning; the entry is plain data with its size set.
+    unsafe {
+        let snap = CreateToolhelp32Snapshot(TH32CS_SNAPPROCESS, 0);
+        if snap == INVALID_HANDLE_VALUE {
+            return Err(SysError(format!("cannot list processes: {}", std::io::Error::last_os_error())));
+        }
+        let mut entry: PROCESSENTRY32W = std::mem::zeroed();
+        entry.dwSize = std::mem::size_of::<PROCESSENTRY32W>() as u32;
+        let mut ids = Vec::new();
+        let mut more = Process32FirstW(snap, &mut entry) != 0;
+        while more {
+            ids.push(entry.th32ProcessID);
+            more = Process32NextW(snap, &mut entry) != 0;
+        }
+        CloseHandle(snap);
+        Ok(ids)
     }
 }
 

@@ -44,6 +44,10 @@ impl System for WindowsSystem {
         scm::update(config)
     }
 
+    fn mark_service(&mut self, name: &str) -> SysResult<()> {
+        registry::mark_service(name)
+    }
+
     fn delete_service(&mut self, name: &str) -> SysResult<()> {
         scm::delete(name)
     }
@@ -62,6 +66,18 @@ impl System for WindowsSystem {
 
     fn process_alive(&self, pid: u32) -> bool {
         host::process_alive(pid)
+    }
+
+    fn processes_running(&self, programs: &[NodePath]) -> SysResult<Vec<(u32, NodePath)>> {
+        host::processes_running(programs)
+    }
+
+    fn current_process(&self) -> (u32, PathBuf) {
+        (
+            std::process::id(),
+            std::env::current_exe()
+                .unwrap_or_else(|_| self.local(&NodePath::known(wmrender_contract::paths::AGENT_EXE))),
+        )
     }
 
     fn machine_env(&self, name: &str) -> SysResult<Option<String>> {

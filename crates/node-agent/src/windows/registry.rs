@@ -38,13 +38,35 @@ pub fn set_machine_env(name: &str, value: Option<&str>) -> SysResult<()> {
     }
 }
 
-/// A service's `Description` and `DependOnService` as the SCM stored them. Read here because Wine's
+/// wmrender's mark on a service: a value in the service's registry key, beside what the SCM stores. Only an
+/// administrator can write there, as only an administrator can create services.
+const MARK_VALUE: &str = "WmrenderManaged";
+const MARK: &str = "wmrender-node";
+
+/// What the registry holds of a service besides what `QueryServiceConfig` returns.
+pub struct ServiceKey {
+    pub description: String,
+    pub dependencies: Vec<String>,
+    /// wmrender's mark.
+    pub marked: bool,
+}
+
+/// A service's `Description`, `DependOnService` and wmrender's mark as stored. Read here because Wine's
 /// `QueryServiceConfig` returns no dependencies although it stores them.
-pub fn service_description_and_dependencies(name: &str) -> SysResult<(String, Vec<String>)> {
+pub fn service_key(name: &str) -> SysResult<ServiceKey> {
     let key = RegKey::predef(HKEY_LOCAL_MACHINE)
         .open_subkey_with_flags(format!(r"{SERVICES_KEY}\{name}"), KEY_READ)
         .map_err(|e| err(format!("cannot open the registry key of service `{name}`"), e))?;
     let description = key.get_value::<String, _>("Description").unwrap_or_default();
     let dependencies: Vec<String> = key.get_value::<Vec<String>, _>("DependOnService").unwrap_or_default();
-    Ok((description, dependencies.into_iter().filter(|d| !d.is_empty()).collect()))
+    let marked = key.get_value::<String, _>(MARK_VALUE).is_ok_and(|v| v == MARK);
+    Ok(ServiceKey { description, dependencies: dependencies.into_iter().filter(|d| !d.is_empty()).collect(), marked })
+}
+
+/// Puts wmrender's mark on a service.
+pub fn mark_service(name: &str) -> SysResult<()> {
+    let key = RegKey::predef(HKEY_LOCAL_MACHINE)
+        .open_subkey_with_flags(format!(r"{SERVICES_KEY}\{name}"), KEY_READ | KEY_SET_VALUE)
+        .map_err(|e| err(format!("cannot open the registry key of service `{name}`"), e))?;
+    key.set_value(MARK_VALUE, &MARK).map_err(|e| err(format!("cannot mark service `{name}` as wmrender's"), e))
 }

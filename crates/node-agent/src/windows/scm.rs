@@ -50,7 +50,7 @@ pub fn query(name: &str) -> SysResult<Option<ServiceStatus>> {
     };
     let config = svc.query_config().map_err(|e| err(format!("cannot read the configuration of `{name}`"), e))?;
     let status = svc.query_status().map_err(|e| err(format!("cannot read the state of `{name}`"), e))?;
-    let (description, dependencies) = registry::service_description_and_dependencies(name)?;
+    let stored = registry::service_key(name)?;
     let mut state = match status.current_state {
         ServiceState::Stopped => RunState::Stopped,
         ServiceState::StartPending => RunState::StartPending,
@@ -71,12 +71,13 @@ pub fn query(name: &str) -> SysResult<Option<ServiceStatus>> {
         config: ServiceConfig {
             name: name.into(),
             command: config.executable_path.to_string_lossy().into_owned(),
-            description,
-            dependencies,
+            description: stored.description,
+            dependencies: stored.dependencies,
             automatic: config.start_type == ServiceStartType::AutoStart,
         },
         state,
         pid,
+        marked: stored.marked,
     }))
 }
 
@@ -103,6 +104,7 @@ pub fn create(config: &ServiceConfig) -> SysResult<()> {
     let svc = manager()?
         .create_service(&info(config), CHANGE)
         .map_err(|e| err(format!("cannot create service `{}`", config.name), e))?;
+    registry::mark_service(&config.name)?;
     finish_config(&svc, config)
 }
 

@@ -2,7 +2,7 @@
 //! runs the loop of run.rs until a stop or shutdown request, which ends the current wait at once.
 
 use super::WindowsSystem;
-use crate::run::run_loop;
+use crate::run::{Ended, run_loop};
 use crate::timing::Timing;
 use std::ffi::OsString;
 use std::sync::{OnceLock, mpsc};
@@ -43,6 +43,10 @@ pub fn dispatch(timing: Timing) -> Result<(), DispatchError> {
     })
 }
 
+/// The service-specific exit code of a service that ends to hand over to a new agent: not 0, so the SCM's recovery
+/// actions (restart after 5 s; set for non-crash failures too) start the new program.
+const HAND_OVER: u32 = 1;
+
 fn status(state: ServiceState, accept: ServiceControlAccept) -> ServiceStatus {
     ServiceStatus {
         service_type: ServiceType::OWN_PROCESS,
@@ -67,13 +71,19 @@ fn service_main(_arguments: Vec<OsString>) {
         _ => ServiceControlHandlerResult::NotImplemented,
     };
     let Ok(handle) = service_control_handler::register(AGENT_SERVICE, handler) else { return };
+    let mut sys = WindowsSystem::new(timing.clone());
+    // Before it reports running: whoever started it (sync's apply) reads which program runs once it runs.
+    crate::agent_service::record_running(&sys);
     let accept = ServiceControlAccept::STOP | ServiceControlAccept::SHUTDOWN;
     if handle.set_service_status(status(ServiceState::Running, accept)).is_err() {
         return;
     }
-    let mut sys = WindowsSystem::new(timing.clone());
-    run_loop(&mut sys, &timing, &mut |pause| {
+    let (ended, _) = run_loop(&mut sys, &timing, &mut |pause| {
         !matches!(stop_rx.recv_timeout(pause), Err(mpsc::RecvTimeoutError::Timeout))
     });
-    let _ = handle.set_service_status(status(ServiceState::Stopped, ServiceControlAccept::empty()));
+    let mut stopped = status(ServiceState::Stopped, ServiceControlAccept::empty());
+    if ended == Ended::HandOver {
+        stopped.exit_code = ServiceExitCode::ServiceSpecific(HAND_OVER);
+    }
+    let _ = handle.set_service_status(stopped);
 }

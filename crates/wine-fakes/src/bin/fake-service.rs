@@ -7,6 +7,9 @@
 //! `stalling`, `stop`, `crash`. The hashes are read at the moment of the event, so a binary swapped while the
 //! service still ran shows up as a new hash in the `stop` line.
 //!
+//! Run outside the SCM with `--linger`, it is a process that is no service's, as a pod's containerd shim is: it logs
+//! `linger` (with its pid) and waits ten minutes, until someone ends it.
+//!
 //! `<control dir>\modes\<service name>` makes it misbehave:
 //! - `stall-stop`: acknowledges a stop request (StopPending) and never stops: whoever stops it must kill it;
 //! - `crash`: reports Running, logs `start`, then exits with code 3 half a second later without telling the SCM.
@@ -160,6 +163,12 @@ mod service {
     }
 
     pub fn main() {
+        if std::env::args().nth(1).as_deref() == Some("--linger") {
+            let name = exe().file_name().unwrap_or_default().to_string_lossy().into_owned();
+            log(&name, "linger", json!({}));
+            std::thread::sleep(Duration::from_secs(600));
+            std::process::exit(0);
+        }
         if let Err(e) = service_dispatcher::start("fake-service", ffi_service_main) {
             // Not started by the SCM (someone ran the binary by hand): say so, and leave a trace for the test.
             log("", "not-a-service", json!({ "error": e.to_string(), "argv": std::env::args().collect::<Vec<_>>() }));

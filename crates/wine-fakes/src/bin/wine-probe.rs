@@ -9,6 +9,7 @@
 //! - `reset [NAME=VALUE|NAME=]…`: the reset between tests in one process: removes the agent's service first (its
 //!   loop would recreate the others), then every service `list` shows; sets or removes machine variables.
 //! - `kill PID`: ends a process at once, as a crash would (only a live process of a program below `C:\k`).
+//! - `alive PID`: whether that process runs, and its program.
 //! - `env NAME…`, `setenv NAME VALUE`, `unsetenv NAME`: machine-level environment variables (HKLM).
 //! - `roots`: the sha256 (of the DER) of every certificate in the LocalMachine Root store, through crypt32 as the
 //!   agent reads it; `add-root FILE`: adds a DER certificate there, as an administrator would (not the agent).
@@ -33,6 +34,25 @@ mod probe {
         fn TerminateProcess(process: isize, code: u32) -> i32;
         fn CloseHandle(handle: isize) -> i32;
         fn QueryFullProcessImageNameW(process: isize, flags: u32, name: *mut u16, size: *mut u32) -> i32;
+        fn GetExitCodeProcess(process: isize, code: *mut u32) -> i32;
+    }
+
+    /// Whether process `pid` runs: it can be opened and has not ended (an ended process stays known while someone
+    /// holds a handle on it).
+    fn running(pid: u32) -> bool {
+        const PROCESS_QUERY_LIMITED_INFORMATION: u32 = 0x1000;
+        const STILL_ACTIVE: u32 = 259;
+        // SAFETY: plain Win32 calls on a handle this function opens and closes.
+        unsafe {
+            let h = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
+            if h == 0 {
+                return false;
+            }
+            let mut code = 0u32;
+            let ok = GetExitCodeProcess(h, &mut code);
+            CloseHandle(h);
+            ok != 0 && code == STILL_ACTIVE
+        }
     }
 
     /// The executable of a live process, `None` when there is no such process. Wine's SCM keeps reporting the pid
@@ -253,6 +273,11 @@ mod probe {
                 }
                 Ok(json!({ "killed": pid }))
             }
+            Some("alive") => {
+                let pid: u32 = rest.first().and_then(|p| p.parse().ok()).ok_or("usage: alive PID")?;
+                let image = process_image(pid);
+                Ok(json!({ "alive": running(pid), "image": image }))
+            }
             Some("env") => {
                 let key = env_key(false)?;
                 Ok(Value::Object(rest.iter().map(|n| (n.clone(), json!(key.get_value::<String, _>(n).ok()))).collect()))
@@ -271,7 +296,7 @@ mod probe {
                 roots::add(&der)?;
                 Ok(json!({ "added": rest[0] }))
             }
-            _ => Err("usage: wine-probe services NAME… | list | remove NAME… | reset [NAME=VALUE]… | kill PID | env NAME… | setenv NAME VALUE | unsetenv NAME | roots | add-root FILE".into()),
+            _ => Err("usage: wine-probe services NAME… | list | remove NAME… | reset [NAME=VALUE]… | kill PID | alive PID | env NAME… | setenv NAME VALUE | unsetenv NAME | roots | add-root FILE".into()),
         }
     }
 
