@@ -478,7 +478,7 @@ fn sftp_uploads_hash_what_they_send_on_one_channel() {
         user: "root".into(),
         profile: Profile::Posix { root: root.display().to_string() },
         machine: None,
-        for_machine: false,
+        reach_only: false,
     };
     let opts = ConnectOptions {
         key: Arc::new(load_identity(&sshd.path("client_ed25519")).unwrap()),

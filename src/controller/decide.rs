@@ -9,8 +9,8 @@
 //!    cloud-node-manager's token is due: sync it;
 //! 3. the agent reports it failing (condition `wmrender.dev/Configured` = `False`): taint it (nothing new lands there,
 //!    its pods stay) and sync it again after a back-off;
-//! 4. the agent has not reported it configured yet: sync it again after a back-off (its service also goes on by
-//!    itself);
+//! 4. the agent has not reported it configured yet: unless the controller's own last sync of it converged on this
+//!    bundle, sync it again after a back-off (its service also goes on by itself);
 //! 5. configured: untaint it if it is tainted; else nothing.
 
 use crate::cluster::nodes::{Configured, configured, tainted};
@@ -29,6 +29,9 @@ pub struct Memory {
     pub synced_at: Option<Instant>,
     /// Syncs in a row after which it was still not configured.
     pub failures: u32,
+    /// The bundle its last sync converged on: a host whose agent does not report on its Node (it cannot yet, or a
+    /// posix staging host) counts as configured on it until its agent says otherwise.
+    pub converged: Option<String>,
 }
 
 impl Memory {
@@ -93,6 +96,13 @@ pub fn decide(node: Option<&Value>, desired: &str, token_due: bool, memory: &Mem
                 Next::Nothing
             }
         }
+        _ if memory.converged.as_deref() == Some(desired) => {
+            if tainted(node) {
+                Next::Untaint
+            } else {
+                Next::Nothing
+            }
+        }
         _ if memory.due(now) => Next::Sync("the agent has not reported the bundle configured yet".into()),
         _ => Next::Wait("the agent has not reported the bundle configured yet".into()),
     }
@@ -120,7 +130,7 @@ mod tests {
     }
 
     fn synced(ago: u64, failures: u32, now: Instant) -> Memory {
-        Memory { synced_at: Some(now - Duration::from_secs(ago)), failures }
+        Memory { synced_at: Some(now - Duration::from_secs(ago)), failures, converged: None }
     }
 
     #[test]
@@ -169,5 +179,12 @@ mod tests {
         assert!(matches!(decide(Some(&silent), DESIRED, false, &synced(5, 1, now), now), Next::Wait(_)));
         assert!(matches!(decide(Some(&silent), DESIRED, false, &synced(61, 1, now), now), Next::Sync(_)));
         assert_eq!(Memory { failures: 30, ..Default::default() }.backoff(), BACKOFF_MAX);
+        // Its last sync converged on the bundle: configured until the agent says otherwise.
+        let converged = Memory { converged: Some(DESIRED.into()), ..synced(600, 0, now) };
+        assert_eq!(decide(Some(&silent), DESIRED, false, &converged, now), Next::Untaint);
+        let untainted = node(None, "", false);
+        assert_eq!(decide(Some(&untainted), DESIRED, false, &converged, now), Next::Nothing);
+        let failing = node(Some("False"), DESIRED, true);
+        assert!(matches!(decide(Some(&failing), DESIRED, false, &converged, now), Next::Sync(_)));
     }
 }

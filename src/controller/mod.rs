@@ -144,23 +144,53 @@ pub async fn run(opts: ControllerOptions) -> Result<Fleet, Error> {
                 }
                 _ = &mut stop => return finish(&cluster, &lease).await,
             }
-            if !leader.load(Ordering::SeqCst) {
+            if !leader.load(Ordering::SeqCst) || rendered_changed(&opts, &prepared) {
                 break;
             }
-            tokio::select! {
-                _ = changed.notified() => {
-                    // Let a burst of changes settle into one reconcile.
-                    tokio::time::sleep(Duration::from_millis(500)).await;
+            // Wait for a change in the cluster, the render, the Lease, or the resync.
+            let next = loop {
+                tokio::select! {
+                    _ = changed.notified() => {
+                        // Let a burst of changes settle into one reconcile.
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        break Wake::Reconcile;
+                    }
+                    _ = tokio::time::sleep_until(resync_at) => break Wake::Prepare,
+                    _ = tokio::time::sleep(RENDER_CHECK) => {
+                        if rendered_changed(&opts, &prepared) {
+                            break Wake::Prepare;
+                        }
+                    }
+                    _ = lost.notified() => break Wake::Prepare,
+                    _ = &mut stop => return finish(&cluster, &lease).await,
                 }
-                _ = tokio::time::sleep_until(resync_at) => break,
-                _ = lost.notified() => break,
-                _ = &mut stop => return finish(&cluster, &lease).await,
-            }
-            if tokio::time::Instant::now() >= resync_at {
+            };
+            if next == Wake::Prepare {
                 break;
             }
         }
     }
+}
+
+/// How often the rendered directory is looked at for a new render.
+const RENDER_CHECK: Duration = Duration::from_secs(5);
+
+/// What ends a wait of the reconcile loop.
+#[derive(PartialEq, Eq)]
+enum Wake {
+    /// Something in the cluster changed: reconcile.
+    Reconcile,
+    /// The resync is due, the render changed or the Lease went: prepare the session anew (or follow).
+    Prepare,
+}
+
+/// Whether the rendered directory holds another render than the one prepared (Git moved on): then the session is
+/// prepared anew at once, not at the next resync.
+fn rendered_changed(opts: &ControllerOptions, prepared: &Prepared) -> bool {
+    let path = opts.sync.rendered.join("manifest.json");
+    let now: Option<wmrender_contract::BundleManifest> =
+        std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    now.is_some_and(|m| m != prepared.rendered.manifest)
 }
 
 /// What one resync prepares: the rendered bundle, the cluster's credentials, the Session, the platform.

@@ -49,8 +49,8 @@ pub struct Memories {
     by_target: BTreeMap<String, Memory>,
     /// The node name the agent reported for each target (its first pass may come before its Node).
     node_names: BTreeMap<String, String>,
-    /// Targets whose last sync waited on the cluster (kubelet's certificate): synced again as soon as their Node
-    /// registers, not after the back-off.
+    /// Targets last synced before they had a Node: synced again as soon as it registers (the agent finishes what
+    /// waited on kubelet's certificate, and the taint follows), not after the back-off.
     waiting_on_join: BTreeMap<String, bool>,
 }
 
@@ -69,11 +69,13 @@ pub struct Context<'a> {
     pub dry_run: bool,
 }
 
+/// The state a line counts under in the metrics: "configured" is what the decision judged configured (the agent's
+/// report, or the controller's own sync converging on the bundle where the agent cannot report).
 fn state_of(line: &Line) -> &'static str {
     match (line.node.is_some(), line.configured.as_str(), line.tainted) {
         (false, _, _) => "no-node",
-        (true, "True", false) if line.applied == line.desired => "configured",
         (true, "False", _) => "failing",
+        (true, _, false) if line.next == "nothing" => "configured",
         (true, _, true) => "tainted",
         _ => "not-configured",
     }
@@ -186,6 +188,7 @@ async fn sync_all(
         memory.synced_at = Some(Instant::now());
         let converged = matches!(report.status, Status::Synced | Status::Unchanged);
         memory.failures = if converged { 0 } else { memory.failures.saturating_add(1) };
+        memory.converged = converged.then(|| desired.to_string());
         if let Some(name) = report.apply.as_ref().map(|a| a.node_name.clone()).filter(|n| !n.is_empty()) {
             memories.node_names.insert(target.name.clone(), name);
         }
@@ -203,6 +206,16 @@ async fn sync_all(
                 }
             }
         }
+    }
+    // How each host was reached, on its Node, for its pruning one day (as sync records it).
+    let reached: Vec<Target> = to_sync
+        .iter()
+        .zip(&reports)
+        .filter(|(_, r)| matches!(r.status, Status::Synced | Status::Unchanged | Status::Pending))
+        .map(|((t, _), r)| Target { node: t.clone(), node_name: r.node_name() })
+        .collect();
+    if let Err(e) = prune::record_logins(ctx.cluster, &reached).await {
+        log("-", "logins not recorded", &e.to_string());
     }
     // The taint follows the sync's own outcome too, as after `sync` (a converged pass untaints at once).
     let mut report = crate::sync::cluster_side::ClusterReport::default();
@@ -227,12 +240,14 @@ async fn approve(ctx: &Context<'_>, targets: &[Node], memories: &Memories) {
     if !pending || ctx.dry_run {
         return;
     }
+    // The node name the agent reported, else the target's own (an inventory entry named as its Node).
     let expected: Vec<csr::Expected> = targets
         .iter()
-        .filter_map(|t| {
-            let name = memories.node_names.get(&t.name)?;
-            Some(csr::Expected { name: name.clone(), addresses: vec![t.address.clone()] })
+        .map(|t| {
+            let name = memories.node_names.get(&t.name).cloned().unwrap_or_else(|| t.name.clone());
+            csr::Expected { name, addresses: vec![t.address.clone()] }
         })
+        .filter(|e| nodes::can_be_node_name(&e.name))
         .collect();
     if expected.is_empty() {
         return;

@@ -177,7 +177,7 @@ pub fn reach(node: &Value) -> Result<Node, String> {
         user: login.user,
         profile,
         machine: None,
-        for_machine: false,
+        reach_only: false,
     })
 }
 
@@ -300,7 +300,7 @@ mod tests {
             user: "Administrator".into(),
             profile: Profile::Windows,
             machine: None,
-            for_machine: false,
+            reach_only: false,
         };
         Target { node, node_name: name.into() }
     }

@@ -20,9 +20,9 @@ pub struct Node {
     pub profile: Profile,
     /// The Windows Machine whose instance this is (`openshift-machine-api/<name>`), for Machine-backed nodes.
     pub machine: Option<String>,
-    /// An inventory entry with `forMachine: true`: only how to reach a Windows Machine's instance at its address
-    /// (port, user, profile); without such a Machine it is no node at all.
-    pub for_machine: bool,
+    /// An inventory entry with `reachOnly: true`: only how to reach a host the cluster or the render names at its
+    /// address (a Windows Machine's instance, a BYOH host): port, user, profile; without such a host it is no node.
+    pub reach_only: bool,
 }
 
 /// The BYOH hosts of a rendered `cluster/configmap-windows-instances.yaml` (`address: username=<user>`), `file`
@@ -81,7 +81,7 @@ pub fn from_configmap(file: &str, text: &str) -> Result<Vec<Node>, Diagnostics> 
                 user: user.to_string(),
                 profile: Profile::Windows,
                 machine: None,
-                for_machine: false,
+                reach_only: false,
             });
         }
     }
@@ -116,7 +116,7 @@ pub fn machine_node(machine: &str, address: &str, user: &str) -> Result<Node, Re
         user: user.into(),
         profile: Profile::Windows,
         machine: Some(machine.into()),
-        for_machine: false,
+        reach_only: false,
     })
 }
 
@@ -204,7 +204,7 @@ fn node(item: yaml::Node, field: &str, diags: &mut Diagnostics) -> Option<Node> 
     let user: Option<Located<String>> = f.opt("user", diags);
     let profile: Option<Located<String>> = f.opt("profile", diags);
     let root: Option<Located<String>> = f.opt("root", diags);
-    let for_machine: Option<Located<bool>> = f.opt("forMachine", diags);
+    let reach_only: Option<Located<bool>> = f.opt("reachOnly", diags);
     let at = f.at();
     f.finish(diags);
     // Every value is checked before any node is contacted, so a bad line never fails a rollout half-way.
@@ -276,7 +276,7 @@ fn node(item: yaml::Node, field: &str, diags: &mut Diagnostics) -> Option<Node> 
         user: user.map(|u| u.value).unwrap_or_else(|| "Administrator".into()),
         profile,
         machine: None,
-        for_machine: for_machine.is_some_and(|f| f.value),
+        reach_only: reach_only.is_some_and(|f| f.value),
     })
 }
 

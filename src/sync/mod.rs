@@ -173,7 +173,8 @@ pub fn nodes(rendered: &Rendered, inventory: Option<&Path>, machines: Vec<Node>)
     }
     if let Some(path) = inventory {
         let mut listed = inventory::load(path).map_err(Error::Invalid)?;
-        for n in &mut listed {
+        let mut reaches = vec![false; listed.len()];
+        for (n, reaches) in listed.iter_mut().zip(&mut reaches) {
             if operator_mode && byoh.iter().any(|b| b.address == n.address) {
                 return Err(Error::Usage(format!(
                     "{} is a BYOH host that WMCO manages (the rendered output installs the operator); sync leaves it to WMCO",
@@ -186,12 +187,15 @@ pub fn nodes(rendered: &Rendered, inventory: Option<&Path>, machines: Vec<Node>)
             let (replaced, kept): (Vec<Node>, Vec<Node>) =
                 nodes.into_iter().partition(|b| b.name == n.name || b.address == n.address);
             nodes = kept;
+            *reaches = !replaced.is_empty();
             if n.machine.is_none() {
                 n.machine = replaced.into_iter().find_map(|b| b.machine);
             }
         }
-        // An entry only for a Machine's instance is no node when there is no such Machine (yet, or any more).
-        listed.retain(|n| !n.for_machine || n.machine.is_some());
+        // An entry only saying how to reach a host is no node when no other source names that host (yet, or any
+        // more: a Machine not provisioned, a BYOH host removed from the render).
+        let mut keep = reaches.into_iter();
+        listed.retain(|n| keep.next().unwrap_or(false) || !n.reach_only);
         nodes.extend(listed);
     }
     if nodes.is_empty() {

@@ -243,16 +243,24 @@ impl Kubelet {
         let key = dir.join("pki/kubelet-client.key");
         let subject = format!("/O=system:nodes/CN=system:node:{name}");
         let request = request(&key, &subject, "");
-        let csr_name = format!("csr-client-{name}");
-        as_bootstrapper
-            .create(
+        // A retry after an earlier attempt timed out posts a new CSR for the new key, as kubelet does (its CSRs
+        // are named by the API server; these carry a count so that the tests can name the first).
+        let mut attempt = 1;
+        let csr_name = loop {
+            let csr_name =
+                if attempt == 1 { format!("csr-client-{name}") } else { format!("csr-client-{name}-{attempt}") };
+            match as_bootstrapper.create(
                 CSRS,
                 &json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
                         "metadata": {"name": csr_name},
                         "spec": {"request": STANDARD.encode(&request), "signerName": CLIENT_SIGNER,
                                  "usages": ["digital signature", "client auth"]}}),
-            )
-            .map_err(|e| format!("the client CSR: {e}"))?;
+            ) {
+                Ok(_) => break csr_name,
+                Err(e) if e.code == 409 && attempt < 20 => attempt += 1,
+                Err(e) => return Err(format!("the client CSR: {e}")),
+            }
+        };
         let cert = wait_certificate(&as_bootstrapper, &csr_name, limit)?;
         let cert_file = dir.join("pki/kubelet-client-current.pem");
         std::fs::write(&cert_file, cert).expect("certificate");
