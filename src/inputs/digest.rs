@@ -8,23 +8,32 @@ use serde::Serialize;
 use serde_json::ser::{CharEscape, CompactFormatter, Formatter};
 use sha2::{Digest, Sha256};
 use std::cell::Cell;
-use std::io::{self, Write};
+use std::io::{self, BufWriter, Write};
 
 /// `sha256:<hex>` of `{"inputs":…,"mirrorSets":…}` in canonical JSON.
 pub fn inputs_digest(inputs: &impl Serialize, mirror_sets: &impl Serialize) -> String {
     // Serialising the inputs (strings, numbers, lists, structs) cannot fail, nor can hashing; should it ever,
     // the digest of what was written still changes with the inputs.
-    let mut hasher = Hasher(Sha256::new());
     let out_of_order = Cell::new(false);
+    let mut hasher = hashing();
     let written = write_canonical(&mut hasher, inputs, mirror_sets, || InOrder::new(&out_of_order));
     debug_assert!(written.is_ok());
     if out_of_order.get() {
         // Some object did not list its keys in order: write it all again, sorting as it goes.
-        hasher = Hasher(Sha256::new());
+        hasher = hashing();
         let written = write_canonical(&mut hasher, inputs, mirror_sets, SortedKeys::default);
         debug_assert!(written.is_ok());
     }
-    format!("sha256:{}", crate::hex(&hasher.0.finalize()))
+    let flushed = hasher.flush();
+    debug_assert!(flushed.is_ok());
+    let (Hasher(sha), _) = hasher.into_parts();
+    format!("sha256:{}", crate::hex(&sha.finalize()))
+}
+
+/// A hasher fed in 64 KiB pieces: serde_json writes a few bytes at a time (a quote, a key, a comma), and each
+/// `update` of the hash costs a fixed overhead besides its bytes.
+fn hashing() -> BufWriter<Hasher> {
+    BufWriter::with_capacity(64 * 1024, Hasher(Sha256::new()))
 }
 
 fn write_canonical<F: Formatter>(
@@ -57,25 +66,28 @@ impl Write for Hasher {
 /// inputs schema's `Serialize` impls do): then nothing is held, however long the mirror lists. A key that is not
 /// after the one before it in its object sets `out_of_order`, and the caller writes everything again through
 /// [`SortedKeys`].
+///
+/// Every key of the inputs passes through here (thousands in a long list), so the buffers are kept and reused
+/// rather than allocated per key.
 struct InOrder<'a> {
     out_of_order: &'a Cell<bool>,
-    /// The last key of each open object.
-    last_keys: Vec<Option<String>>,
-    /// The key being written, held until it is complete and compared.
-    key: Option<Vec<u8>>,
+    /// The last key of each open object (unescaped), innermost last; `None` before an object's first key.
+    last_keys: Vec<Option<Vec<u8>>>,
+    /// Spare buffers of closed objects, for the next ones to use.
+    spare: Vec<Vec<u8>>,
+    /// The key being written (as JSON, quotes included), held until it is complete and compared.
+    key: Vec<u8>,
+    in_key: bool,
 }
 
 impl<'a> InOrder<'a> {
     fn new(out_of_order: &'a Cell<bool>) -> InOrder<'a> {
-        InOrder { out_of_order, last_keys: Vec::new(), key: None }
+        InOrder { out_of_order, last_keys: Vec::new(), spare: Vec::new(), key: Vec::new(), in_key: false }
     }
 
     /// Where the next bytes go: the key being written, or the writer.
     fn sink<'s, W: ?Sized + Write>(&'s mut self, writer: &'s mut W) -> Sink<'s, W> {
-        match &mut self.key {
-            Some(key) => Sink::Held(key),
-            None => Sink::Out(writer),
-        }
+        if self.in_key { Sink::Held(&mut self.key) } else { Sink::Out(writer) }
     }
 }
 
@@ -85,6 +97,16 @@ fn key_text(written: &[u8]) -> io::Result<String> {
         Some(plain) if !plain.contains(&b'\\') => Ok(String::from_utf8_lossy(plain).into_owned()),
         _ => serde_json::from_slice(written).map_err(io::Error::other),
     }
+}
+
+/// [`key_text`]'s bytes into `out`, without allocating when the key has no escapes (every key of the schema).
+fn unescaped_key(written: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+    out.clear();
+    match written.strip_prefix(b"\"").and_then(|k| k.strip_suffix(b"\"")) {
+        Some(plain) if !plain.contains(&b'\\') => out.extend_from_slice(plain),
+        _ => out.extend_from_slice(key_text(written)?.as_bytes()),
+    }
+    Ok(())
 }
 
 /// Value writers that need no sorting: the compact formatter's own, into the current sink.
@@ -160,24 +182,31 @@ impl Formatter for InOrder<'_> {
 
     fn begin_object_key<W: ?Sized + Write>(&mut self, writer: &mut W, first: bool) -> io::Result<()> {
         CompactFormatter.begin_object_key(&mut self.sink(writer), first)?;
-        self.key = Some(Vec::new());
+        self.key.clear();
+        self.in_key = true;
         Ok(())
     }
 
     fn end_object_key<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        let written = self.key.take().unwrap_or_default();
-        let key = key_text(&written)?;
+        self.in_key = false;
         if let Some(last) = self.last_keys.last_mut() {
-            if last.as_ref().is_some_and(|l| *l >= key) {
-                self.out_of_order.set(true);
+            let mut key = self.spare.pop().unwrap_or_default();
+            unescaped_key(&self.key, &mut key)?;
+            if let Some(previous) = last.take() {
+                if previous >= key {
+                    self.out_of_order.set(true);
+                }
+                self.spare.push(previous);
             }
             *last = Some(key);
         }
-        writer.write_all(&written)
+        writer.write_all(&self.key)
     }
 
     fn end_object<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.last_keys.pop();
+        if let Some(Some(last)) = self.last_keys.pop() {
+            self.spare.push(last);
+        }
         CompactFormatter.end_object(&mut self.sink(writer))
     }
 }
