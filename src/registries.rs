@@ -113,17 +113,18 @@ pub fn faithful_prefix<'m>(source: &str, mirror: &'m str) -> Option<&'m str> {
     mirror.strip_suffix(path).and_then(|rest| rest.strip_suffix('/')).filter(|rest| !rest.is_empty())
 }
 
-struct HostAcc {
+struct HostAcc<'a> {
     mirrors: Vec<Mirror>,
     never: Option<Located<String>>,
-    sources: Vec<String>,
+    /// The repository paths of the entries on this host, borrowed: only counted.
+    sources: Vec<&'a str>,
 }
 
 /// Merges every entry into one configuration per registry host, in the spec's order, with the warnings the spec
 /// asks for. Entries that validation rejects must not reach here; anything malformed is skipped, never a panic.
 pub fn merge(sets: &[MirrorSet]) -> (Vec<RegistryHost>, Diagnostics) {
     let mut warnings = Diagnostics::default();
-    let mut hosts: BTreeMap<String, HostAcc> = BTreeMap::new();
+    let mut hosts: BTreeMap<&str, HostAcc> = BTreeMap::new();
     for set in sets {
         for entry in &set.entries {
             add_entry(entry, set.kind, &mut hosts, &mut warnings);
@@ -131,9 +132,10 @@ pub fn merge(sets: &[MirrorSet]) -> (Vec<RegistryHost>, Diagnostics) {
     }
     let mut out = Vec::new();
     for (host, acc) in hosts {
-        let distinct_sources = {
+        // Counted only where a warning needs it.
+        let distinct_sources = || {
             let mut s = acc.sources.clone();
-            s.sort();
+            s.sort_unstable();
             s.dedup();
             s.len()
         };
@@ -146,7 +148,7 @@ pub fn merge(sets: &[MirrorSet]) -> (Vec<RegistryHost>, Diagnostics) {
                     .expected("at least one faithful mirror for this registry")
                     .hint("a mirror is usable when it ends with the source's repository path"),
             ),
-            (Some(never), false) if distinct_sources > 1 => warnings.push(
+            (Some(never), false) if distinct_sources() > 1 => warnings.push(
                 never
                     .warning(format!(
                         "on Windows nodes NeverContactSource covers every image of `{host}`, not only this source"
@@ -157,13 +159,19 @@ pub fn merge(sets: &[MirrorSet]) -> (Vec<RegistryHost>, Diagnostics) {
             _ => {}
         }
         if !acc.mirrors.is_empty() {
+            let host = host.to_string();
             out.push(RegistryHost { host, never_contact_source: acc.never.is_some(), mirrors: acc.mirrors });
         }
     }
     (out, warnings)
 }
 
-fn add_entry(entry: &MirrorEntry, kind: MirrorKind, hosts: &mut BTreeMap<String, HostAcc>, warnings: &mut Diagnostics) {
+fn add_entry<'a>(
+    entry: &'a MirrorEntry,
+    kind: MirrorKind,
+    hosts: &mut BTreeMap<&'a str, HostAcc<'a>>,
+    warnings: &mut Diagnostics,
+) {
     let source = entry.source.as_str();
     if source.starts_with("*.") {
         warnings.push(
@@ -176,12 +184,8 @@ fn add_entry(entry: &MirrorEntry, kind: MirrorKind, hosts: &mut BTreeMap<String,
         return;
     }
     let (host, path) = split(source);
-    let acc = hosts.entry(host.to_string()).or_insert_with(|| HostAcc {
-        mirrors: Vec::new(),
-        never: None,
-        sources: Vec::new(),
-    });
-    acc.sources.push(path.to_string());
+    let acc = hosts.entry(host).or_insert_with(|| HostAcc { mirrors: Vec::new(), never: None, sources: Vec::new() });
+    acc.sources.push(path);
     if let Some(p) = &entry.mirror_source_policy
         && p.as_str() == NEVER_CONTACT_SOURCE
         && acc.never.is_none()

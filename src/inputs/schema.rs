@@ -12,7 +12,7 @@
 //! errors, see `validate::Decoded`). Defaults are not filled in here: validation resolves them, so that "not
 //! written" stays visible to its rules. docs/inputs.md documents every field; keep the two in step.
 
-use super::yaml::{Decode, Fields, Located, Node, OddWholeNumber, Value};
+use super::yaml::{Decode, Fields, Located, Node, OddWholeNumber, Value, item_path};
 use crate::diagnostics::{Diagnostic, Diagnostics, Loc};
 use crate::windows::WindowsVersion;
 use serde::Serialize;
@@ -127,7 +127,7 @@ fn best_effort_list<T: Decode>(node: Node, field: &str, diags: &mut Diagnostics)
             // Sized up front: a long list (mirror entries) collected from `filter_map` grows to twice its size.
             let mut list = Vec::with_capacity(items.len());
             list.extend(
-                items.into_iter().enumerate().filter_map(|(i, item)| T::decode(item, &format!("{field}[{i}]"), diags)),
+                items.into_iter().enumerate().filter_map(|(i, item)| T::decode(item, &item_path(field, i), diags)),
             );
             list
         }

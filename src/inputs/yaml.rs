@@ -493,13 +493,22 @@ impl<T: Decode> Decode for Vec<T> {
         let mut out = Vec::with_capacity(items.len());
         let mut ok = true;
         for (i, item) in items.into_iter().enumerate() {
-            match T::decode(item, &format!("{field}[{i}]"), diags) {
+            match T::decode(item, &item_path(field, i), diags) {
                 Some(v) => out.push(v),
                 None => ok = false,
             }
         }
         ok.then_some(out)
     }
+}
+
+/// `field[i]`: the path of a list's item, asked for every item of every list.
+pub fn item_path(field: &str, i: usize) -> String {
+    use std::fmt::Write;
+    let mut path = String::with_capacity(field.len() + 8);
+    path.push_str(field);
+    let _ = write!(path, "[{i}]"); // writing to a String cannot fail
+    path
 }
 
 /// For a field that is rarely written, boxed so that a long list of its mappings does not hold room for it.
@@ -537,18 +546,9 @@ impl Fields {
                 return None;
             }
         };
-        let fields = Fields { loc: node.loc, field: field.to_string(), entries, known: Vec::new() };
-        // YAML forbids a key twice in one mapping; which value would count is anyone's guess. (Each key's first
-        // place by name, not a search of the keys before it: a mapping from an untrusted file may hold thousands.)
-        let mut first_at: std::collections::HashMap<&str, &Loc> = std::collections::HashMap::new();
-        for (k, _) in &fields.entries {
-            let first = match first_at.entry(&k.name) {
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(&k.loc);
-                    continue;
-                }
-                std::collections::hash_map::Entry::Occupied(o) => *o.get(),
-            };
+        // Room for the keys a schema mapping asks for, so that asking does not grow the list key by key.
+        let fields = Fields { loc: node.loc, field: field.to_string(), entries, known: Vec::with_capacity(16) };
+        for (k, first) in fields.repeated_keys() {
             diags.push(
                 Diagnostic::error(
                     &k.loc,
@@ -561,6 +561,32 @@ impl Fields {
         Some(fields)
     }
 
+    /// Each key written again in this mapping (YAML forbids it; which value would count is anyone's guess), with
+    /// where it was first. A schema mapping has a handful of keys, compared with those before them; a mapping from
+    /// an untrusted file may hold thousands, so beyond a few each key's first place is looked up by name instead.
+    fn repeated_keys(&self) -> Vec<(&Key, &Loc)> {
+        const FEW: usize = 16;
+        let keys = self.entries.iter().map(|(k, _)| k);
+        if self.entries.len() <= FEW {
+            return keys
+                .enumerate()
+                .filter_map(|(i, k)| {
+                    let first = self.entries[..i].iter().find(|(before, _)| before.name == k.name)?;
+                    Some((k, &first.0.loc))
+                })
+                .collect();
+        }
+        let mut first_at: std::collections::HashMap<&str, &Loc> = std::collections::HashMap::new();
+        keys.filter_map(|k| match first_at.entry(&k.name) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(&k.loc);
+                None
+            }
+            std::collections::hash_map::Entry::Occupied(o) => Some((k, *o.get())),
+        })
+        .collect()
+    }
+
     /// The node under `key` even when it is written as `null` (`aws:` with nothing after it). A key is read once:
     /// its value is taken, and reading it again gives `null`.
     pub fn node_or_null(&mut self, key: &'static str) -> Option<Node> {
@@ -571,7 +597,15 @@ impl Fields {
     }
 
     pub fn path(&self, key: &str) -> String {
-        if self.field.is_empty() { key.to_string() } else { format!("{}.{key}", self.field) }
+        if self.field.is_empty() {
+            return key.to_string();
+        }
+        // Asked for every field read, so built directly rather than through the formatting machinery.
+        let mut path = String::with_capacity(self.field.len() + 1 + key.len());
+        path.push_str(&self.field);
+        path.push('.');
+        path.push_str(key);
+        path
     }
 
     /// The node under `key`, unless absent or `null`.
