@@ -81,9 +81,19 @@ pub fn url(prefix: &str) -> String {
     }
 }
 
-/// `registry(s)`: the source up to the first `/`.
+/// `(registry, path)` of `registry[/path]`, split at the first `/`. Byte by byte: this runs for every mirror of
+/// every entry, and the search `str::split_once` makes is built for long text (several times the cost on a
+/// registry name).
 fn split(source: &str) -> (&str, &str) {
-    source.split_once('/').unwrap_or((source, ""))
+    match source.bytes().position(|b| b == b'/') {
+        Some(i) => (&source[..i], &source[i + 1..]),
+        None => (source, ""),
+    }
+}
+
+/// The registry (`host[:port]`, or a `*.domain` wildcard) of a source or mirror: the text before its first `/`.
+pub fn registry(location: &str) -> &str {
+    split(location).0
 }
 
 /// What containerd would request for images under `source` if `mirror` (not faithful) were written anyway, the

@@ -67,14 +67,15 @@ impl Write for Hasher {
 /// after the one before it in its object sets `out_of_order`, and the caller writes everything again through
 /// [`SortedKeys`].
 ///
-/// Every key of the inputs passes through here (thousands in a long list), so the buffers are kept and reused
-/// rather than allocated per key.
+/// Every key of the inputs passes through here (thousands in a long list), so the keys compared are kept in one
+/// buffer that is reused, never allocated per key or per object.
 struct InOrder<'a> {
     out_of_order: &'a Cell<bool>,
-    /// The last key of each open object (unescaped), innermost last; `None` before an object's first key.
-    last_keys: Vec<Option<Vec<u8>>>,
-    /// Spare buffers of closed objects, for the next ones to use.
-    spare: Vec<Vec<u8>>,
+    /// The last key (unescaped) of each open object, one after the other, the innermost object's last: an object
+    /// opens where the keys of those around it end, and takes its keys with it when it closes.
+    keys: Vec<u8>,
+    /// For each open object, innermost last: where its last key starts in `keys`, and whether it has one yet.
+    open: Vec<(usize, bool)>,
     /// The key being written (as JSON, quotes included), held until it is complete and compared.
     key: Vec<u8>,
     in_key: bool,
@@ -82,7 +83,7 @@ struct InOrder<'a> {
 
 impl<'a> InOrder<'a> {
     fn new(out_of_order: &'a Cell<bool>) -> InOrder<'a> {
-        InOrder { out_of_order, last_keys: Vec::new(), spare: Vec::new(), key: Vec::new(), in_key: false }
+        InOrder { out_of_order, keys: Vec::new(), open: Vec::new(), key: Vec::new(), in_key: false }
     }
 
     /// Where the next bytes go: the key being written, or the writer.
@@ -99,9 +100,9 @@ fn key_text(written: &[u8]) -> io::Result<String> {
     }
 }
 
-/// [`key_text`]'s bytes into `out`, without allocating when the key has no escapes (every key of the schema).
-fn unescaped_key(written: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
-    out.clear();
+/// [`key_text`]'s bytes appended to `out`, without allocating when the key has no escapes (every key of the
+/// schema).
+fn push_unescaped_key(written: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
     match written.strip_prefix(b"\"").and_then(|k| k.strip_suffix(b"\"")) {
         Some(plain) if !plain.contains(&b'\\') => out.extend_from_slice(plain),
         _ => out.extend_from_slice(key_text(written)?.as_bytes()),
@@ -176,7 +177,7 @@ impl Formatter for InOrder<'_> {
     forward_all!();
 
     fn begin_object<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.last_keys.push(None);
+        self.open.push((self.keys.len(), false));
         CompactFormatter.begin_object(&mut self.sink(writer))
     }
 
@@ -189,23 +190,23 @@ impl Formatter for InOrder<'_> {
 
     fn end_object_key<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
         self.in_key = false;
-        if let Some(last) = self.last_keys.last_mut() {
-            let mut key = self.spare.pop().unwrap_or_default();
-            unescaped_key(&self.key, &mut key)?;
-            if let Some(previous) = last.take() {
-                if previous >= key {
-                    self.out_of_order.set(true);
-                }
-                self.spare.push(previous);
+        if let Some((start, has_key)) = self.open.last_mut() {
+            // The new key goes after the last one, and is compared with it there.
+            let last_end = self.keys.len();
+            push_unescaped_key(&self.key, &mut self.keys)?;
+            let (last, key) = self.keys[*start..].split_at(last_end - *start);
+            if *has_key && last >= key {
+                self.out_of_order.set(true);
             }
-            *last = Some(key);
+            self.keys.drain(*start..last_end);
+            *has_key = true;
         }
         writer.write_all(&self.key)
     }
 
     fn end_object<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        if let Some(Some(last)) = self.last_keys.pop() {
-            self.spare.push(last);
+        if let Some((start, _)) = self.open.pop() {
+            self.keys.truncate(start);
         }
         CompactFormatter.end_object(&mut self.sink(writer))
     }

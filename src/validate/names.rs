@@ -53,8 +53,10 @@ pub fn check_host_port(s: &str) -> Result<(), String> {
             None => Err(format!("unexpected `{}` after the address", after.escape_debug())),
         };
     }
-    let (host, port) = match s.rsplit_once(':') {
-        Some((h, p)) => (h, Some(p)),
+    // Found byte by byte: every host of every mirror entry comes here, and the search `rsplit_once` makes is
+    // built for long text.
+    let (host, port) = match s.bytes().rposition(|b| b == b':') {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
         None => (s, None),
     };
     if let Some(p) = port {
