@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Render benchmark: median wall time and peak RSS of `wmrender render`, against `cp -r` of the same output tree
-measured in the same run as the floor (the least any tool that writes that tree must spend).
+"""Render benchmark: median wall time, CPU time (user + system) and peak RSS of `wmrender render`, against `cp -r` of
+the same output tree measured in the same run as the floor (the least any tool that writes that tree must spend).
 
 Both columns do the same work: each run writes the whole tree into a directory that does not exist yet (the
 previous run's tree is deleted first, outside the timing). The two alternate, run by run, so that both meet the
@@ -34,6 +34,7 @@ valgrind) for the instruction counts.
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -77,15 +78,19 @@ def generate(path, hosts, sets, mirrors, registries=50):
 
 
 def run(argv):
-    """Wall seconds and peak RSS (KiB) of one command. RSS comes from GNU time: a child forked from Python would
-    report Python's own pages as its peak."""
+    """Wall seconds, CPU seconds (user + system) and peak RSS (KiB) of one command. RSS comes from GNU time: a child
+    forked from Python would report Python's own pages as its peak. CPU is what the children waited for used (the
+    command and the GNU time around it), which a busy machine stretches far less than wall time."""
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     wall = time.perf_counter() - start
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
     err = proc.stderr.decode()
     if proc.returncode != 0:
         sys.exit(f"{argv} failed:\n{err}")
-    return wall, int(err.strip().splitlines()[-1])
+    return wall, cpu, int(err.strip().splitlines()[-1])
 
 
 def measure(argv, runs, before=None):
@@ -93,7 +98,7 @@ def measure(argv, runs, before=None):
     for _ in range(runs):
         if before:
             before()
-        wall, peak = run(argv)
+        wall, _, peak = run(argv)
         walls.append(wall)
         rss = max(rss, peak)
     return statistics.median(walls), rss
@@ -102,16 +107,20 @@ def measure(argv, runs, before=None):
 def measure_pair(render, out, copy, runs):
     """Render and `cp -r` of its output, alternately, so both see the disk in the same state (page cache,
     writeback): timed one block after the other, a disk that speeds up or slows down in between skews the ratio.
-    Returns the medians and render's peak RSS."""
-    render_walls, copy_walls, rss = [], [], 0
+    Returns the medians of wall and CPU time, (render, cp -r) each, and render's peak RSS."""
+    walls, cpus, rss = ([], []), ([], []), 0
     for _ in range(runs):
         shutil.rmtree(out, ignore_errors=True)
-        wall, peak = run(render)
-        render_walls.append(wall)
+        wall, cpu, peak = run(render)
+        walls[0].append(wall)
+        cpus[0].append(cpu)
         rss = max(rss, peak)
         shutil.rmtree(copy, ignore_errors=True)
-        copy_walls.append(run(["cp", "-r", out, copy])[0])
-    return statistics.median(render_walls), statistics.median(copy_walls), rss
+        wall, cpu, _ = run(["cp", "-r", out, copy])
+        walls[1].append(wall)
+        cpus[1].append(cpu)
+    median = statistics.median
+    return (median(walls[0]), median(walls[1])), (median(cpus[0]), median(cpus[1])), rss
 
 
 def callgrind(argv, out):
@@ -206,16 +215,18 @@ def main():
         one = os.path.join(work, "m1.yaml")
         generate(one, 1, 1, 1, registries=500)
         _, one_rss = measure([binary, "render", "-f", one, "-o", out], args.runs, before=fresh(out))
-        print(f"{'case':<46} {'render median':>14} {'cp -r median':>13} {'ratio':>7} {'peak RSS':>10} "
-              f"{'B/mirror':>9}")
+        print(f"{'case':<46} {'render wall':>12} {'cp -r wall':>11} {'ratio':>7} {'render CPU':>11} "
+              f"{'cp -r CPU':>10} {'ratio':>7} {'peak RSS':>10} {'B/mirror':>9}")
         copy_walls = {}
         for name, inputs, mirrors in cases:
-            render_wall, cp_wall, rss = measure_pair([binary, "render", "-f", inputs, "-o", out], out, copy, args.runs)
+            (render_wall, cp_wall), (render_cpu, cp_cpu), rss = measure_pair(
+                [binary, "render", "-f", inputs, "-o", out], out, copy, args.runs)
             copy_walls[inputs] = cp_wall
             files = sum(len(f) for _, _, f in os.walk(out))
             per_mirror = f"{(rss - one_rss) * 1024 / (mirrors - 1):>9.0f}" if mirrors else f"{'':>9}"
-            print(f"{name:<46} {render_wall * 1000:>11.2f} ms {cp_wall * 1000:>10.2f} ms "
-                  f"{render_wall / cp_wall:>6.1f}x {rss / 1024:>7.1f} MiB {per_mirror}   ({files} files)")
+            print(f"{name:<46} {render_wall * 1000:>9.2f} ms {cp_wall * 1000:>8.2f} ms {render_wall / cp_wall:>6.1f}x "
+                  f"{render_cpu * 1000:>8.2f} ms {cp_cpu * 1000:>7.2f} ms {render_cpu / cp_cpu:>6.1f}x "
+                  f"{rss / 1024:>7.1f} MiB {per_mirror}   ({files} files)")
         floor_times = subprocess.run([floor, large, str(args.runs)], check=True, stdout=subprocess.PIPE,
                                      text=True).stdout
         print("the YAML parser alone on the 2000-host input (in-process, median), against that case's cp -r:")
