@@ -57,16 +57,25 @@ pub const MAX_NAME: usize = 255;
 /// leave the registries directory, or one too long to be a file name (a 250-character host with a port). The name
 /// is not shortened: containerd looks the directory up by exactly this name.
 pub fn dir_problem(host: &str) -> Option<String> {
-    let dir = dir_for(host);
-    if !is_safe_dir(&dir) {
+    // The name [`dir_for`] gives, judged without being built (every source of every mirror entry comes here):
+    // `host_port_` is safe when the host and the port are (`_` is), and one character longer than `host:port`.
+    let safe = |s: &str| s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
+    let (name, port) = match host.bytes().rposition(|b| b == b':') {
+        Some(i) => (&host[..i], Some(&host[i + 1..])),
+        None => (host, None),
+    };
+    let (is_safe, dir_len) = match port {
+        Some(port) => (safe(name) && safe(port), host.len() + 1),
+        None => (is_safe_dir(host), host.len()),
+    };
+    if !is_safe {
         Some(format!("registry host `{host}` cannot name a directory on the node"))
-    } else if dir.len() > MAX_NAME {
+    } else if dir_len > MAX_NAME {
         let start: String = host.chars().take(20).collect();
         Some(format!(
-            "registry host `{start}…` needs a directory named by its {} characters and port on the node ({} \
+            "registry host `{start}…` needs a directory named by its {} characters and port on the node ({dir_len} \
              characters, as containerd looks it up), where a file name holds at most {MAX_NAME}",
-            host.rsplit_once(':').map_or(host, |(h, _)| h).len(),
-            dir.len()
+            name.len(),
         ))
     } else {
         None
@@ -333,5 +342,18 @@ mod tests {
         let long = format!("{}.io", "a.".repeat(124));
         assert_eq!(dir_problem(&long), None);
         assert!(dir_problem(&format!("{long}:65535")).is_some_and(|p| p.contains("at most 255")));
+    }
+
+    /// `dir_problem` judges the name without building it: the same verdict as building it with `dir_for`.
+    #[test]
+    fn dir_problem_judges_the_name_dir_for_gives() {
+        let long = "a".repeat(254);
+        let hosts =
+            ["", ":", "::", ".", "..", ".:1", "a:b:c", "a b", "x:5000", "[::1]:5000", "é:1", "a/b:1", "_:_", &long];
+        for host in hosts.iter().copied().chain([format!("{long}:1").as_str()]) {
+            let dir = dir_for(host);
+            let built = !is_safe_dir(&dir) || dir.len() > MAX_NAME;
+            assert_eq!(dir_problem(host).is_some(), built, "{host:?}");
+        }
     }
 }

@@ -67,8 +67,9 @@ impl Write for Hasher {
 /// after the one before it in its object sets `out_of_order`, and the caller writes everything again through
 /// [`SortedKeys`].
 ///
-/// Every key of the inputs passes through here (thousands in a long list), so the keys compared are kept in one
-/// buffer that is reused, never allocated per key or per object.
+/// Everything goes straight to the writer (the `Formatter` trait's own methods are the compact format); a key's
+/// text is also copied, unescaped, into one buffer that is reused, never allocated per key or per object, and
+/// compared there with the key before it.
 struct InOrder<'a> {
     out_of_order: &'a Cell<bool>,
     /// The last key (unescaped) of each open object, one after the other, the innermost object's last: an object
@@ -76,19 +77,13 @@ struct InOrder<'a> {
     keys: Vec<u8>,
     /// For each open object, innermost last: where its last key starts in `keys`, and whether it has one yet.
     open: Vec<(usize, bool)>,
-    /// The key being written (as JSON, quotes included), held until it is complete and compared.
-    key: Vec<u8>,
-    in_key: bool,
+    /// While a key is written: where it starts in `keys`, after the last key of its object.
+    key_start: Option<usize>,
 }
 
 impl<'a> InOrder<'a> {
     fn new(out_of_order: &'a Cell<bool>) -> InOrder<'a> {
-        InOrder { out_of_order, keys: Vec::new(), open: Vec::new(), key: Vec::new(), in_key: false }
-    }
-
-    /// Where the next bytes go: the key being written, or the writer.
-    fn sink<'s, W: ?Sized + Write>(&'s mut self, writer: &'s mut W) -> Sink<'s, W> {
-        if self.in_key { Sink::Held(&mut self.key) } else { Sink::Out(writer) }
+        InOrder { out_of_order, keys: Vec::new(), open: Vec::new(), key_start: None }
     }
 }
 
@@ -100,16 +95,6 @@ fn key_text(written: &[u8]) -> io::Result<String> {
     }
 }
 
-/// [`key_text`]'s bytes appended to `out`, without allocating when the key has no escapes (every key of the
-/// schema).
-fn push_unescaped_key(written: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
-    match written.strip_prefix(b"\"").and_then(|k| k.strip_suffix(b"\"")) {
-        Some(plain) if !plain.contains(&b'\\') => out.extend_from_slice(plain),
-        _ => out.extend_from_slice(key_text(written)?.as_bytes()),
-    }
-    Ok(())
-}
-
 /// Value writers that need no sorting: the compact formatter's own, into the current sink.
 macro_rules! forward {
     ($($name:ident($t:ty)),*) => {$(
@@ -119,7 +104,7 @@ macro_rules! forward {
     )*};
 }
 
-/// The writers that are the same in [`InOrder`] and [`SortedKeys`]: into the current sink.
+/// The writers of [`SortedKeys`] that need no sorting: into the current sink.
 macro_rules! forward_all {
     () => {
         forward!(
@@ -173,42 +158,86 @@ macro_rules! forward_all {
     };
 }
 
+/// Scalar writers for [`InOrder`]: to the writer, and into the key being written when there is one (a map key
+/// that is a number or a boolean is written as a string of its text).
+macro_rules! to_writer_and_key {
+    ($($name:ident($t:ty)),*) => {$(
+        fn $name<W: ?Sized + Write>(&mut self, writer: &mut W, value: $t) -> io::Result<()> {
+            if self.key_start.is_some() {
+                CompactFormatter.$name(&mut self.keys, value)?;
+            }
+            CompactFormatter.$name(writer, value)
+        }
+    )*};
+}
+
 impl Formatter for InOrder<'_> {
-    forward_all!();
+    to_writer_and_key!(
+        write_bool(bool),
+        write_i8(i8),
+        write_i16(i16),
+        write_i32(i32),
+        write_i64(i64),
+        write_i128(i128),
+        write_u8(u8),
+        write_u16(u16),
+        write_u32(u32),
+        write_u64(u64),
+        write_u128(u128),
+        write_f32(f32),
+        write_f64(f64),
+        write_number_str(&str),
+        write_byte_array(&[u8]),
+        write_raw_fragment(&str),
+        write_string_fragment(&str)
+    );
+
+    /// An escaped character: written escaped, and into the key as the character itself.
+    fn write_char_escape<W: ?Sized + Write>(&mut self, writer: &mut W, escape: CharEscape) -> io::Result<()> {
+        if self.key_start.is_some() {
+            self.keys.push(match escape {
+                CharEscape::Quote => b'"',
+                CharEscape::ReverseSolidus => b'\\',
+                CharEscape::Solidus => b'/',
+                CharEscape::Backspace => b'\x08',
+                CharEscape::FormFeed => b'\x0c',
+                CharEscape::LineFeed => b'\n',
+                CharEscape::CarriageReturn => b'\r',
+                CharEscape::Tab => b'\t',
+                CharEscape::AsciiControl(byte) => byte,
+            });
+        }
+        CompactFormatter.write_char_escape(writer, escape)
+    }
 
     fn begin_object<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
         self.open.push((self.keys.len(), false));
-        CompactFormatter.begin_object(&mut self.sink(writer))
+        CompactFormatter.begin_object(writer)
     }
 
     fn begin_object_key<W: ?Sized + Write>(&mut self, writer: &mut W, first: bool) -> io::Result<()> {
-        CompactFormatter.begin_object_key(&mut self.sink(writer), first)?;
-        self.key.clear();
-        self.in_key = true;
-        Ok(())
+        self.key_start = Some(self.keys.len());
+        CompactFormatter.begin_object_key(writer, first)
     }
 
     fn end_object_key<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.in_key = false;
-        if let Some((start, has_key)) = self.open.last_mut() {
-            // The new key goes after the last one, and is compared with it there.
-            let last_end = self.keys.len();
-            push_unescaped_key(&self.key, &mut self.keys)?;
-            let (last, key) = self.keys[*start..].split_at(last_end - *start);
+        if let (Some(key_start), Some((last_start, has_key))) = (self.key_start.take(), self.open.last_mut()) {
+            let (last, key) = self.keys[*last_start..].split_at(key_start - *last_start);
             if *has_key && last >= key {
                 self.out_of_order.set(true);
             }
-            self.keys.drain(*start..last_end);
+            // The new key becomes the object's last.
+            self.keys.drain(*last_start..key_start);
             *has_key = true;
         }
-        writer.write_all(&self.key)
+        CompactFormatter.end_object_key(writer)
     }
 
     fn end_object<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
         if let Some((start, _)) = self.open.pop() {
             self.keys.truncate(start);
         }
-        CompactFormatter.end_object(&mut self.sink(writer))
+        CompactFormatter.end_object(writer)
     }
 }
 

@@ -482,6 +482,14 @@ enum Plain {
 
 impl Plain {
     fn of(text: &str) -> Plain {
+        // Most plain scalars are names, addresses and keys: one that starts with none of the characters a null, a
+        // boolean or a number can start with is text, without trying each. (`inf` and `nan`, which Rust's float
+        // parser takes, are kept as text below anyway.)
+        match text.as_bytes().first() {
+            None => return Plain::Null,
+            Some(b'~' | b'n' | b'N' | b't' | b'T' | b'f' | b'F' | b'0'..=b'9' | b'+' | b'-' | b'.') => {}
+            Some(_) => return Plain::Text,
+        }
         if is_null_text(text) {
             return Plain::Null;
         }
@@ -613,6 +621,9 @@ mod tests {
         assert!(matches!(scalar("1e400"), Value::Str(s) if s == ".inf"));
         assert!(matches!(scalar("nan"), Value::Str(s) if s == "nan"));
         assert!(matches!(scalar("'12'"), Value::Str(s) if s == "12"));
+        for text in ["inf", "Infinity", "nan", "NaN", "e5", "_1", "x0", "on", "Yes", "0o", "0x", "+", ".", "-x", "~x"] {
+            assert!(matches!(scalar(text), Value::Str(s) if s == text), "{text}");
+        }
     }
 
     #[test]
