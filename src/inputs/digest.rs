@@ -396,6 +396,19 @@ mod tests {
         assert_eq!(inputs_digest(&inputs, &sets), expected);
     }
 
+    /// Keys compared as their text: escaped ones unescaped, numbers as their digits. In order, they stream.
+    #[test]
+    fn escaped_and_numbered_keys_are_compared_as_their_text() {
+        let escaped: BTreeMap<String, u8> = [("a\n", 1), ("a\"", 2), ("a\\", 3), ("a\u{1}", 4), ("é", 5)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let numbered: BTreeMap<u32, u8> = [(1, 1), (2, 2), (3, 3)].into();
+        assert_eq!(streamed(&escaped, &numbered), (through_value(&escaped, &numbered), true));
+        let out_of_order: BTreeMap<u32, u8> = [(9, 1), (10, 2)].into();
+        assert_eq!(streamed(&escaped, &out_of_order), (through_value(&escaped, &out_of_order), false));
+    }
+
     /// The inputs schema writes every object's keys in order, so a real digest streams and holds nothing: a
     /// large mirror list is never copied into a buffer.
     #[test]

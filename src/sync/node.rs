@@ -30,7 +30,7 @@ use wmrender_contract::{
 
 /// Beside the node manifest (`manifest.json.wmrender-journal`): the journal of a one-file change, as a node manifest
 /// holding only its journal. The agent does not read it; sync does, on every run.
-pub const ONE_FILE_JOURNAL: &str = ".wmrender-journal";
+const ONE_FILE_JOURNAL: &str = ".wmrender-journal";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
