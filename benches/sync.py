@@ -5,7 +5,8 @@ same run on the same sshd:
 1. upload of a 100 MB payload file to a fresh node, `wmrender sync` vs OpenSSH `scp` of the same file; also the
    posix apply step on its own (run directly on the node root the sync filled), so the transport's share shows;
 2. a no-op sync of 20 nodes (`--parallel 8`) vs 20 bare `ssh true` connections with the same parallelism;
-3. bytes sent for a one-file change (the report's bytesSent), next to that file's size.
+3. bytes sent for a one-file change (the report's bytesSent), per byte of the changed file, with the node
+   manifest's size: a one-file change sends the file, a small journal and the manifest once.
 
 Needs root, openssh-server and openssh-client. Usage: python3 benches/sync.py [--runs N]
 """
@@ -152,8 +153,11 @@ def main():
         _, out = sync(inventory(1, "n"))
         node = json.loads(out)["nodes"][0]
         size = os.path.getsize(f"{d}/rendered/node/C/k/containerd/registries/quay.io/hosts.toml")
-        print(f"one-file change: {node['changed']} -> {node['bytesSent']} bytes sent "
-              f"(the file is {size} bytes; the rest is the node manifest, written twice)")
+        manifest = os.path.getsize(f"{d}/n-00/C/k/wmrender/manifest.json")
+        sent = node["bytesSent"]
+        print(f"one-file change: {node['changed']} -> {sent} bytes sent for a {size}-byte file, "
+              f"{sent / size:.1f} bytes per changed byte (the node manifest, written once, is {manifest} bytes; "
+              f"the journal beside it {sent - size - manifest} bytes)")
     finally:
         proc.terminate()
         proc.wait()

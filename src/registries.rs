@@ -57,16 +57,25 @@ pub const MAX_NAME: usize = 255;
 /// leave the registries directory, or one too long to be a file name (a 250-character host with a port). The name
 /// is not shortened: containerd looks the directory up by exactly this name.
 pub fn dir_problem(host: &str) -> Option<String> {
-    let dir = dir_for(host);
-    if !is_safe_dir(&dir) {
+    // The name [`dir_for`] gives, judged without being built (every source of every mirror entry comes here):
+    // `host_port_` is safe when the host and the port are (`_` is), and one character longer than `host:port`.
+    let safe = |s: &str| s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
+    let (name, port) = match host.bytes().rposition(|b| b == b':') {
+        Some(i) => (&host[..i], Some(&host[i + 1..])),
+        None => (host, None),
+    };
+    let (is_safe, dir_len) = match port {
+        Some(port) => (safe(name) && safe(port), host.len() + 1),
+        None => (is_safe_dir(host), host.len()),
+    };
+    if !is_safe {
         Some(format!("registry host `{host}` cannot name a directory on the node"))
-    } else if dir.len() > MAX_NAME {
+    } else if dir_len > MAX_NAME {
         let start: String = host.chars().take(20).collect();
         Some(format!(
-            "registry host `{start}…` needs a directory named by its {} characters and port on the node ({} \
+            "registry host `{start}…` needs a directory named by its {} characters and port on the node ({dir_len} \
              characters, as containerd looks it up), where a file name holds at most {MAX_NAME}",
-            host.rsplit_once(':').map_or(host, |(h, _)| h).len(),
-            dir.len()
+            name.len(),
         ))
     } else {
         None
@@ -81,9 +90,19 @@ pub fn url(prefix: &str) -> String {
     }
 }
 
-/// `registry(s)`: the source up to the first `/`.
+/// `(registry, path)` of `registry[/path]`, split at the first `/`. Byte by byte: this runs for every mirror of
+/// every entry, and the search `str::split_once` makes is built for long text (several times the cost on a
+/// registry name).
 fn split(source: &str) -> (&str, &str) {
-    source.split_once('/').unwrap_or((source, ""))
+    match source.bytes().position(|b| b == b'/') {
+        Some(i) => (&source[..i], &source[i + 1..]),
+        None => (source, ""),
+    }
+}
+
+/// The registry (`host[:port]`, or a `*.domain` wildcard) of a source or mirror: the text before its first `/`.
+pub fn registry(location: &str) -> &str {
+    split(location).0
 }
 
 /// What containerd would request for images under `source` if `mirror` (not faithful) were written anyway, the
@@ -113,17 +132,18 @@ pub fn faithful_prefix<'m>(source: &str, mirror: &'m str) -> Option<&'m str> {
     mirror.strip_suffix(path).and_then(|rest| rest.strip_suffix('/')).filter(|rest| !rest.is_empty())
 }
 
-struct HostAcc {
+struct HostAcc<'a> {
     mirrors: Vec<Mirror>,
     never: Option<Located<String>>,
-    sources: Vec<String>,
+    /// The repository paths of the entries on this host, borrowed: only counted.
+    sources: Vec<&'a str>,
 }
 
 /// Merges every entry into one configuration per registry host, in the spec's order, with the warnings the spec
 /// asks for. Entries that validation rejects must not reach here; anything malformed is skipped, never a panic.
 pub fn merge(sets: &[MirrorSet]) -> (Vec<RegistryHost>, Diagnostics) {
     let mut warnings = Diagnostics::default();
-    let mut hosts: BTreeMap<String, HostAcc> = BTreeMap::new();
+    let mut hosts: BTreeMap<&str, HostAcc> = BTreeMap::new();
     for set in sets {
         for entry in &set.entries {
             add_entry(entry, set.kind, &mut hosts, &mut warnings);
@@ -131,9 +151,10 @@ pub fn merge(sets: &[MirrorSet]) -> (Vec<RegistryHost>, Diagnostics) {
     }
     let mut out = Vec::new();
     for (host, acc) in hosts {
-        let distinct_sources = {
+        // Counted only where a warning needs it.
+        let distinct_sources = || {
             let mut s = acc.sources.clone();
-            s.sort();
+            s.sort_unstable();
             s.dedup();
             s.len()
         };
@@ -146,7 +167,7 @@ pub fn merge(sets: &[MirrorSet]) -> (Vec<RegistryHost>, Diagnostics) {
                     .expected("at least one faithful mirror for this registry")
                     .hint("a mirror is usable when it ends with the source's repository path"),
             ),
-            (Some(never), false) if distinct_sources > 1 => warnings.push(
+            (Some(never), false) if distinct_sources() > 1 => warnings.push(
                 never
                     .warning(format!(
                         "on Windows nodes NeverContactSource covers every image of `{host}`, not only this source"
@@ -157,13 +178,19 @@ pub fn merge(sets: &[MirrorSet]) -> (Vec<RegistryHost>, Diagnostics) {
             _ => {}
         }
         if !acc.mirrors.is_empty() {
+            let host = host.to_string();
             out.push(RegistryHost { host, never_contact_source: acc.never.is_some(), mirrors: acc.mirrors });
         }
     }
     (out, warnings)
 }
 
-fn add_entry(entry: &MirrorEntry, kind: MirrorKind, hosts: &mut BTreeMap<String, HostAcc>, warnings: &mut Diagnostics) {
+fn add_entry<'a>(
+    entry: &'a MirrorEntry,
+    kind: MirrorKind,
+    hosts: &mut BTreeMap<&'a str, HostAcc<'a>>,
+    warnings: &mut Diagnostics,
+) {
     let source = entry.source.as_str();
     if source.starts_with("*.") {
         warnings.push(
@@ -176,12 +203,8 @@ fn add_entry(entry: &MirrorEntry, kind: MirrorKind, hosts: &mut BTreeMap<String,
         return;
     }
     let (host, path) = split(source);
-    let acc = hosts.entry(host.to_string()).or_insert_with(|| HostAcc {
-        mirrors: Vec::new(),
-        never: None,
-        sources: Vec::new(),
-    });
-    acc.sources.push(path.to_string());
+    let acc = hosts.entry(host).or_insert_with(|| HostAcc { mirrors: Vec::new(), never: None, sources: Vec::new() });
+    acc.sources.push(path);
     if let Some(p) = &entry.mirror_source_policy
         && p.as_str() == NEVER_CONTACT_SOURCE
         && acc.never.is_none()
@@ -319,5 +342,18 @@ mod tests {
         let long = format!("{}.io", "a.".repeat(124));
         assert_eq!(dir_problem(&long), None);
         assert!(dir_problem(&format!("{long}:65535")).is_some_and(|p| p.contains("at most 255")));
+    }
+
+    /// `dir_problem` judges the name without building it: the same verdict as building it with `dir_for`.
+    #[test]
+    fn dir_problem_judges_the_name_dir_for_gives() {
+        let long = "a".repeat(254);
+        let hosts =
+            ["", ":", "::", ".", "..", ".:1", "a:b:c", "a b", "x:5000", "[::1]:5000", "é:1", "a/b:1", "_:_", &long];
+        for host in hosts.iter().copied().chain([format!("{long}:1").as_str()]) {
+            let dir = dir_for(host);
+            let built = !is_safe_dir(&dir) || dir.len() > MAX_NAME;
+            assert_eq!(dir_problem(host).is_some(), built, "{host:?}");
+        }
     }
 }

@@ -501,6 +501,95 @@ fn expected(rendered: &Path, payload: &Path) -> BTreeMap<String, String> {
     want
 }
 
+/// A one-file change writes its journal beside the manifest, the file, then the manifest once (`sync::node`): cut
+/// anywhere, in either direction, the next sync finishes it whatever it pushes; a clean one sends the file, the
+/// small journal and one manifest.
+#[test]
+fn a_one_file_change_writes_the_manifest_once_and_a_cut_anywhere_in_it_is_finished_by_the_next_sync() {
+    let rig = Rig::new();
+    let empty_payload = rig.path("no-payload");
+    std::fs::create_dir_all(empty_payload.join("C")).unwrap();
+    let inv = rig.inventory(1, rig.sshd.port);
+    let version = |v: u32| {
+        let mirror = format!("mirror{v}.example.com/redhat/ubi9");
+        rig.render(&INPUTS.replace("mirror.example.com:5000/redhat/ubi9", &mirror))
+    };
+    let hosts = "k/containerd/registries/registry.redhat.io/hosts.toml";
+    let journal = "k/wmrender/manifest.json.wmrender-journal";
+
+    // Clean: only that file changes, and the manifest is written once.
+    version(1);
+    assert_eq!(rig.sync(&inv, &[]).0, 0);
+    let rendered = version(2);
+    let (rc, report, err) = rig.sync(&inv, &[]);
+    assert_eq!(rc, 0, "{err}");
+    let n = &nodes(&report)[0];
+    assert_eq!(n["changed"], serde_json::json!([format!("C:\\{}", hosts.replace('/', "\\"))]), "{n}");
+    let files = node_files(&rig.path("node-00"));
+    let (file, manifest) = (files[hosts].len() as u64, files["k/wmrender/manifest.json"].len() as u64);
+    let sent = n["bytesSent"].as_u64().unwrap();
+    assert!(sent > file + manifest && sent < file + manifest + 1_000, "sent {sent}: file {file}, manifest {manifest}");
+    assert_eq!(delivered(&rig.path("node-00")), expected(&rendered, &empty_payload), "no journal left");
+
+    let mut cut_with_journal = 0;
+    for (from, to) in [(1, 2), (2, 1)] {
+        for budget in (2_000..12_000).step_by(1_000) {
+            for finish_with in [from, to] {
+                version(from);
+                assert_eq!(rig.sync(&inv, &[]).0, 0);
+                // A push of `to` cut after `budget` bytes…
+                let rendered_to = version(to);
+                let (port, stop) = cutting_proxy(rig.sshd.port, budget);
+                rig.sshd.write_known_hosts(&rig.path("known_proxy"), port);
+                let _ = wmrender(&[
+                    "sync",
+                    "--rendered",
+                    rendered_to.to_str().unwrap(),
+                    "--inventory",
+                    rig.inventory(1, port).to_str().unwrap(),
+                    "--identity",
+                    rig.sshd.path("client_ed25519").to_str().unwrap(),
+                    "--known-hosts",
+                    rig.path("known_proxy").to_str().unwrap(),
+                    "--connect-timeout",
+                    "3",
+                ]);
+                stop.store(true, Ordering::SeqCst);
+                let files = node_files(&rig.path("node-00"));
+                // The manifest claims no file that is not there as it says, unless the journal beside it names it.
+                let uncertain: Vec<String> = match files.get(journal) {
+                    Some(j) => {
+                        cut_with_journal += 1;
+                        let j: serde_json::Value = serde_json::from_slice(j).unwrap();
+                        let named = j["pending"]["files"].as_array().unwrap().iter();
+                        named.map(|f| f["path"].as_str().unwrap().to_string()).collect()
+                    }
+                    None => Vec::new(),
+                };
+                let manifest: serde_json::Value = serde_json::from_slice(&files["k/wmrender/manifest.json"]).unwrap();
+                for entry in manifest["files"].as_array().unwrap() {
+                    let path = entry["path"].as_str().unwrap();
+                    let rel = path.trim_start_matches("C:\\").replace('\\', "/");
+                    if !uncertain.iter().any(|u| u == path) {
+                        let on_node = files.get(&rel).map(|b| sha(b));
+                        assert_eq!(on_node.as_deref(), entry["sha256"].as_str(), "{budget}: {rel}");
+                    }
+                }
+                // …then a clean sync of either version: the node holds exactly it, with no journal or temporary
+                // file, and a sync after it changes nothing.
+                let rendered = version(finish_with);
+                let (rc, _, err) = rig.sync(&inv, &[]);
+                let at = format!("v{from}→v{to} cut at {budget}, then v{finish_with}");
+                assert_eq!(rc, 0, "{at}: {err}");
+                assert_eq!(delivered(&rig.path("node-00")), expected(&rendered, &empty_payload), "{at}");
+                let (rc, report, _) = rig.sync(&inv, &[]);
+                assert_eq!((rc, nodes(&report)[0]["status"].as_str()), (0, Some("unchanged")), "{at}: then a no-op");
+            }
+        }
+    }
+    assert!(cut_with_journal > 0, "no cut landed while the one-file journal was there; move the budgets");
+}
+
 #[test]
 fn a_node_manifest_naming_paths_outside_the_node_root_is_refused_and_nothing_there_is_deleted() {
     let rig = Rig::new();

@@ -268,12 +268,10 @@ fn writable(_: &Path) -> bool {
 
 fn write_tree(root: &Path, files: &[Artifact]) -> Result<(), Error> {
     // Every directory once, parents first (a path sorts before the paths under it), rather than a
-    // `create_dir_all` per file that mostly finds its directory already there.
-    let dirs: BTreeSet<&Path> = files
-        .iter()
-        .flat_map(|f| Path::new(&f.path).ancestors().skip(1))
-        .filter(|d| !d.as_os_str().is_empty())
-        .collect();
+    // `create_dir_all` per file that mostly finds its directory already there. Compared as the `/`-separated text
+    // artifact paths are, which orders them the same: `Path` compares component by component, at several times
+    // the cost, for every file's every folder.
+    let dirs: BTreeSet<&str> = files.iter().flat_map(|f| folders(&f.path)).collect();
     fs::create_dir(root).map_err(|e| Error::io(format!("creating {}", root.display()), e))?;
     // The mark first: a render killed from here on leaves a tree the next render knows as its own.
     let mark = root.join(MARK);
@@ -287,6 +285,14 @@ fn write_tree(root: &Path, files: &[Artifact]) -> Result<(), Error> {
     }
     // Complete: from here it is a rendered tree, known as one by its manifest.
     fs::remove_file(&mark).map_err(|e| Error::io(format!("removing {}", mark.display()), e))
+}
+
+/// The folders holding an artifact path, innermost first: `a/b/c` is in `a/b` and `a`.
+fn folders(path: &str) -> impl Iterator<Item = &str> {
+    fn parent(p: &str) -> Option<&str> {
+        p.rfind('/').map(|i| &p[..i])
+    }
+    std::iter::successors(parent(path), |p| parent(p))
 }
 
 /// Puts the tree at `new` in place of `target`, then deletes the previous tree. At every instant `target` is

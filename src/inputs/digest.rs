@@ -8,23 +8,32 @@ use serde::Serialize;
 use serde_json::ser::{CharEscape, CompactFormatter, Formatter};
 use sha2::{Digest, Sha256};
 use std::cell::Cell;
-use std::io::{self, Write};
+use std::io::{self, BufWriter, Write};
 
 /// `sha256:<hex>` of `{"inputs":…,"mirrorSets":…}` in canonical JSON.
 pub fn inputs_digest(inputs: &impl Serialize, mirror_sets: &impl Serialize) -> String {
     // Serialising the inputs (strings, numbers, lists, structs) cannot fail, nor can hashing; should it ever,
     // the digest of what was written still changes with the inputs.
-    let mut hasher = Hasher(Sha256::new());
     let out_of_order = Cell::new(false);
+    let mut hasher = hashing();
     let written = write_canonical(&mut hasher, inputs, mirror_sets, || InOrder::new(&out_of_order));
     debug_assert!(written.is_ok());
     if out_of_order.get() {
         // Some object did not list its keys in order: write it all again, sorting as it goes.
-        hasher = Hasher(Sha256::new());
+        hasher = hashing();
         let written = write_canonical(&mut hasher, inputs, mirror_sets, SortedKeys::default);
         debug_assert!(written.is_ok());
     }
-    format!("sha256:{}", crate::hex(&hasher.0.finalize()))
+    let flushed = hasher.flush();
+    debug_assert!(flushed.is_ok());
+    let (Hasher(sha), _) = hasher.into_parts();
+    format!("sha256:{}", crate::hex(&sha.finalize()))
+}
+
+/// A hasher fed in 64 KiB pieces: serde_json writes a few bytes at a time (a quote, a key, a comma), and each
+/// `update` of the hash costs a fixed overhead besides its bytes.
+fn hashing() -> BufWriter<Hasher> {
+    BufWriter::with_capacity(64 * 1024, Hasher(Sha256::new()))
 }
 
 fn write_canonical<F: Formatter>(
@@ -57,25 +66,24 @@ impl Write for Hasher {
 /// inputs schema's `Serialize` impls do): then nothing is held, however long the mirror lists. A key that is not
 /// after the one before it in its object sets `out_of_order`, and the caller writes everything again through
 /// [`SortedKeys`].
+///
+/// Everything goes straight to the writer (the `Formatter` trait's own methods are the compact format); a key's
+/// text is also copied, unescaped, into one buffer that is reused, never allocated per key or per object, and
+/// compared there with the key before it.
 struct InOrder<'a> {
     out_of_order: &'a Cell<bool>,
-    /// The last key of each open object.
-    last_keys: Vec<Option<String>>,
-    /// The key being written, held until it is complete and compared.
-    key: Option<Vec<u8>>,
+    /// The last key (unescaped) of each open object, one after the other, the innermost object's last: an object
+    /// opens where the keys of those around it end, and takes its keys with it when it closes.
+    keys: Vec<u8>,
+    /// For each open object, innermost last: where its last key starts in `keys`, and whether it has one yet.
+    open: Vec<(usize, bool)>,
+    /// While a key is written: where it starts in `keys`, after the last key of its object.
+    key_start: Option<usize>,
 }
 
 impl<'a> InOrder<'a> {
     fn new(out_of_order: &'a Cell<bool>) -> InOrder<'a> {
-        InOrder { out_of_order, last_keys: Vec::new(), key: None }
-    }
-
-    /// Where the next bytes go: the key being written, or the writer.
-    fn sink<'s, W: ?Sized + Write>(&'s mut self, writer: &'s mut W) -> Sink<'s, W> {
-        match &mut self.key {
-            Some(key) => Sink::Held(key),
-            None => Sink::Out(writer),
-        }
+        InOrder { out_of_order, keys: Vec::new(), open: Vec::new(), key_start: None }
     }
 }
 
@@ -96,7 +104,7 @@ macro_rules! forward {
     )*};
 }
 
-/// The writers that are the same in [`InOrder`] and [`SortedKeys`]: into the current sink.
+/// The writers of [`SortedKeys`] that need no sorting: into the current sink.
 macro_rules! forward_all {
     () => {
         forward!(
@@ -150,35 +158,86 @@ macro_rules! forward_all {
     };
 }
 
+/// Scalar writers for [`InOrder`]: to the writer, and into the key being written when there is one (a map key
+/// that is a number or a boolean is written as a string of its text).
+macro_rules! to_writer_and_key {
+    ($($name:ident($t:ty)),*) => {$(
+        fn $name<W: ?Sized + Write>(&mut self, writer: &mut W, value: $t) -> io::Result<()> {
+            if self.key_start.is_some() {
+                CompactFormatter.$name(&mut self.keys, value)?;
+            }
+            CompactFormatter.$name(writer, value)
+        }
+    )*};
+}
+
 impl Formatter for InOrder<'_> {
-    forward_all!();
+    to_writer_and_key!(
+        write_bool(bool),
+        write_i8(i8),
+        write_i16(i16),
+        write_i32(i32),
+        write_i64(i64),
+        write_i128(i128),
+        write_u8(u8),
+        write_u16(u16),
+        write_u32(u32),
+        write_u64(u64),
+        write_u128(u128),
+        write_f32(f32),
+        write_f64(f64),
+        write_number_str(&str),
+        write_byte_array(&[u8]),
+        write_raw_fragment(&str),
+        write_string_fragment(&str)
+    );
+
+    /// An escaped character: written escaped, and into the key as the character itself.
+    fn write_char_escape<W: ?Sized + Write>(&mut self, writer: &mut W, escape: CharEscape) -> io::Result<()> {
+        if self.key_start.is_some() {
+            self.keys.push(match escape {
+                CharEscape::Quote => b'"',
+                CharEscape::ReverseSolidus => b'\\',
+                CharEscape::Solidus => b'/',
+                CharEscape::Backspace => b'\x08',
+                CharEscape::FormFeed => b'\x0c',
+                CharEscape::LineFeed => b'\n',
+                CharEscape::CarriageReturn => b'\r',
+                CharEscape::Tab => b'\t',
+                CharEscape::AsciiControl(byte) => byte,
+            });
+        }
+        CompactFormatter.write_char_escape(writer, escape)
+    }
 
     fn begin_object<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.last_keys.push(None);
-        CompactFormatter.begin_object(&mut self.sink(writer))
+        self.open.push((self.keys.len(), false));
+        CompactFormatter.begin_object(writer)
     }
 
     fn begin_object_key<W: ?Sized + Write>(&mut self, writer: &mut W, first: bool) -> io::Result<()> {
-        CompactFormatter.begin_object_key(&mut self.sink(writer), first)?;
-        self.key = Some(Vec::new());
-        Ok(())
+        self.key_start = Some(self.keys.len());
+        CompactFormatter.begin_object_key(writer, first)
     }
 
     fn end_object_key<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        let written = self.key.take().unwrap_or_default();
-        let key = key_text(&written)?;
-        if let Some(last) = self.last_keys.last_mut() {
-            if last.as_ref().is_some_and(|l| *l >= key) {
+        if let (Some(key_start), Some((last_start, has_key))) = (self.key_start.take(), self.open.last_mut()) {
+            let (last, key) = self.keys[*last_start..].split_at(key_start - *last_start);
+            if *has_key && last >= key {
                 self.out_of_order.set(true);
             }
-            *last = Some(key);
+            // The new key becomes the object's last.
+            self.keys.drain(*last_start..key_start);
+            *has_key = true;
         }
-        writer.write_all(&written)
+        CompactFormatter.end_object_key(writer)
     }
 
     fn end_object<W: ?Sized + Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.last_keys.pop();
-        CompactFormatter.end_object(&mut self.sink(writer))
+        if let Some((start, _)) = self.open.pop() {
+            self.keys.truncate(start);
+        }
+        CompactFormatter.end_object(writer)
     }
 }
 
@@ -335,6 +394,19 @@ mod tests {
         let canonical = through_value(&inputs, &sets);
         let expected = format!("sha256:{}", crate::hex(&Sha256::digest(canonical.as_bytes())));
         assert_eq!(inputs_digest(&inputs, &sets), expected);
+    }
+
+    /// Keys compared as their text: escaped ones unescaped, numbers as their digits. In order, they stream.
+    #[test]
+    fn escaped_and_numbered_keys_are_compared_as_their_text() {
+        let escaped: BTreeMap<String, u8> = [("a\n", 1), ("a\"", 2), ("a\\", 3), ("a\u{1}", 4), ("é", 5)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let numbered: BTreeMap<u32, u8> = [(1, 1), (2, 2), (3, 3)].into();
+        assert_eq!(streamed(&escaped, &numbered), (through_value(&escaped, &numbered), true));
+        let out_of_order: BTreeMap<u32, u8> = [(9, 1), (10, 2)].into();
+        assert_eq!(streamed(&escaped, &out_of_order), (through_value(&escaped, &out_of_order), false));
     }
 
     /// The inputs schema writes every object's keys in order, so a real digest streams and holds nothing: a

@@ -144,8 +144,9 @@ fn object(node: Node, what: &str, field: &str, diags: &mut Diagnostics, out: &mu
             } else {
                 (MirrorKind::Tag, "imageTagMirrors")
             };
+            let metadata = f.path("metadata");
             let name = f.node("metadata").and_then(|m| {
-                let mut mf = Fields::new(m, &f.path("metadata"), diags)?;
+                let mut mf = Fields::new(m, &metadata, diags)?;
                 let name: Option<String> = mf.req("name", "the object's name", diags);
                 mf.ignore_rest();
                 name

@@ -12,7 +12,7 @@
 //! errors, see `validate::Decoded`). Defaults are not filled in here: validation resolves them, so that "not
 //! written" stays visible to its rules. docs/inputs.md documents every field; keep the two in step.
 
-use super::yaml::{Decode, Fields, Located, Node, OddWholeNumber, Value};
+use super::yaml::{Decode, Fields, Located, Node, OddWholeNumber, Value, item_path};
 use crate::diagnostics::{Diagnostic, Diagnostics, Loc};
 use crate::windows::WindowsVersion;
 use serde::Serialize;
@@ -127,7 +127,7 @@ fn best_effort_list<T: Decode>(node: Node, field: &str, diags: &mut Diagnostics)
             // Sized up front: a long list (mirror entries) collected from `filter_map` grows to twice its size.
             let mut list = Vec::with_capacity(items.len());
             list.extend(
-                items.into_iter().enumerate().filter_map(|(i, item)| T::decode(item, &format!("{field}[{i}]"), diags)),
+                items.into_iter().enumerate().filter_map(|(i, item)| T::decode(item, &item_path(field, i), diags)),
             );
             list
         }
@@ -192,6 +192,35 @@ macro_rules! field_key {
     ($how:ident($key:literal $(, $rest:tt)*)) => {
         Some($key)
     };
+}
+
+/// The place of `key` among `keys` in byte order (how many of them sort before it), or `usize::MAX` for a field
+/// without a key (`here`, which is not written). For the schema's `Serialize`, evaluated when compiling.
+const fn key_rank(keys: &[Option<&str>], key: Option<&str>) -> usize {
+    let Some(key) = key else { return usize::MAX };
+    let mut rank = 0;
+    let mut i = 0;
+    while i < keys.len() {
+        if let Some(other) = keys[i]
+            && bytes_before(other.as_bytes(), key.as_bytes())
+        {
+            rank += 1;
+        }
+        i += 1;
+    }
+    rank
+}
+
+/// `a < b`, byte by byte, as `str`'s order has it (a `const fn`, which `Ord` is not).
+const fn bytes_before(a: &[u8], b: &[u8]) -> bool {
+    let mut i = 0;
+    while i < a.len() && i < b.len() {
+        if a[i] != b[i] {
+            return a[i] < b[i];
+        }
+        i += 1;
+    }
+    a.len() < b.len()
 }
 
 /// How one field is written to the digest's JSON: under its key; `here` is a position, not a value.
@@ -268,12 +297,13 @@ macro_rules! schema {
 
         impl Serialize for $name {
             /// Keys in byte order, as canonical JSON has them, so the inputs digest streams instead of sorting.
+            /// Each field's place in that order is worked out when compiling ([`key_rank`]): writing a struct,
+            /// done for every item of every list, compares small numbers only.
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let mut keys = [$(field_key!($how $( ( $($arg),* ) )?)),*];
-                keys.sort_unstable();
-                let mut s = s.serialize_struct(stringify!($name), keys.len())?;
-                for key in keys.into_iter().flatten() {
-                    $( if field_key!($how $( ( $($arg),* ) )?) == Some(key) {
+                const KEYS: &[Option<&str>] = &[$(field_key!($how $( ( $($arg),* ) )?)),*];
+                let mut s = s.serialize_struct(stringify!($name), KEYS.len())?;
+                for place in 0..KEYS.len() {
+                    $( if const { key_rank(KEYS, field_key!($how $( ( $($arg),* ) )?)) } == place {
                         serialize_field!(s, &self.$field, $how $( ( $($arg),* ) )?);
                     } )*
                 }

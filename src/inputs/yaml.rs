@@ -493,13 +493,34 @@ impl<T: Decode> Decode for Vec<T> {
         let mut out = Vec::with_capacity(items.len());
         let mut ok = true;
         for (i, item) in items.into_iter().enumerate() {
-            match T::decode(item, &format!("{field}[{i}]"), diags) {
+            match T::decode(item, &item_path(field, i), diags) {
                 Some(v) => out.push(v),
                 None => ok = false,
             }
         }
         ok.then_some(out)
     }
+}
+
+/// `field[i]`: the path of a list's item. Asked for every item of every list, so the number is written digit by
+/// digit: the formatting machinery of `format!` costs several times as much as the rest.
+pub fn item_path(field: &str, i: usize) -> String {
+    let mut digits = [0u8; 20];
+    let (mut n, mut start) = (i, digits.len());
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut path = String::with_capacity(field.len() + 2 + digits.len() - start);
+    path.push_str(field);
+    path.push('[');
+    path.extend(digits[start..].iter().map(|&d| char::from(d)));
+    path.push(']');
+    path
 }
 
 /// For a field that is rarely written, boxed so that a long list of its mappings does not hold room for it.
@@ -519,16 +540,17 @@ impl<T: Decode> Decode for Located<T> {
 
 /// Reads the fields of one mapping, taking each value as it is read. Every key asked for is remembered;
 /// [`Fields::finish`] reports the keys nobody asked for as unknown, with the nearest known name as a hint.
-pub struct Fields {
+pub struct Fields<'f> {
     loc: Loc,
-    field: String,
+    /// The mapping's field path, borrowed from the caller (a mapping is read for every item of a long list).
+    field: &'f str,
     entries: Vec<(Key, Node)>,
     known: Vec<&'static str>,
 }
 
-impl Fields {
+impl<'f> Fields<'f> {
     /// `None` (with a diagnostic) when the node is not a mapping. `null` reads as an empty mapping.
-    pub fn new(node: Node, field: &str, diags: &mut Diagnostics) -> Option<Fields> {
+    pub fn new(node: Node, field: &'f str, diags: &mut Diagnostics) -> Option<Fields<'f>> {
         let entries = match node.value {
             Value::Map(entries) => entries,
             Value::Null => Vec::new(),
@@ -537,18 +559,9 @@ impl Fields {
                 return None;
             }
         };
-        let fields = Fields { loc: node.loc, field: field.to_string(), entries, known: Vec::new() };
-        // YAML forbids a key twice in one mapping; which value would count is anyone's guess. (Each key's first
-        // place by name, not a search of the keys before it: a mapping from an untrusted file may hold thousands.)
-        let mut first_at: std::collections::HashMap<&str, &Loc> = std::collections::HashMap::new();
-        for (k, _) in &fields.entries {
-            let first = match first_at.entry(&k.name) {
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(&k.loc);
-                    continue;
-                }
-                std::collections::hash_map::Entry::Occupied(o) => *o.get(),
-            };
+        // Room for the keys a schema mapping asks for, so that asking does not grow the list key by key.
+        let fields = Fields { loc: node.loc, field, entries, known: Vec::with_capacity(16) };
+        for (k, first) in fields.repeated_keys() {
             diags.push(
                 Diagnostic::error(
                     &k.loc,
@@ -561,6 +574,32 @@ impl Fields {
         Some(fields)
     }
 
+    /// Each key written again in this mapping (YAML forbids it; which value would count is anyone's guess), with
+    /// where it was first. A schema mapping has a handful of keys, compared with those before them; a mapping from
+    /// an untrusted file may hold thousands, so beyond a few each key's first place is looked up by name instead.
+    fn repeated_keys(&self) -> Vec<(&Key, &Loc)> {
+        const FEW: usize = 16;
+        let keys = self.entries.iter().map(|(k, _)| k);
+        if self.entries.len() <= FEW {
+            return keys
+                .enumerate()
+                .filter_map(|(i, k)| {
+                    let first = self.entries[..i].iter().find(|(before, _)| before.name == k.name)?;
+                    Some((k, &first.0.loc))
+                })
+                .collect();
+        }
+        let mut first_at: std::collections::HashMap<&str, &Loc> = std::collections::HashMap::new();
+        keys.filter_map(|k| match first_at.entry(&k.name) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(&k.loc);
+                None
+            }
+            std::collections::hash_map::Entry::Occupied(o) => Some((k, *o.get())),
+        })
+        .collect()
+    }
+
     /// The node under `key` even when it is written as `null` (`aws:` with nothing after it). A key is read once:
     /// its value is taken, and reading it again gives `null`.
     pub fn node_or_null(&mut self, key: &'static str) -> Option<Node> {
@@ -571,7 +610,15 @@ impl Fields {
     }
 
     pub fn path(&self, key: &str) -> String {
-        if self.field.is_empty() { key.to_string() } else { format!("{}.{key}", self.field) }
+        if self.field.is_empty() {
+            return key.to_string();
+        }
+        // Asked for every field read, so built directly rather than through the formatting machinery.
+        let mut path = String::with_capacity(self.field.len() + 1 + key.len());
+        path.push_str(self.field);
+        path.push('.');
+        path.push_str(key);
+        path
     }
 
     /// The node under `key`, unless absent or `null`.
@@ -608,7 +655,7 @@ impl Fields {
 
     /// Where this mapping is, for rules about the mapping as a whole ("no image for this MachineSet").
     pub fn at(&self) -> Located<()> {
-        Located { value: (), loc: self.loc.clone(), field: self.field.as_str().into() }
+        Located { value: (), loc: self.loc.clone(), field: self.field.into() }
     }
 
     /// Accepts every key not read so far: for objects copied from a cluster (`oc get -o yaml`), whose metadata and
@@ -714,6 +761,13 @@ mod tests {
         let read: Vec<(&str, u32, &str)> = v.iter().map(|l| (l.value.as_str(), l.loc.column, &*l.field)).collect();
         assert_eq!(read, [("a", 5, "v[0]"), ("2022", 8, "v[1]"), ("true", 14, "v[2]")]);
         assert!(d.is_empty());
+    }
+
+    #[test]
+    fn item_paths_are_the_index_in_brackets() {
+        for i in [0, 7, 10, 99, 12345, usize::MAX] {
+            assert_eq!(item_path("spec.byoh", i), format!("spec.byoh[{i}]"));
+        }
     }
 
     #[test]

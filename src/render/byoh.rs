@@ -1,7 +1,7 @@
 //! The BYOH `windows-instances` ConfigMap (reference wmco-cluster-objects §4).
 
 use super::object::{
-    ClusterObject, FLUX_NO_SUBSTITUTE, Order, annotations, has_substitution_syntax, labels, object_meta,
+    ClusterObject, FLUX_NO_SUBSTITUTE, Order, annotations, has_substitution_text, labels, object_meta,
 };
 use crate::plan::Plan;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -19,9 +19,10 @@ pub fn render(plan: &Plan) -> Vec<ClusterObject> {
     };
     // WMCO splits on the first `=` and keeps the rest verbatim: no trailing newline.
     let data: std::collections::BTreeMap<String, String> =
-        hosts.iter().map(|h| (h.address.clone(), format!("username={}", h.username))).collect();
+        hosts.iter().map(|h| (h.address.clone(), ["username=", &h.username].concat())).collect();
     let mut notes = annotations(Order::ConfigMap, NEVER_PRUNE);
-    if has_substitution_syntax(&data) {
+    // The strings themselves, rather than the map written out as JSON: a long host list is read once.
+    if data.iter().any(|(address, user)| has_substitution_text(address) || has_substitution_text(user)) {
         notes.insert(FLUX_NO_SUBSTITUTE.0.into(), FLUX_NO_SUBSTITUTE.1.into());
     }
     let cm = ConfigMap {

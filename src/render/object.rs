@@ -12,7 +12,12 @@ pub const FLUX_NO_SUBSTITUTE: (&str, &str) = ("kustomize.toolkit.fluxcd.io/subst
 
 /// Whether any string of `value` contains text Flux's substitution would change: `${` or `$$`.
 pub fn has_substitution_syntax<T: Serialize>(value: &T) -> bool {
-    serde_json::to_string(value).is_ok_and(|s| s.contains("${") || s.contains("$$"))
+    serde_json::to_string(value).is_ok_and(|s| has_substitution_text(&s))
+}
+
+/// Whether `text` holds what Flux's substitution would change: `${` or `$$`.
+pub fn has_substitution_text(text: &str) -> bool {
+    text.contains("${") || text.contains("$$")
 }
 
 /// Apply order: the WMCO install objects first, then RuntimeClasses, then what creates nodes. The number is

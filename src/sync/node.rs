@@ -5,6 +5,18 @@
 //! `unchanged` only while the agent's last pass (`C:\k\wmrender\last-pass.json`, written by every pass of the
 //! agent service too) converged: a pass that failed or waits since (a step after a reboot) makes sync run the agent
 //! again and report what it says.
+//!
+//! A change is delivered one of two ways:
+//!
+//! - **journaled** (any change): the manifest is written with the journal first (the agent waits while the
+//!   manifest holds one), then the files, then the manifest without it, then the apply step runs, and the manifest
+//!   is marked applied once it converged: three writes of the manifest;
+//! - **one file** (one file replaced in place, nothing removed, not the agent itself; [`plan::Changes::one_file`]):
+//!   one rename, which neither the agent nor anyone else can see half done, so the agent need not wait. The journal
+//!   goes into a small file of its own beside the manifest ([`ONE_FILE_JOURNAL`]), then the file, then the manifest,
+//!   once, already marked applied; the journal file is removed when the apply step converged. Until then it stands
+//!   for the journal and for "not applied": a sync that finds it reads the manifest as holding that journal,
+//!   unapplied.
 
 use super::error::SyncError;
 use super::inventory::Node;
@@ -17,9 +29,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use wmrender_contract::paths::{AGENT_EXE, KUBECONFIG, LAST_PASS, NODE_MANIFEST};
 use wmrender_contract::{
-    ASIDE_SUFFIX, Actions, ApplyResult, ApplyStatus, FileKind, NodeManifest, NodePath, STAGED_SUFFIX, ServicesFile,
-    TEMP_SUFFIX,
+    ASIDE_SUFFIX, Actions, ApplyResult, ApplyStatus, FileKind, Journal, NodeManifest, NodePath, STAGED_SUFFIX,
+    ServicesFile, TEMP_SUFFIX,
 };
+
+/// Beside the node manifest (`manifest.json.wmrender-journal`): the journal of a one-file change, as a node manifest
+/// holding only its journal. The agent does not read it; sync does, on every run.
+const ONE_FILE_JOURNAL: &str = ".wmrender-journal";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -168,15 +184,31 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
     let mut conn = Connection::open(job.node, job.connect).await?;
     let mut sftp = conn.sftp().await?;
     let manifest_path = NodePath::known(NODE_MANIFEST);
-    let on_node = match sftp.read_if_exists(&profile.sftp_path(&manifest_path)).await? {
+    let journal_path = one_file_journal()?;
+    // The one-file journal is read with the manifest, at once: it costs no round trip of its own.
+    let (at_manifest, at_journal) = (profile.sftp_path(&manifest_path), profile.sftp_path(&journal_path));
+    let (manifest, journal) = tokio::try_join!(sftp.read_if_exists(&at_manifest), sftp.read_if_exists(&at_journal))?;
+    let mut on_node = match manifest {
         Some(bytes) => NodeManifest::parse(&bytes).map_err(|e| {
             SyncError::Remote(format!("the node's {NODE_MANIFEST} {e} (remove it to have everything pushed again)"))
         })?,
         None => NodeManifest::default(),
     };
-    // A cut while the manifest itself was written leaves its temporary file even when nothing else changed.
+    // A one-file change not seen to converge: cut off, or its apply step did not converge.
+    let journal_found = journal.is_some();
+    if let Some(bytes) = journal {
+        let journal = NodeManifest::parse(&bytes).map_err(|e| {
+            SyncError::Remote(format!(
+                "the node's {journal_path} {e} (remove it and {NODE_MANIFEST} to have everything pushed again)"
+            ))
+        })?;
+        take_journal(&mut on_node, journal);
+    }
+    // A cut while the manifest or the journal was written leaves its temporary file even when nothing else changed.
     if !job.dry_run {
-        sftp.remove_file(&profile.sftp_path(&temp(&manifest_path)?)).await?;
+        let (manifest_temp, journal_temp) =
+            (profile.sftp_path(&temp(&manifest_path)?), profile.sftp_path(&temp(&journal_path)?));
+        tokio::try_join!(sftp.remove_file(&manifest_temp), sftp.remove_file(&journal_temp))?;
     }
     // Only Windows nodes run services; elsewhere (posix staging hosts) every file is replaced in place.
     let binaries = job.services.binaries();
@@ -225,7 +257,13 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
         .collect();
     let held = job.guard.before_upgrade(job.node, &disruptive).await?;
     report.evicted = held.as_ref().map(|h| h.evicted.clone()).unwrap_or_default();
-    report.bytes_sent = push(profile, &conn, &sftp, &on_node, &changes).await?;
+    // The agent's own executable is set aside, not replaced in one rename: never a one-file change.
+    let one_file = changes.one_file() && !changes.write.iter().any(|d| d.file.path.as_str() == AGENT_EXE);
+    report.bytes_sent = if one_file {
+        push_one_file(profile, &conn, &sftp, &on_node, &changes).await?
+    } else {
+        push(profile, &conn, &sftp, &on_node, &changes, journal_found).await?
+    };
     let mut result = apply(&conn, profile).await?;
     // A host that holds kubelet's credentials joined before: whatever the cluster says, pods may run there.
     if failure(&result).is_none()
@@ -252,14 +290,13 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
     let failed = failure(&result);
     // Kept in the report when the pass failed too: it names the node (for its taint) and says what failed.
     report.apply = Some(result);
+    let converged = status == ApplyStatus::Converged;
+    report.bytes_sent += record_apply(profile, &conn, &sftp, &changes, one_file, converged).await?;
     if let Some(e) = failed {
         return Err(e);
     }
     match status {
-        ApplyStatus::Converged => {
-            replace_bytes(&conn, &sftp, profile, &manifest_path, changes.done(true).to_json()).await?;
-            report.status = Status::Synced;
-        }
+        ApplyStatus::Converged => report.status = Status::Synced,
         ApplyStatus::Pending => report.status = Status::Pending,
         ApplyStatus::Failed => return Err(SyncError::Apply("the agent's pass failed".into())),
     }
@@ -356,13 +393,11 @@ async fn push(
     sftp: &Sftp,
     on_node: &NodeManifest,
     changes: &Changes,
+    journal_found: bool,
 ) -> Result<u64, SyncError> {
     let manifest_path = NodePath::known(NODE_MANIFEST);
     let mut sent = 0;
-    // Temporary files a cut left behind: those of every file the last journal named.
-    for p in &changes.leftovers {
-        sftp.remove_file(&profile.sftp_path(&temp(p)?)).await?;
-    }
+    remove_leftovers(profile, sftp, changes).await?;
     // The agent's executable steps aside before the new one goes in (Windows lets a running program be renamed, not
     // overwritten). The copy the last upgrade set aside must go first; while a process still runs it, Windows keeps
     // it, and the sync stops here, before its journal, so the agent goes on maintaining the node.
@@ -395,7 +430,82 @@ async fn push(
         }
     }
     sent += replace_bytes(conn, sftp, profile, &manifest_path, changes.done(false).to_json()).await?;
+    if journal_found {
+        // A one-file change's journal was part of this sync's plan, and the manifest now says "not applied".
+        sftp.remove_file(&profile.sftp_path(&one_file_journal()?)).await?;
+    }
     Ok(sent)
+}
+
+/// A one-file change ([`plan::Changes::one_file`]): its journal into [`ONE_FILE_JOURNAL`], the file, and the
+/// manifest, written once, as applied; [`record_apply`] removes the journal once the apply step converged. A cut
+/// at any point leaves the journal naming the file, which the next sync writes again whatever it pushes, and then
+/// runs the apply step.
+async fn push_one_file(
+    profile: &Profile,
+    conn: &Connection,
+    sftp: &Sftp,
+    on_node: &NodeManifest,
+    changes: &Changes,
+) -> Result<u64, SyncError> {
+    remove_leftovers(profile, sftp, changes).await?;
+    let journal = NodeManifest { files: Vec::new(), ..changes.journal(on_node) };
+    let mut sent = replace_bytes(conn, sftp, profile, &one_file_journal()?, journal.to_json()).await?;
+    for d in &changes.write {
+        sent += replace(conn, sftp, profile, &d.file.path, &d.source, Some(&d.file.sha256)).await?;
+    }
+    let manifest_path = NodePath::known(NODE_MANIFEST);
+    sent += replace_bytes(conn, sftp, profile, &manifest_path, changes.done(true).to_json()).await?;
+    Ok(sent)
+}
+
+/// Records what the apply step said. A journaled change's manifest is marked applied once it converged. A one-file
+/// change's manifest already says so: its journal is removed once that is true, else the manifest is written again
+/// as not applied first, as a journaled change leaves it.
+async fn record_apply(
+    profile: &Profile,
+    conn: &Connection,
+    sftp: &Sftp,
+    changes: &Changes,
+    one_file: bool,
+    converged: bool,
+) -> Result<u64, SyncError> {
+    let manifest_path = NodePath::known(NODE_MANIFEST);
+    let sent = match (one_file, converged) {
+        (false, false) => return Ok(0),
+        (false, true) => return replace_bytes(conn, sftp, profile, &manifest_path, changes.done(true).to_json()).await,
+        (true, true) => 0,
+        (true, false) => replace_bytes(conn, sftp, profile, &manifest_path, changes.done(false).to_json()).await?,
+    };
+    sftp.remove_file(&profile.sftp_path(&one_file_journal()?)).await?;
+    Ok(sent)
+}
+
+/// Temporary files a cut left behind: those of every file the last journal named.
+async fn remove_leftovers(profile: &Profile, sftp: &Sftp, changes: &Changes) -> Result<(), SyncError> {
+    for p in &changes.leftovers {
+        sftp.remove_file(&profile.sftp_path(&temp(p)?)).await?;
+    }
+    Ok(())
+}
+
+fn one_file_journal() -> Result<NodePath, SyncError> {
+    NodePath::known(NODE_MANIFEST).with_suffix(ONE_FILE_JOURNAL).map_err(local)
+}
+
+/// Reads a one-file change's journal into the manifest read from the node: its files are uncertain (written again,
+/// their temporary files removed) and its apply step not yet seen to converge, as if the manifest held it.
+fn take_journal(on_node: &mut NodeManifest, one_file: NodeManifest) {
+    on_node.applied = false;
+    let journal = one_file.pending.unwrap_or_default();
+    let pending = on_node.pending.get_or_insert_with(Journal::default);
+    pending.files.retain(|f| !journal.files.iter().any(|j| j.path == f.path));
+    pending.files.extend(journal.files);
+    for path in journal.remove {
+        if !pending.remove.contains(&path) {
+            pending.remove.push(path);
+        }
+    }
 }
 
 fn local(e: impl std::fmt::Display) -> SyncError {

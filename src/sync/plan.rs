@@ -179,6 +179,12 @@ impl Changes {
         v
     }
 
+    /// A change of one file replaced in place, and nothing else: one rename, which no reader of the node can see
+    /// half done, so the agent need not be held back while it is made (see `sync::node`).
+    pub fn one_file(&self) -> bool {
+        matches!(self.write.as_slice(), [only] if !only.file.staged) && self.remove.is_empty()
+    }
+
     /// The manifest written before anything changes: the files known not to change, and the journal.
     pub fn journal(&self, on_node: &NodeManifest) -> NodeManifest {
         let touched: BTreeSet<NodePath> = self.touched().into_iter().collect();

@@ -31,16 +31,15 @@ pub fn check(loaded: &Loaded, d: &mut Diagnostics) -> Option<Vec<registries::Reg
                         .expected("host[:port] then optional /path components, lower-case; no scheme, tag or digest (e.g. registry.redhat.io/ubi9)")
                         .hint(hint(&e.source)),
                 );
-            } else if let Some(why) = host_problem(e.source.split('/').next().unwrap_or_default()) {
+            } else if let Some(why) = host_problem(registries::registry(&e.source)) {
                 valid = false;
                 d.push(
                     e.source
                         .error(format!("`{}` is not a registry source: {why}", e.source.value.escape_debug()))
                         .expected("a registry host name of at most 253 characters (labels of at most 63), and a port from 1 to 65535"),
                 );
-            } else if let Some(host) = e.source.split('/').next()
-                && !host.starts_with("*.")
-                && let Some(why) = registries::dir_problem(host)
+            } else if !registries::registry(&e.source).starts_with("*.")
+                && let Some(why) = registries::dir_problem(registries::registry(&e.source))
             {
                 valid = false;
                 d.push(e.source.error(why).expected(format!(
@@ -56,7 +55,7 @@ pub fn check(loaded: &Loaded, d: &mut Diagnostics) -> Option<Vec<registries::Reg
                             .expected("host[:port] then optional /path components, lower-case; no scheme, tag, digest or wildcard")
                             .hint(hint(m)),
                     );
-                } else if let Some(why) = host_problem(m.split('/').next().unwrap_or_default()) {
+                } else if let Some(why) = host_problem(registries::registry(m)) {
                     valid = false;
                     d.push(
                         m.error(format!("`{}` is not a mirror location: {why}", m.value.escape_debug()))

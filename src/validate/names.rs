@@ -13,19 +13,22 @@ pub fn check_dns_name(name: &str) -> Result<(), String> {
     if name.len() > 253 {
         return Err(format!("the host name is {} characters long; DNS allows at most 253", name.len()));
     }
-    for label in name.split('.') {
+    // Split as bytes: every host of every mirror entry comes here, and `str::split` looks for the dot with a
+    // search made for long text. A label is whole characters (the dot is ASCII), so its text is exact.
+    for label in name.as_bytes().split(|&b| b == b'.') {
+        let text = || String::from_utf8_lossy(label);
         if label.is_empty() {
             return Err("the host name has an empty label (two dots in a row, or a dot at an end)".into());
         }
         if label.len() > 63 {
-            let start: String = label.chars().take(20).collect();
+            let start: String = text().chars().take(20).collect();
             return Err(format!("the label `{start}…` is {} characters long; DNS allows at most 63", label.len()));
         }
-        if !label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
-            return Err(format!("the label `{}` may hold only letters, digits and `-`", label.escape_debug()));
+        if !label.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-') {
+            return Err(format!("the label `{}` may hold only letters, digits and `-`", text().escape_debug()));
         }
-        if label.starts_with('-') || label.ends_with('-') {
-            return Err(format!("the label `{label}` starts or ends with `-`"));
+        if label.first() == Some(&b'-') || label.last() == Some(&b'-') {
+            return Err(format!("the label `{}` starts or ends with `-`", text()));
         }
     }
     Ok(())
@@ -50,8 +53,10 @@ pub fn check_host_port(s: &str) -> Result<(), String> {
             None => Err(format!("unexpected `{}` after the address", after.escape_debug())),
         };
     }
-    let (host, port) = match s.rsplit_once(':') {
-        Some((h, p)) => (h, Some(p)),
+    // Found byte by byte: every host of every mirror entry comes here, and the search `rsplit_once` makes is
+    // built for long text.
+    let (host, port) = match s.bytes().rposition(|b| b == b':') {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
         None => (s, None),
     };
     if let Some(p) = port {
@@ -64,14 +69,16 @@ pub fn check_host_port(s: &str) -> Result<(), String> {
 /// `" / \ [ ] : ; | = , + * ? < > @`, no control or format characters (U+202E, U+2028, U+FEFF, …), and not only
 /// dots or spaces.
 pub fn check_windows_user_name(name: &str) -> Result<(), String> {
-    const FORBIDDEN: &[char] = &['"', '/', '\\', '[', ']', ':', ';', '|', '=', ',', '+', '*', '?', '<', '>', '@'];
+    let forbidden = |c: &char| {
+        matches!(c, '"' | '/' | '\\' | '[' | ']' | ':' | ';' | '|' | '=' | ',' | '+' | '*' | '?' | '<' | '>' | '@')
+    };
     if name.is_empty() {
         return Err("the user name is empty".into());
     }
     if let Some(c) = name.chars().find(|c| is_invisible(*c)) {
         return Err(format!("the user name holds the invisible or control character U+{:04X}", c as u32));
     }
-    if let Some(c) = name.chars().find(|c| FORBIDDEN.contains(c)) {
+    if let Some(c) = name.chars().find(forbidden) {
         return Err(format!("Windows user names cannot contain `{c}`"));
     }
     if name.trim() != name {
@@ -90,16 +97,16 @@ pub fn check_windows_user_name(name: &str) -> Result<(), String> {
 /// What OpenSSH's client refuses in a remote user name (`valid_ruser` in OpenSSH 9.6), if anything: a leading `-`,
 /// control characters, any of ``'`";&<>|(){}``, a `-` after whitespace, a trailing `\`. Worded to follow "the user".
 pub fn ssh_user_problem(user: &str) -> Option<String> {
-    let chars: Vec<char> = user.chars().collect();
+    let metacharacter = |c: &char| matches!(c, '\'' | '`' | '"' | ';' | '&' | '<' | '>' | '|' | '(' | ')' | '{' | '}');
     if user.is_empty() {
         Some("is empty".into())
     } else if user.starts_with('-') {
         Some("starts with `-` (ssh would read it as an option)".into())
     } else if user.chars().any(char::is_control) {
         Some("contains a control character".into())
-    } else if let Some(c) = chars.iter().find(|c| "'`\";&<>|(){}".contains(**c)) {
+    } else if let Some(c) = user.chars().find(metacharacter) {
         Some(format!("contains `{c}`, a shell metacharacter"))
-    } else if chars.windows(2).any(|w| w[0].is_whitespace() && w[1] == '-') {
+    } else if user.chars().zip(user.chars().skip(1)).any(|(a, b)| a.is_whitespace() && b == '-') {
         Some("has a `-` after a space (ssh would read it as an option)".into())
     } else if user.ends_with('\\') {
         Some("ends with `\\`".into())

@@ -15,6 +15,7 @@
 use super::{Key, Node, Tagged, Value};
 use crate::diagnostics::Loc;
 use serde_saphyr::granit_parser::{self as granit, Event, Marker, ScalarStyle, ScanError, Span, Tag};
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -97,9 +98,15 @@ pub fn documents(file: &Arc<str>, text: &str, single: bool) -> Result<Vec<Node>,
                 b.docs.push(root);
             }
             Event::Scalar(value, style, anchor, tag) => {
-                let node = b.scalar(&value, style, tag.as_deref(), &span);
                 let range = span.start.byte_offset().zip(span.end.byte_offset());
-                b.finish_node(node, anchor, (1, value.len()), range)?;
+                if anchor == 0 && tag.is_none() && b.awaits_key() {
+                    // Most scalars are keys: named from their text, without building a node to read the name of.
+                    b.key(&value, style, &span, range)?;
+                } else {
+                    let cost = (1, value.len());
+                    let node = b.scalar(value, style, tag.as_deref(), &span);
+                    b.finish_node(node, anchor, cost, range)?;
+                }
             }
             Event::SequenceStart(_, anchor, tag) => b.open(Open::Seq(Vec::new()), anchor, tag.as_deref(), &span)?,
             Event::MappingStart(_, anchor, tag) => {
@@ -185,24 +192,30 @@ impl Builder<'_> {
         }
     }
 
-    fn scalar(&self, value: &str, style: ScalarStyle, tag: Option<&Tag>, span: &Span) -> Node {
+    fn scalar(&self, value: Cow<str>, style: ScalarStyle, tag: Option<&Tag>, span: &Span) -> Node {
         let loc = self.loc(&span.start);
-        let written = || self.written(span).map(Box::from).unwrap_or_else(|| Box::from(value));
+        let written = || self.written(span).map(Box::from).unwrap_or_else(|| Box::from(&*value));
         let plain = style == ScalarStyle::Plain;
         let value = match tag.map(|t| (t, t.core_suffix())) {
-            None if plain => resolve_plain(value, written),
-            None => Value::Str(value.to_string()),
+            None if plain => match Plain::of(&value) {
+                // Text, the common case, keeps the string the parser made when it made one.
+                Plain::Text => Value::Str(value.into_owned()),
+                resolved => resolved.value(&value, written),
+            },
+            None => Value::Str(value.into_owned()),
             // `!` asks for no resolution: text.
-            Some((t, None)) if is_non_specific(t) => Value::Str(value.to_string()),
-            Some((_, Some("str"))) => Value::Str(value.to_string()),
-            Some((_, Some("null"))) if is_null_text(value) => Value::Null,
-            Some((_, Some("bool"))) if parse_bool(value).is_some() => {
-                Value::Bool(parse_bool(value) == Some(true), written())
+            Some((t, None)) if is_non_specific(t) => Value::Str(value.into_owned()),
+            Some((_, Some("str"))) => Value::Str(value.into_owned()),
+            Some((_, Some("null"))) if is_null_text(&value) => Value::Null,
+            Some((_, Some("bool"))) if parse_bool(&value).is_some() => {
+                Value::Bool(parse_bool(&value) == Some(true), written())
             }
-            Some((_, Some("int"))) if parse_int(value).is_some() => int_value(parse_int(value).unwrap_or(0), written()),
+            Some((_, Some("int"))) if parse_int(&value).is_some() => {
+                int_value(parse_int(&value).unwrap_or(0), written())
+            }
             Some((t, _)) => {
                 let at = span.tag_start.as_ref().map_or(loc.clone(), |m| self.loc(m));
-                return Node { value: tagged(t, Value::Str(value.to_string())), loc: at };
+                return Node { value: tagged(t, Value::Str(value.into_owned())), loc: at };
             }
         };
         Node { value, loc }
@@ -295,6 +308,65 @@ impl Builder<'_> {
         self.place(node, cost, range)
     }
 
+    /// Whether the next node is a key of the innermost mapping.
+    fn awaits_key(&self) -> bool {
+        matches!(self.stack.last(), Some(Frame { open: Open::Map { key: None, .. }, .. }))
+    }
+
+    /// A scalar without anchor or tag as the key of the innermost mapping: named as [`key_text`] names the node
+    /// [`Builder::scalar`] would build, and charged to the budget the same.
+    fn key(
+        &mut self,
+        value: &str,
+        style: ScalarStyle,
+        span: &Span,
+        range: Option<(usize, usize)>,
+    ) -> Result<(), BuildError> {
+        let loc = self.loc(&span.start);
+        let cost = (1, value.len());
+        self.spend(cost, &loc)?;
+        let name = match style {
+            ScalarStyle::Plain => match Plain::of(value) {
+                Plain::Text => value,
+                Plain::NonFinite(canonical) => canonical,
+                _ => range
+                    .and_then(|(s, e)| self.text.get(s..e))
+                    .map(str::trim)
+                    .filter(|w| !w.is_empty())
+                    .unwrap_or("null"),
+            },
+            _ => value,
+        };
+        let name = self.shared_name(name);
+        if let Some(frame) = self.stack.last_mut() {
+            frame.cost = (frame.cost.0 + cost.0, frame.cost.1 + cost.1);
+            if let Open::Map { key, .. } = &mut frame.open {
+                *key = Some(Key { name, loc });
+            }
+        }
+        Ok(())
+    }
+
+    /// The innermost mapping's key is `name`, at `loc`.
+    fn set_key(&mut self, name: &str, loc: Loc) {
+        let name = self.shared_name(name);
+        if let Some(Frame { open: Open::Map { key, .. }, .. }) = self.stack.last_mut() {
+            *key = Some(Key { name, loc });
+        }
+    }
+
+    /// `name`, held once per parse.
+    fn shared_name(&mut self, name: &str) -> Arc<str> {
+        match self.keys.get(name) {
+            Some(shared) => shared.clone(),
+            None => {
+                let shared: Arc<str> = Arc::from(name);
+                self.keys.insert(shared.clone());
+                shared
+            }
+        }
+    }
+
     /// Puts a finished node where it belongs: the document's root, a list's next item, a mapping's key or value.
     /// `range`: where its text is, to name it should it be a key.
     fn place(&mut self, mut node: Node, cost: (usize, usize), range: Option<(usize, usize)>) -> Result<(), BuildError> {
@@ -306,17 +378,9 @@ impl Builder<'_> {
         frame.cost = (frame.cost.0 + cost.0, frame.cost.1 + cost.1);
         match &mut frame.open {
             Open::Seq(items) => items.push(node),
-            Open::Map { key: pending @ None, .. } => {
+            Open::Map { key: None, .. } => {
                 let name = key_text(&node, written);
-                let name = match self.keys.get(name.as_str()) {
-                    Some(shared) => shared.clone(),
-                    None => {
-                        let shared: Arc<str> = Arc::from(name);
-                        self.keys.insert(shared.clone());
-                        shared
-                    }
-                };
-                *pending = Some(Key { name, loc: node.loc });
+                self.set_key(&name, node.loc);
             }
             Open::Map { key: pending @ Some(_), entries, merges } => {
                 let Some(key) = pending.take() else { return Ok(()) };
@@ -403,29 +467,63 @@ fn shown_tag(tag: &Tag) -> String {
     }
 }
 
-/// An untagged plain scalar, resolved as serde-saphyr does with strict (YAML 1.2) booleans and non-finite floats
-/// kept as text: null, boolean, integer (decimal without a leading zero, `0x`, `0o`, `0b`, `_` between digits),
-/// float, else text. An integer beyond 64 bits is a float, whose text a field can still read.
-fn resolve_plain(text: &str, written: impl Fn() -> Box<str>) -> Value {
-    if is_null_text(text) {
-        return Value::Null;
-    }
-    if let Some(b) = parse_bool(text) {
-        return Value::Bool(b, written());
-    }
-    if let Some(i) = parse_int(text) {
-        return int_value(i, written());
-    }
-    if let Some(canonical) = non_finite(text) {
-        return Value::Str(canonical.into());
-    }
-    match text.parse::<f64>() {
-        Ok(f) if f.is_finite() => Value::Float(f, written()),
-        // `1e400`: a numeral too large for a float, kept as text like `.inf`.
-        Ok(f) if f.is_infinite() && text.trim_start_matches(['+', '-']).starts_with(|c: char| c.is_ascii_digit()) => {
-            Value::Str(if f > 0.0 { ".inf" } else { "-.inf" }.into())
+/// What an untagged plain scalar is, resolved as serde-saphyr does with strict (YAML 1.2) booleans and non-finite
+/// floats kept as text: null, boolean, integer (decimal without a leading zero, `0x`, `0o`, `0b`, `_` between
+/// digits), float, else text. An integer beyond 64 bits is a float, whose text a field can still read.
+enum Plain {
+    Null,
+    Bool(bool),
+    Int(i128),
+    Float(f64),
+    /// `.inf`, `-.Inf`, `.NaN`, or a numeral too large for a float (`1e400`): the canonical text.
+    NonFinite(&'static str),
+    Text,
+}
+
+impl Plain {
+    fn of(text: &str) -> Plain {
+        // Most plain scalars are names, addresses and keys: one that starts with none of the characters a null, a
+        // boolean or a number can start with is text, without trying each. (`inf` and `nan`, which Rust's float
+        // parser takes, are kept as text below anyway.)
+        match text.as_bytes().first() {
+            None => return Plain::Null,
+            Some(b'~' | b'n' | b'N' | b't' | b'T' | b'f' | b'F' | b'0'..=b'9' | b'+' | b'-' | b'.') => {}
+            Some(_) => return Plain::Text,
         }
-        _ => Value::Str(text.to_string()),
+        if is_null_text(text) {
+            return Plain::Null;
+        }
+        if let Some(b) = parse_bool(text) {
+            return Plain::Bool(b);
+        }
+        if let Some(i) = parse_int(text) {
+            return Plain::Int(i);
+        }
+        if let Some(canonical) = non_finite(text) {
+            return Plain::NonFinite(canonical);
+        }
+        match text.parse::<f64>() {
+            Ok(f) if f.is_finite() => Plain::Float(f),
+            // `1e400`: a numeral too large for a float, kept as text like `.inf`.
+            Ok(f)
+                if f.is_infinite() && text.trim_start_matches(['+', '-']).starts_with(|c: char| c.is_ascii_digit()) =>
+            {
+                Plain::NonFinite(if f > 0.0 { ".inf" } else { "-.inf" })
+            }
+            _ => Plain::Text,
+        }
+    }
+
+    /// The value of `text`, with the text as written for booleans and numbers.
+    fn value(self, text: &str, written: impl Fn() -> Box<str>) -> Value {
+        match self {
+            Plain::Null => Value::Null,
+            Plain::Bool(b) => Value::Bool(b, written()),
+            Plain::Int(i) => int_value(i, written()),
+            Plain::Float(f) => Value::Float(f, written()),
+            Plain::NonFinite(canonical) => Value::Str(canonical.into()),
+            Plain::Text => Value::Str(text.to_string()),
+        }
     }
 }
 
@@ -523,6 +621,9 @@ mod tests {
         assert!(matches!(scalar("1e400"), Value::Str(s) if s == ".inf"));
         assert!(matches!(scalar("nan"), Value::Str(s) if s == "nan"));
         assert!(matches!(scalar("'12'"), Value::Str(s) if s == "12"));
+        for text in ["inf", "Infinity", "nan", "NaN", "e5", "_1", "x0", "on", "Yes", "0o", "0x", "+", ".", "-x", "~x"] {
+            assert!(matches!(scalar(text), Value::Str(s) if s == text), "{text}");
+        }
     }
 
     #[test]
