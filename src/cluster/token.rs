@@ -9,7 +9,7 @@ use super::{API_TIMEOUT, Body, Cluster, ClusterError};
 use crate::render::cloud_node_manager::{NAMESPACE, SERVICE_ACCOUNT};
 use crate::secret::Secret;
 use serde_json::{Value, json};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use wmrender_contract::paths::CLOUD_NODE_MANAGER_TOKEN;
 
 /// 24 hours. The token is bound to nothing but the ServiceAccount, so it should not outlive its use by much: a day
@@ -54,6 +54,21 @@ pub fn endpoint_from_bootstrap(bootstrap_kubeconfig: &[u8]) -> Option<Endpoint> 
 pub struct Credentials {
     pub kubeconfig: Secret,
     pub token: Secret,
+    /// How long the token is valid from now: the API server's `status.expirationTimestamp` (it may shorten what
+    /// was asked for), or what was asked for when the answer holds none that parses.
+    pub lifetime: Duration,
+}
+
+/// The token's lifetime from the TokenRequest's answer, bounded by what was asked for.
+fn lifetime(answer: &Value) -> Duration {
+    let asked = Duration::from_secs(EXPIRATION_SECONDS as u64);
+    let Some(expires) =
+        answer["status"]["expirationTimestamp"].as_str().and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+    else {
+        return asked;
+    };
+    let left = expires.duration_since(k8s_openapi::jiff::Timestamp::now());
+    Duration::try_from(left).unwrap_or(Duration::ZERO).min(asked)
 }
 
 /// Mints a token for `wmrender/cloud-node-manager` (audience: the API server's own) and returns the kubeconfig and
@@ -86,7 +101,11 @@ pub async fn cloud_node_manager_credentials(
     let Some(token) = answer["status"]["token"].as_str().filter(|t| !t.is_empty()) else {
         return Err(ClusterError::Api { what, why: "the answer holds no status.token".into() });
     };
-    Ok(Credentials { kubeconfig: Secret::new(kubeconfig(endpoint)), token: Secret::new(token.as_bytes().to_vec()) })
+    Ok(Credentials {
+        kubeconfig: Secret::new(kubeconfig(endpoint)),
+        token: Secret::new(token.as_bytes().to_vec()),
+        lifetime: lifetime(&answer),
+    })
 }
 
 /// A kubeconfig with one cluster, one user (the token file) and one context. JSON, which every kubeconfig reader
@@ -126,5 +145,18 @@ mod tests {
         assert!(endpoint_from_bootstrap(BOOTSTRAP.replace("https://", "http://").as_bytes()).is_none());
         assert!(endpoint_from_bootstrap(BOOTSTRAP.replace("TFMwdExTMUNSVWRK", "\"a b\"").as_bytes()).is_none());
         assert!(endpoint_from_bootstrap(b"not: [yaml").is_none());
+    }
+
+    #[test]
+    fn the_lifetime_is_the_servers_expiry_bounded_by_what_was_asked() {
+        let in_secs = |secs: i64| {
+            let t = k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(secs);
+            json!({"status": {"expirationTimestamp": t.to_string()}})
+        };
+        let shortened = lifetime(&in_secs(3600)).as_secs();
+        assert!((3590..=3600).contains(&shortened), "{shortened}");
+        assert_eq!(lifetime(&in_secs(10 * EXPIRATION_SECONDS)).as_secs(), EXPIRATION_SECONDS as u64);
+        assert_eq!(lifetime(&in_secs(-60)), Duration::ZERO, "already expired");
+        assert_eq!(lifetime(&json!({"status": {"expirationTimestamp": "soon"}})).as_secs(), EXPIRATION_SECONDS as u64);
     }
 }

@@ -6,7 +6,7 @@
 //! 1. no Node yet: sync the instance (first contact: bundle, agent, credentials; its first boot's reboot), again
 //!    after a back-off while its Node does not appear;
 //! 2. the Node's agent applied another bundle than the one rendered (annotation `wmrender.dev/bundle`), or the
-//!    cloud-node-manager's token is due: sync it;
+//!    cloud-node-manager's token is due ([`token_due`]: half its life gone): sync it;
 //! 3. the agent reports it failing (condition `wmrender.dev/Configured` = `False`): taint it (nothing new lands there,
 //!    its pods stay) and sync it again after a back-off;
 //! 4. the agent has not reported it configured yet: unless the controller's own last sync of it converged on this
@@ -14,6 +14,7 @@
 //! 5. configured: untaint it if it is tainted; else nothing.
 
 use crate::cluster::nodes::{Configured, configured, tainted};
+use crate::sync::MintedToken;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -32,6 +33,15 @@ pub struct Memory {
     /// The bundle its last sync converged on: a host whose agent does not report on its Node (it cannot yet, or a
     /// posix staging host) counts as configured on it until its agent says otherwise.
     pub converged: Option<String>,
+    /// The cloud-node-manager's token its last sync pushed.
+    pub token: Option<MintedToken>,
+}
+
+/// Whether an instance's token must be renewed now, the session pushing `pushing` (none: the bundle needs no
+/// token, or this is a dry run). Once half its life is gone, so that a failed sync and its back-off still leave it
+/// hours. A token the controller did not push itself (it restarted since) is of unknown age: renewed once.
+pub fn token_due(memory: &Memory, pushing: Option<MintedToken>, now: Instant) -> bool {
+    pushing.is_some() && memory.token.is_none_or(|t| now.saturating_duration_since(t.minted) >= t.lifetime / 2)
 }
 
 impl Memory {
@@ -75,7 +85,7 @@ pub fn decide(node: Option<&Value>, desired: &str, token_due: bool, memory: &Mem
     if !applied.is_empty() && applied != desired {
         return Next::Sync(format!("the agent applied {applied}; the rendered bundle is {desired}"));
     }
-    if token_due {
+    if token_due && memory.due(now) {
         return Next::Sync("the cloud-node-manager's token is due for renewal".into());
     }
     match agent {
@@ -130,7 +140,7 @@ mod tests {
     }
 
     fn synced(ago: u64, failures: u32, now: Instant) -> Memory {
-        Memory { synced_at: Some(now - Duration::from_secs(ago)), failures, converged: None }
+        Memory { synced_at: Some(now - Duration::from_secs(ago)), failures, ..Default::default() }
     }
 
     #[test]
@@ -151,13 +161,36 @@ mod tests {
     }
 
     #[test]
-    fn another_bundle_or_a_due_token_is_synced_at_once() {
+    fn another_bundle_is_synced_at_once_a_due_token_after_the_back_off() {
         let now = Instant::now() + Duration::from_secs(3600);
         let recent = synced(1, 4, now);
         let old = node(Some("True"), "sha256:00", false);
         assert!(matches!(decide(Some(&old), DESIRED, false, &recent, now), Next::Sync(w) if w.contains("sha256:00")));
         let current = node(Some("True"), DESIRED, false);
-        assert!(matches!(decide(Some(&current), DESIRED, true, &recent, now), Next::Sync(w) if w.contains("token")));
+        assert!(
+            matches!(decide(Some(&current), DESIRED, true, &synced(3600, 0, now), now), Next::Sync(w) if w.contains("token"))
+        );
+        // A renewal that just failed is not tried again on every change in the cluster.
+        assert_eq!(decide(Some(&current), DESIRED, true, &recent, now), Next::Nothing);
+    }
+
+    #[test]
+    fn a_token_is_renewed_once_half_its_life_is_gone_or_when_its_age_is_unknown() {
+        let now = Instant::now() + Duration::from_secs(48 * 3600);
+        let day = Duration::from_secs(24 * 3600);
+        let minted =
+            |hours_ago: u64| MintedToken { minted: now - Duration::from_secs(hours_ago * 3600), lifetime: day };
+        let holding = |hours_ago| Memory { token: Some(minted(hours_ago)), ..Default::default() };
+        let pushing = Some(minted(0));
+        assert!(!token_due(&holding(11), pushing, now));
+        assert!(token_due(&holding(12), pushing, now));
+        assert!(token_due(&Memory::default(), pushing, now), "pushed before a restart: of unknown age");
+        assert!(!token_due(&Memory::default(), None, now), "the bundle needs no token");
+        let short = Memory {
+            token: Some(MintedToken { lifetime: Duration::from_secs(3600), ..minted(0) }),
+            ..Default::default()
+        };
+        assert!(token_due(&short, pushing, now + Duration::from_secs(1800)), "the server shortened it");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! managed Nodes that are no one's any more are pruned. Each step is recorded as an Event on the Node (or, before
 //! there is one, on the Machine) and logged as one line.
 
-use super::decide::{Memory, Next, decide};
+use super::decide::{Memory, Next, decide, token_due};
 use super::metrics::Metrics;
 use super::view::View;
 use crate::cluster::events::{self, About, Kind};
@@ -102,7 +102,8 @@ pub async fn reconcile(ctx: &Context<'_>, memories: &mut Memories) -> Vec<Line> 
         let t = Target { node: target.clone(), node_name };
         let node = prune::node_of(&all, &t, &machines).cloned();
         let memory = memories.by_target.entry(target.name.clone()).or_default().clone();
-        let mut next = decide(node.as_ref(), &desired, false, &memory, now);
+        let renew = node.is_some() && token_due(&memory, ctx.session.token(), now);
+        let mut next = decide(node.as_ref(), &desired, renew, &memory, now);
         // A node whose agent waited on the join is finished as soon as its Node is there.
         if node.is_some() && memories.waiting_on_join.get(&target.name) == Some(&true) && matches!(next, Next::Wait(_))
         {
@@ -189,6 +190,10 @@ async fn sync_all(
         let converged = matches!(report.status, Status::Synced | Status::Unchanged);
         memory.failures = if converged { 0 } else { memory.failures.saturating_add(1) };
         memory.converged = converged.then(|| desired.to_string());
+        // The files reached the node (the apply step may still wait): so did the token.
+        if ok {
+            memory.token = ctx.session.token();
+        }
         if let Some(name) = report.apply.as_ref().map(|a| a.node_name.clone()).filter(|n| !n.is_empty()) {
             memories.node_names.insert(target.name.clone(), name);
         }

@@ -115,15 +115,21 @@ impl ClusterSide {
         Ok(self.found.nodes.clone())
     }
 
-    /// The Azure cloud-node-manager's kubeconfig with a fresh token, when the rendered services wait for it. A
-    /// TokenRequest issues a credential: not for `--dry-run`, which keeps the node's kubeconfig as it is.
-    pub async fn mint_tokens(&self, rendered: &Rendered, secrets: &mut Secrets, dry_run: bool) -> Result<(), Error> {
+    /// The Azure cloud-node-manager's kubeconfig with a fresh token, when the rendered services wait for it; returns
+    /// the token's lifetime when one was minted. A TokenRequest issues a credential: not for `--dry-run`, which keeps
+    /// the node's kubeconfig as it is.
+    pub async fn mint_tokens(
+        &self,
+        rendered: &Rendered,
+        secrets: &mut Secrets,
+        dry_run: bool,
+    ) -> Result<Option<std::time::Duration>, Error> {
         use wmrender_contract::paths::{BOOTSTRAP_KUBECONFIG, CLOUD_NODE_MANAGER_KUBECONFIG, CLOUD_NODE_MANAGER_TOKEN};
         let path = wmrender_contract::NodePath::known(CLOUD_NODE_MANAGER_KUBECONFIG);
         let needed = rendered.manifest.mode == Some(wmrender_contract::Mode::WithoutOperator)
             && rendered.services.services.iter().any(|s| s.requires.contains(&path));
         if dry_run || !needed {
-            return Ok(());
+            return Ok(None);
         }
         let endpoint = secrets
             .files
@@ -139,7 +145,7 @@ impl ClusterSide {
         let minted = crate::cluster::token::cloud_node_manager_credentials(&self.cluster, &endpoint).await?;
         secrets.files.insert(CLOUD_NODE_MANAGER_KUBECONFIG, minted.kubeconfig);
         secrets.files.insert(CLOUD_NODE_MANAGER_TOKEN, minted.token);
-        Ok(())
+        Ok(Some(minted.lifetime))
     }
 
     /// After the nodes were synced: record on each reached node's Node how sync logged in, then let the configured
@@ -374,7 +380,12 @@ impl ClusterSide {
     pub async fn machine_nodes(&mut self, _: &Rendered) -> Result<Vec<Node>, Error> {
         match *self {}
     }
-    pub async fn mint_tokens(&self, _: &Rendered, _: &mut Secrets, _: bool) -> Result<(), Error> {
+    pub async fn mint_tokens(
+        &self,
+        _: &Rendered,
+        _: &mut Secrets,
+        _: bool,
+    ) -> Result<Option<std::time::Duration>, Error> {
         match *self {}
     }
 }

@@ -268,6 +268,15 @@ pub struct Session {
     unavailable: Arc<Semaphore>,
     opts: SyncOptions,
     guard: upgrade::Guard,
+    /// When the cloud-node-manager's token this session pushes was minted, and how long it is valid.
+    token: Option<MintedToken>,
+}
+
+/// A token a session pushes to every node it syncs: when it was minted and how long it is valid from then.
+#[derive(Clone, Copy, Debug)]
+pub struct MintedToken {
+    pub minted: std::time::Instant,
+    pub lifetime: std::time::Duration,
 }
 
 impl Session {
@@ -280,8 +289,13 @@ impl Session {
         // Before the payload is hashed: a wrong key file should not wait for that.
         let key = ssh::load_identity(&opts.identity)?;
         let mut secrets = secrets::Secrets::load(&opts.secrets)?;
+        let mut token = None;
         if let Some(c) = cluster {
-            c.mint_tokens(rendered, &mut secrets, opts.dry_run).await?;
+            let minted = std::time::Instant::now();
+            token = c
+                .mint_tokens(rendered, &mut secrets, opts.dry_run)
+                .await?
+                .map(|lifetime| MintedToken { minted, lifetime });
         }
         let mut desired = plan::desired(&rendered.files, &secrets, opts.payload.as_deref(), opts.agent.as_deref())?;
         plan::mark_credentials(&mut desired, opts.secrets.has_pull_secret());
@@ -307,7 +321,13 @@ impl Session {
             unavailable: Arc::new(Semaphore::new(opts.max_unavailable.max(1))),
             opts,
             guard,
+            token,
         })
+    }
+
+    /// The token this session pushes, if it mints one (the Azure cloud-node-manager's, without the operator).
+    pub fn token(&self) -> Option<MintedToken> {
+        self.token
     }
 
     pub fn opts(&self) -> &SyncOptions {
