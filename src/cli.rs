@@ -66,7 +66,8 @@ Exit codes: 0 all rebooted; 2 invalid input or usage; 3 a node failed or did not
 wmrender controller --kubeconfig ~/.kube/config --rendered out --identity key.pem --payload payload   # beside the \
 cluster\n  \
 wmrender controller --rendered /etc/wmrender/rendered --identity /etc/wmrender/ssh/private-key.pem \\\n      \
---payload /payload --metrics-address 0.0.0.0:8080   # in the cluster, as its rendered Deployment runs it\n  \
+--payload /var/lib/wmrender/payload --metrics-address 0.0.0.0:8080   # in the cluster, as its rendered Deployment \
+runs it (inputs `controller`)\n  \
 wmrender controller --kubeconfig kc --rendered out --identity key.pem --once --dry-run   # the fleet, and what it \
 would do (wmrender status)\n\n\
 It watches the Windows Machines, Nodes and CSRs and, on every change and at least every --resync, judges each \

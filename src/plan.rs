@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 
 pub use crate::registries::RegistryHost;
 pub use crate::validate::checked::{
-    AuthorizedKey, AwsPlan, AzurePlan, ByohPlan, GcpPlan, KubernetesVersion, MachineSetPlan, NutanixIdPlan,
-    NutanixPlan, OperatorPlan, PlatformPlan, VspherePlan,
+    AuthorizedKey, AwsPlan, AzurePlan, ByohPlan, ControllerPlan, GcpPlan, KubernetesVersion, MachineSetPlan,
+    NutanixIdPlan, NutanixPlan, OperatorPlan, PlatformPlan, VspherePlan,
 };
 
 pub const MACHINE_API_NAMESPACE: &str = "openshift-machine-api";
@@ -54,6 +54,10 @@ pub struct Plan {
     pub node: NodePlan,
     /// The key the `windows-user-data` Secret authorises; `Some` exactly when that Secret is rendered.
     pub ssh_public_key: Option<AuthorizedKey>,
+    /// `wmrender controller`'s Deployment, when the inputs ask for it.
+    pub controller: Option<ControllerPlan>,
+    /// The inputs digest: the controller's bundle ConfigMaps carry a `manifest.json` of their own.
+    pub inputs_digest: String,
 }
 
 /// Builds the plan.
@@ -87,5 +91,7 @@ pub fn plan(checked: &Checked) -> Plan {
             proxy: proxy.unwrap_or_default(),
         },
         ssh_public_key: checked.ssh_public_key.clone(),
+        controller: checked.controller.clone(),
+        inputs_digest: checked.loaded.digest(),
     }
 }

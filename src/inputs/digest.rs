@@ -441,4 +441,27 @@ mod tests {
             assert_eq!(written, through_value(&inputs, &sets));
         }
     }
+
+    /// A field left unset is not in the canonical JSON: inputs that do not use a field a later wmrender learns
+    /// keep their digest. Set, it is.
+    #[test]
+    fn unset_fields_are_left_out() {
+        let digest_of = |text: &str| {
+            let file: std::sync::Arc<str> = std::sync::Arc::from("t");
+            let node = yaml::parse(&file, &std::sync::Arc::from(text)).unwrap();
+            let mut diags = crate::diagnostics::Diagnostics::default();
+            let inputs = schema::decode_document(node, &mut diags).unwrap();
+            through_value(&inputs, &mirrors::merge_order(&inputs, &[]))
+        };
+        let base = "apiVersion: wmrender.dev/v1alpha1\nkind: ClusterInputs\nmetadata: {name: t}\nspec:\n  \
+                    infrastructureID: x-1\n  apiServerInternalURL: https://api-int.x:6443\n  platform: {none: {}}\n  \
+                    byoh: []\n";
+        let json = digest_of(base);
+        for absent in ["controller", "proxy", "sshPublicKey", "pauseImage", "machineSets", "operator", "null"] {
+            assert!(!json.contains(&format!("\"{absent}\"")), "{absent} in {json}");
+        }
+        assert!(json.contains("\"byoh\":[]"), "an empty BYOH list means something: {json}");
+        let with = digest_of(&format!("{base}  controller: {{image: quay.io/x/wmrender:1}}\n"));
+        assert!(with.contains("\"controller\":{\"image\":\"quay.io/x/wmrender:1\"}"), "{with}");
+    }
 }

@@ -224,10 +224,16 @@ const fn bytes_before(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// How one field is written to the digest's JSON: under its key; `here` is a position, not a value.
+/// A field as the inputs digest reads it: left out when unset, so that inputs which do not use a field a later
+/// wmrender learns keep their digest.
 macro_rules! serialize_field {
     ($s:ident, $v:expr, here) => {};
     ($s:ident, $v:expr, $how:ident($key:literal $(, $rest:tt)*)) => {
-        $s.serialize_field($key, $v)?;
+        if field_unset!($v, $how($key $(, $rest)*)) {
+            $s.skip_field($key)?;
+        } else {
+            $s.serialize_field($key, $v)?;
+        }
     };
 }
 
@@ -360,6 +366,16 @@ schema! {
         /// OpenSSH public key authorised on Machine-backed nodes by the rendered `windows-user-data` Secret
         /// (mode without the operator).
         ssh_public_key: Option<Located<String>> = optional("sshPublicKey"),
+        /// `wmrender controller` in the cluster (mode without the operator): its Deployment, RBAC and the node
+        /// bundle as ConfigMaps, rendered into `cluster/`.
+        controller: Option<Controller> = optional("controller"),
+    }
+
+    pub struct Controller {
+        image: Located<String> =
+            required("image", "the wmrender container image, e.g. quay.io/example/wmrender@sha256:…"),
+        payload_image: Option<Located<String>> = optional("payloadImage"),
+        replicas: Option<Located<u32>> = optional("replicas"),
     }
 
     pub struct Aws {

@@ -6,6 +6,9 @@ use super::object::{
 use crate::plan::Plan;
 use k8s_openapi::api::core::v1::ConfigMap;
 
+/// Where it is rendered: sync and the controller read the BYOH hosts from it.
+pub const PATH: &str = "cluster/configmap-windows-instances.yaml";
+
 /// Deleting this ConfigMap deconfigures every BYOH node, so neither Argo CD nor Flux may ever prune or delete it:
 /// removing a host from the inputs removes its key, which deconfigures just that host.
 const NEVER_PRUNE: [(&str, &str); 2] = [

@@ -4,6 +4,7 @@
 mod byoh;
 pub mod cloud_node_manager;
 mod containerd;
+pub mod controller;
 pub mod exporter;
 mod kustomization;
 pub mod machineset;
@@ -46,16 +47,24 @@ pub fn render(plan: &Plan) -> ArtifactSet {
     objects.extend(exporter::namespace(plan));
     objects.extend(exporter::render(plan));
     objects.extend(cloud_node_manager::render(plan));
-    objects.sort_by(|a, b| (a.order, &a.name).cmp(&(b.order, &b.name)));
 
-    let mut files: Vec<Artifact> = objects
-        .iter()
-        .map(|o| Artifact { path: format!("cluster/{}", o.file_name()), bytes: o.yaml.clone().into_bytes() })
-        .collect();
-    files.push(kustomization::render(&objects));
+    let cluster_files = |objects: &[ClusterObject]| -> Vec<Artifact> {
+        objects
+            .iter()
+            .map(|o| Artifact { path: format!("cluster/{}", o.file_name()), bytes: o.yaml.clone().into_bytes() })
+            .collect()
+    };
+    let mut files = cluster_files(&objects);
     files.push(containerd::render(plan));
     files.extend(registries::render(plan));
     files.extend(node::render(plan));
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    // The controller's bundle ConfigMaps carry the node bundle rendered above.
+    let controller = controller::render(plan, &files);
+    files.extend(cluster_files(&controller));
+    objects.extend(controller);
+    objects.sort_by(|a, b| (a.order, &a.name, &a.namespace).cmp(&(b.order, &b.name, &b.namespace)));
+    files.push(kustomization::render(&objects));
     files.sort_by(|a, b| a.path.cmp(&b.path));
     ArtifactSet { objects, files }
 }

@@ -36,6 +36,8 @@ pub enum Order {
     UserData = 7,
     MachineSet = 8,
     ConfigMap = 9,
+    /// `wmrender controller`'s Deployment: after its RBAC and the bundle ConfigMaps it reads.
+    Controller = 10,
 }
 
 impl Order {
@@ -46,6 +48,7 @@ impl Order {
             Order::Namespace | Order::Rbac | Order::Service | Order::OperatorGroup | Order::Subscription => "1",
             Order::RuntimeClass | Order::UserData => "2",
             Order::MachineSet | Order::ConfigMap => "3",
+            Order::Controller => "4",
         }
     }
 }
@@ -56,6 +59,8 @@ pub struct ClusterObject {
     pub name: String,
     pub order: Order,
     pub yaml: String,
+    /// Set for objects that share a kind and name across namespaces (the controller's Roles): in the file name.
+    pub namespace: Option<String>,
 }
 
 impl ClusterObject {
@@ -63,12 +68,21 @@ impl ClusterObject {
     /// BTreeMaps, which always serialise; the fallback is never reached.
     pub fn new<T: Serialize>(kind: &'static str, name: &str, order: Order, object: &T) -> ClusterObject {
         let yaml = serde_saphyr::to_string(object).unwrap_or_else(|e| format!("# serialisation failed: {e}\n"));
-        ClusterObject { kind, name: name.to_string(), order, yaml }
+        ClusterObject { kind, name: name.to_string(), order, yaml, namespace: None }
+    }
+
+    /// Names the namespace in the file name: `<kind>-<namespace>-<name>.yaml`.
+    pub fn in_namespace(self, namespace: &str) -> ClusterObject {
+        ClusterObject { namespace: Some(namespace.to_string()), ..self }
     }
 
     /// `<kind>-<name>.yaml`, lower case; `:` (RBAC names) becomes `-`, which Windows file names cannot hold.
     pub fn file_name(&self) -> String {
-        format!("{}-{}.yaml", self.kind.to_ascii_lowercase(), self.name.to_ascii_lowercase().replace(':', "-"))
+        let name = match &self.namespace {
+            Some(ns) => format!("{ns}-{}", self.name),
+            None => self.name.clone(),
+        };
+        format!("{}-{}.yaml", self.kind.to_ascii_lowercase(), name.to_ascii_lowercase().replace(':', "-"))
     }
 }
 

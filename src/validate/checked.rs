@@ -75,8 +75,22 @@ pub struct Checked {
     /// The key the `windows-user-data` Secret authorises; `Some` exactly when that Secret is rendered (without
     /// the operator, on a platform with Machines).
     pub ssh_public_key: Option<AuthorizedKey>,
+    /// `wmrender controller` in the cluster, when the inputs ask for it.
+    pub controller: Option<ControllerPlan>,
     pub warnings: Diagnostics,
 }
+
+/// The in-cluster controller's Deployment: its image, where the node payload comes from, how many replicas.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerPlan {
+    pub image: String,
+    /// An image holding the payload (the tree `--payload` takes) under `/payload`, copied into the pod at start.
+    pub payload_image: Option<String>,
+    pub replicas: u32,
+}
+
+/// Two: one leads, the other takes over within a Lease term when its node goes.
+pub const DEFAULT_CONTROLLER_REPLICAS: u32 = 2;
 
 #[derive(Clone, Debug)]
 pub struct ProxySettings {
@@ -417,6 +431,11 @@ pub(super) fn resolve(
             no_proxy: p.no_proxy.iter().map(|v| v.value.clone()).collect(),
         }),
         ssh_public_key,
+        controller: spec.controller.as_ref().map(|c| ControllerPlan {
+            image: c.image.value.clone(),
+            payload_image: c.payload_image.as_ref().map(|p| p.value.clone()),
+            replicas: c.replicas.as_ref().map(|r| r.value).unwrap_or(DEFAULT_CONTROLLER_REPLICAS),
+        }),
         warnings,
         loaded,
     }

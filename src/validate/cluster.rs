@@ -5,6 +5,7 @@ use super::checked::KubernetesVersion;
 use super::names;
 use super::{has_control_chars, is_dns1123_label};
 use crate::diagnostics::Diagnostics;
+use crate::inputs::schema;
 use crate::inputs::schema::ClusterInputs;
 use crate::inputs::yaml::Located;
 
@@ -73,6 +74,9 @@ pub fn check(inputs: &ClusterInputs, _decoded: &Decoded, d: &mut Diagnostics) {
                 .expected("registry/repository:tag or @digest, e.g. mcr.microsoft.com/oss/kubernetes/pause:3.9"),
         );
     }
+    if let Some(controller) = &spec.controller {
+        check_controller(controller, spec.operator.install, d);
+    }
     if spec.machine_sets.is_empty() && spec.byoh.is_none() && !spec.operator.install {
         // An empty render would make Argo CD prune the whole application.
         d.push(
@@ -124,5 +128,37 @@ fn check_proxy_url(url: &Located<String>, d: &mut Diagnostics) {
                 .expected("http://host:port without user information")
                 .hint("wmrender keeps secrets out of the inputs and the rendered files; use a proxy that authorises the nodes by address"),
         );
+    }
+}
+
+/// The most replicas `controller.replicas` takes: one leads, the others wait on the Lease.
+pub const MAX_CONTROLLER_REPLICAS: u32 = 5;
+
+/// `controller`: its images are image references; it exists only without the operator (with it, WMCO configures
+/// the nodes, and two controllers of one node fight).
+fn check_controller(controller: &schema::Controller, operator_install: bool, d: &mut Diagnostics) {
+    if operator_install {
+        d.push(
+            controller
+                .image
+                .error("`controller` configures the Windows nodes without the operator, but `operator.install` is true")
+                .expected("either `operator.install: true` (WMCO configures the nodes) or `controller`, not both"),
+        );
+    }
+    for image in [Some(&controller.image), controller.payload_image.as_ref()].into_iter().flatten() {
+        if let Err(why) = names::check_image_reference(&image.value) {
+            d.push(
+                image
+                    .error(format!("`{}` is not an image reference: {why}", image.value.escape_debug()))
+                    .expected("registry/repository:tag or @digest, e.g. quay.io/example/wmrender:0.1.0"),
+            );
+        }
+    }
+    if let Some(r) = &controller.replicas
+        && !(1..=MAX_CONTROLLER_REPLICAS).contains(&r.value)
+    {
+        d.push(r.error(format!("{} controller replicas", r.value)).expected(format!(
+            "1 to {MAX_CONTROLLER_REPLICAS}: one leads through the Lease, the others take over when it stops"
+        )));
     }
 }

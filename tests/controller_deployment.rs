@@ -1,0 +1,264 @@
+//! The controller's rendered Deployment (inputs `controller`): the bundle it reads comes back whole from its
+//! ConfigMaps, put together as the Deployment's projected volume puts it (in several ConfigMaps when it is large,
+//! each under the API server's 1 MiB); its RBAC is the role docs/without-operator.md lists; and the real API server
+//! takes every object, and the controller, as its ServiceAccount with the rendered RBAC alone, reads the fleet.
+
+mod support;
+
+use base64::Engine;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use support::apiserver::ControlPlane;
+
+fn fixture() -> std::path::PathBuf {
+    support::root().join("fixtures/controller/wmrender.yaml")
+}
+
+/// The rendered `cluster/` objects, parsed, by file name.
+fn objects(out: &Path) -> BTreeMap<String, Value> {
+    std::fs::read_dir(out.join("cluster"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap() != "kustomization.yaml")
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            (p.file_name().unwrap().to_string_lossy().into_owned(), serde_saphyr::from_str(&text).unwrap())
+        })
+        .collect()
+}
+
+/// The directory the Deployment's `bundle` volume shows the controller: each item of each ConfigMap at its path.
+fn projected(objects: &BTreeMap<String, Value>, into: &Path) {
+    let deployment = &objects["deployment-wmrender-controller.yaml"];
+    let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().unwrap();
+    let bundle = volumes.iter().find(|v| v["name"] == "bundle").unwrap();
+    for source in bundle["projected"]["sources"].as_array().unwrap() {
+        let name = source["configMap"]["name"].as_str().unwrap();
+        let map = &objects[&format!("configmap-{name}.yaml")];
+        for item in source["configMap"]["items"].as_array().unwrap() {
+            let key = item["key"].as_str().unwrap();
+            let bytes = match map["data"][key].as_str() {
+                Some(text) => text.as_bytes().to_vec(),
+                None => base64::engine::general_purpose::STANDARD
+                    .decode(map["binaryData"][key].as_str().unwrap_or_else(|| panic!("{name} has no key {key}")))
+                    .unwrap(),
+            };
+            let path = into.join(item["path"].as_str().unwrap());
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, bytes).unwrap();
+        }
+    }
+}
+
+/// The files of `dir` that the controller's bundle holds: the node bundle and the BYOH ConfigMap.
+fn bundle_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    support::read_tree(dir)
+        .into_iter()
+        .filter(|(p, _)| p.starts_with("node/") || p == "cluster/configmap-windows-instances.yaml")
+        .collect()
+}
+
+fn data_bytes(map: &Value) -> usize {
+    let sum = |field: &str| -> usize {
+        map[field].as_object().map(|m| m.iter().map(|(k, v)| k.len() + v.as_str().unwrap().len()).sum()).unwrap_or(0)
+    };
+    sum("data") + sum("binaryData")
+}
+
+#[test]
+fn the_controller_reads_back_exactly_the_rendered_bundle_from_its_config_maps() {
+    let (_tmp, out) = support::render_to_temp(&fixture());
+    let objects = objects(&out);
+    let rebuilt = tempfile::tempdir().unwrap();
+    projected(&objects, rebuilt.path());
+    let rendered = wmrender::sync::read_rendered(rebuilt.path()).expect("the controller reads the projected bundle");
+    assert_eq!(rendered.manifest.mode, Some(wmrender_contract::Mode::WithoutOperator));
+    assert_eq!(bundle_files(rebuilt.path()), bundle_files(&out), "the node bundle and the BYOH hosts, byte for byte");
+    // The same inputs digest as the render's own manifest: the controller names the render it applies.
+    let main: Value = serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(rendered.manifest.inputs, main["inputs"].as_str().unwrap());
+    let digest = format!(
+        "sha256:{}",
+        wmrender_contract::sha256_hex(&std::fs::read(rebuilt.path().join("manifest.json")).unwrap())
+    );
+    assert_eq!(
+        objects["configmap-wmrender-bundle-0.yaml"]["metadata"]["annotations"]["wmrender.dev/bundle-digest"],
+        digest.as_str()
+    );
+}
+
+#[test]
+fn a_large_bundle_is_split_into_config_maps_under_the_api_servers_limit() {
+    // 3,000 registry hosts: a hosts.toml each, some 1.2 MB of node files.
+    let mut inputs = std::fs::read_to_string(fixture()).unwrap();
+    inputs.push_str("  mirrors:\n    imageDigestMirrors:\n");
+    for i in 0..3000 {
+        inputs.push_str(&format!(
+            "    - source: registry-{i}.example.com/team/app\n      mirrors: [mirror-{i}.example.net/team/app]\n"
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wmrender.yaml");
+    std::fs::write(&path, inputs).unwrap();
+    let (_tmp, out) = support::render_to_temp(&path);
+    let objects = objects(&out);
+    let maps: Vec<&Value> =
+        objects.iter().filter(|(n, _)| n.starts_with("configmap-wmrender-bundle-")).map(|(_, v)| v).collect();
+    assert!(maps.len() >= 2, "{} ConfigMaps", maps.len());
+    for map in &maps {
+        assert!(data_bytes(map) <= 1024 * 1024, "{}: {} bytes", map["metadata"]["name"], data_bytes(map));
+    }
+    let rebuilt = tempfile::tempdir().unwrap();
+    projected(&objects, rebuilt.path());
+    wmrender::sync::read_rendered(rebuilt.path()).expect("the controller reads the projected bundle");
+    assert_eq!(bundle_files(rebuilt.path()), bundle_files(&out));
+}
+
+/// A rule as a comparable value: API groups, resources, resource names and verbs, each sorted.
+fn rule_set(role: &Value) -> Vec<Value> {
+    let sorted = |v: &Value| {
+        let mut l: Vec<String> =
+            v.as_array().map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect()).unwrap_or_default();
+        l.sort();
+        l
+    };
+    let mut rules: Vec<Value> = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            serde_json::json!([
+                sorted(&r["apiGroups"]),
+                sorted(&r["resources"]),
+                sorted(&r["resourceNames"]),
+                sorted(&r["verbs"])
+            ])
+        })
+        .collect();
+    rules.sort_by_key(|r| r.to_string());
+    rules
+}
+
+#[test]
+fn the_rendered_rbac_is_the_documented_controller_role() {
+    let (_tmp, out) = support::render_to_temp(&fixture());
+    let objects = objects(&out);
+    let rendered: BTreeMap<(String, String), Vec<Value>> = objects
+        .values()
+        .filter(|o| {
+            (o["kind"] == "ClusterRole" || o["kind"] == "Role") && o["metadata"]["name"] == "wmrender-controller"
+        })
+        .map(|o| {
+            let scope = o["metadata"]["namespace"].as_str().unwrap_or("").to_string();
+            ((o["kind"].as_str().unwrap().to_string(), scope), rule_set(o))
+        })
+        .collect();
+    let documented: BTreeMap<(String, String), Vec<Value>> = support::rbac::documented()
+        .into_iter()
+        .filter(|o| o["metadata"]["name"] == "wmrender-controller")
+        .map(|o| {
+            let scope = o["metadata"]["namespace"].as_str().unwrap_or("").to_string();
+            ((o["kind"].as_str().unwrap().to_string(), scope), rule_set(&o))
+        })
+        .collect();
+    assert_eq!(rendered, documented);
+    // Each role bound to the ServiceAccount the Deployment runs as.
+    for (kind, ns) in rendered.keys() {
+        let file = if ns.is_empty() {
+            "clusterrolebinding-wmrender-controller.yaml".to_string()
+        } else {
+            format!("rolebinding-{ns}-wmrender-controller.yaml")
+        };
+        let binding = &objects[&file];
+        assert_eq!(binding["roleRef"]["kind"], kind.as_str());
+        assert_eq!(binding["subjects"][0]["kind"], "ServiceAccount");
+        assert_eq!(binding["subjects"][0]["name"], "wmrender-controller");
+        assert_eq!(binding["subjects"][0]["namespace"], "wmrender");
+    }
+    let pod = &objects["deployment-wmrender-controller.yaml"]["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "wmrender-controller");
+}
+
+/// The collection a rendered object is applied to.
+fn collection(object: &Value) -> String {
+    let ns = object["metadata"]["namespace"].as_str().unwrap_or("");
+    match object["kind"].as_str().unwrap() {
+        "Namespace" => "/api/v1/namespaces".into(),
+        "ClusterRole" => "/apis/rbac.authorization.k8s.io/v1/clusterroles".into(),
+        "ClusterRoleBinding" => "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings".into(),
+        "Role" => format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles"),
+        "RoleBinding" => format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings"),
+        "ServiceAccount" => format!("/api/v1/namespaces/{ns}/serviceaccounts"),
+        "ConfigMap" => format!("/api/v1/namespaces/{ns}/configmaps"),
+        "Deployment" => format!("/apis/apps/v1/namespaces/{ns}/deployments"),
+        other => panic!("not the controller's: {other}"),
+    }
+}
+
+#[test]
+fn the_api_server_takes_the_controllers_objects_and_its_rbac_is_enough_to_read_the_fleet() {
+    let cp = ControlPlane::start();
+    support::openshift::cluster(&cp, "AWS");
+    for ns in ["openshift-machine-config-operator", "openshift-config", "openshift-machine-api"] {
+        cp.namespace(ns);
+    }
+    let (_tmp, out) = support::render_to_temp(&fixture());
+    let objects = objects(&out);
+    let ours = |o: &&Value| {
+        let name = o["metadata"]["name"].as_str().unwrap_or("");
+        name == "wmrender-controller" || name.starts_with("wmrender-bundle-") || o["kind"] == "Namespace"
+    };
+    let mut applied = 0;
+    for order in [
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+        "Deployment",
+    ] {
+        for object in objects.values().filter(ours).filter(|o| o["kind"] == order) {
+            let name = object["metadata"]["name"].as_str().unwrap();
+            let stored = cp.admin().apply(&collection(object), name, object);
+            assert_eq!(stored["metadata"]["name"], name, "{stored}");
+            applied += 1;
+        }
+    }
+    assert!(applied >= 14, "{applied} objects");
+
+    // The controller as its ServiceAccount (RBAC matches the account by its user name), reading its bundle as the
+    // Deployment mounts it: one reconcile, deciding and changing nothing.
+    let work = tempfile::tempdir().unwrap();
+    let rendered = work.path().join("rendered");
+    projected(&objects, &rendered);
+    let user = "system:serviceaccount:wmrender:wmrender-controller";
+    let kubeconfig = work.path().join("kubeconfig");
+    cp.write_kubeconfig(&kubeconfig, user, &["system:serviceaccounts", "system:serviceaccounts:wmrender"]);
+    let key = work.path().join("key");
+    let keygen = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f", key.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(keygen.success());
+    let o = support::wmrender(&[
+        "status",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--rendered",
+        rendered.to_str().unwrap(),
+        "--identity",
+        key.to_str().unwrap(),
+        "--known-hosts",
+        work.path().join("known_hosts").to_str().unwrap(),
+    ]);
+    let err = support::stderr(&o);
+    assert!(support::code(&o) <= 1, "{err}");
+    assert!(err.contains("10.0.0.21"), "the BYOH host of the bundle: {err}");
+    let requests = cp.requests_by(user);
+    assert!(requests.iter().any(|r| r.uri.contains("/nodes") && r.code == 200), "it read the Nodes as itself");
+    let refused: Vec<String> = requests.iter().filter(|r| r.code == 403).map(|r| r.to_string()).collect();
+    assert!(refused.is_empty(), "{refused:?}");
+}
