@@ -86,13 +86,16 @@ pub struct ControlPlane {
     pub url: String,
     pub port: u16,
     etcd: Child,
-    apiserver: Child,
+    /// Behind a lock so that a test sharing the rig among threads can stop and start it.
+    apiserver: std::sync::Mutex<Child>,
+    api_args: Vec<String>,
     admin: Kube,
 }
 
 impl Drop for ControlPlane {
     fn drop(&mut self) {
-        for child in [&mut self.apiserver, &mut self.etcd] {
+        let apiserver = self.apiserver.get_mut().unwrap_or_else(|e| e.into_inner());
+        for child in [apiserver, &mut self.etcd] {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -170,7 +173,8 @@ impl ControlPlane {
                 std::thread::sleep(Duration::from_millis(100));
             }
             if ready {
-                let cp = ControlPlane { dir, url, port, etcd, apiserver, admin };
+                let apiserver = std::sync::Mutex::new(apiserver);
+                let cp = ControlPlane { dir, url, port, etcd, apiserver, api_args, admin };
                 cp.install_crds();
                 cp.openshift_namespaces();
                 return cp;
@@ -191,6 +195,31 @@ impl ControlPlane {
 
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
+    }
+
+    /// Stops kube-apiserver (etcd keeps the cluster): clients meet a refused connection, and every watch ends.
+    pub fn stop_apiserver(&self) {
+        let mut child = self.apiserver.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Starts kube-apiserver again, on the same port over the same etcd, and returns once it is ready.
+    pub fn start_apiserver(&self) {
+        let mut child = self.apiserver.lock().unwrap_or_else(|e| e.into_inner());
+        let log = self.path("apiserver-restarted.log");
+        *child = spawn(&assets().join("kube-apiserver"), &self.api_args, &log);
+        let deadline = Instant::now() + START_LIMIT;
+        while Instant::now() < deadline {
+            if self.admin.raw_get("/readyz").is_some_and(|(code, body)| code == 200 && body.trim() == "ok") {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "kube-apiserver did not come back within {START_LIMIT:?}:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
     }
 
     /// The CA every server and client certificate of the rig chains to (PEM).
@@ -246,6 +275,7 @@ impl ControlPlane {
                 user: e["user"]["username"].as_str().unwrap_or("").into(),
                 user_agent: e["userAgent"].as_str().unwrap_or("").into(),
                 code: e["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
+                at: e["stageTimestamp"].as_str().and_then(|t| t.parse().ok()),
             })
             .collect()
     }
@@ -341,6 +371,8 @@ pub struct Audit {
     pub user: String,
     pub user_agent: String,
     pub code: u16,
+    /// When the API server answered (`stageTimestamp`).
+    pub at: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 impl std::fmt::Display for Audit {
