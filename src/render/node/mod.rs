@@ -5,7 +5,6 @@
 
 pub mod kubelet;
 pub mod network;
-pub mod no_proxy;
 pub mod paths;
 pub mod powershell;
 pub mod scripts;

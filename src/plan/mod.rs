@@ -1,6 +1,8 @@
 //! Stage 3: the [`Plan`] the renderers read, as an infallible function of the [`Checked`] inputs. Every default
 //! and derived value was resolved by validation; this stage only arranges them for the renderers. No I/O here.
 
+mod no_proxy;
+
 use crate::validate::Checked;
 use crate::windows::WindowsVersion;
 use std::collections::BTreeSet;
@@ -71,7 +73,7 @@ pub fn plan(checked: &Checked) -> Plan {
     let proxy = checked.proxy.as_ref().map(|p| ProxyPlan {
         http: p.http.clone(),
         https: p.https.clone(),
-        no_proxy: crate::render::node::no_proxy::from_checked(checked, p),
+        no_proxy: no_proxy::from_checked(checked, p),
     });
     Plan {
         infrastructure_id: checked.infrastructure_id.clone(),
