@@ -4,14 +4,12 @@ use super::Artifact;
 use crate::plan::Plan;
 use crate::registries::{Mirror, RegistryHost, url};
 
-/// On the node: `C:\k\containerd\registries`, containerd's `config_path`.
-pub const REGISTRIES_DIR: &str = "node/C/k/containerd/registries";
-
 pub fn render(plan: &Plan) -> Vec<Artifact> {
+    let dir = wmrender_contract::NodePath::known(wmrender_contract::paths::CONTAINERD_REGISTRIES).bundle_path();
     plan.registries
         .iter()
         .map(|r| Artifact {
-            path: format!("{REGISTRIES_DIR}/{}/hosts.toml", r.dir()),
+            path: format!("{dir}/{}/hosts.toml", r.dir()),
             bytes: hosts_toml(r).into_bytes(),
         })
         .collect()

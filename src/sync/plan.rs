@@ -5,7 +5,6 @@
 
 use super::error::PlanError;
 use super::secrets::Secrets;
-use crate::render::registries::REGISTRIES_DIR;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -66,7 +65,9 @@ pub fn identity(machine: Option<&str>) -> Option<Desired> {
 
 /// Whether a node path is a registry's hosts.toml, which carries mirror credentials when a pull secret is given.
 pub fn is_hosts_toml(path: &NodePath) -> bool {
-    path.bundle_path().starts_with(REGISTRIES_DIR) && path.file_name() == "hosts.toml"
+    let registries = NodePath::known(wmrender_contract::paths::CONTAINERD_REGISTRIES);
+    path.parent().and_then(|registry| registry.parent()).is_some_and(|dir| dir == registries)
+        && path.file_name() == "hosts.toml"
 }
 
 /// Everything every node should hold, sorted by node path.

@@ -57,6 +57,8 @@ pub mod paths {
     pub const BOOTSTRAP_KUBECONFIG: &str = r"C:\k\bootstrap-kubeconfig";
     pub const KUBELET_CA: &str = r"C:\k\kubelet-ca.crt";
     pub const BOOTSTRAP_CA: &str = r"C:\k\bootstrap-ca.crt";
+    /// containerd's `config_path`: one `<registry host>\hosts.toml` per mirrored registry host.
+    pub const CONTAINERD_REGISTRIES: &str = r"C:\k\containerd\registries";
     pub const EXPORTER_TLS_CERT: &str = r"C:\k\tls\certs\tls.crt";
     pub const EXPORTER_TLS_KEY: &str = r"C:\k\tls\certs\tls.key";
     /// Kubeconfig of the Azure cloud-node-manager's own identity (mode without the operator): its ServiceAccount's
