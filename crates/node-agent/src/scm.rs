@@ -37,7 +37,7 @@ pub fn is_running(state: RunState) -> bool {
 
 /// The state now; a service that does not exist counts as stopped.
 pub fn state(sys: &dyn System, name: &str) -> Result<RunState, String> {
-    match sys.service(name) {
+    match sys.run_status(name) {
         Ok(Some(s)) => Ok(s.state),
         Ok(None) => Ok(RunState::Stopped),
         Err(e) => Err(format!("cannot query service `{name}`: {e}")),
@@ -52,7 +52,7 @@ pub fn stop_and_wait(
     name: &str,
     killed: &mut Vec<String>,
 ) -> Result<bool, String> {
-    let Some(status) = sys.service(name).map_err(|e| format!("cannot query service `{name}`: {e}"))? else {
+    let Some(status) = sys.run_status(name).map_err(|e| format!("cannot query service `{name}`: {e}"))? else {
         return Ok(false);
     };
     if status.state == RunState::Stopped {
@@ -70,7 +70,7 @@ pub fn stop_and_wait(
         return Ok(true);
     }
     // It ignored the stop request: end its process, as WMCO does with a stalled service.
-    let pid = sys.service(name).ok().flatten().and_then(|s| s.pid).or(pid_before);
+    let pid = sys.run_status(name).ok().flatten().and_then(|s| s.pid).or(pid_before);
     let Some(pid) = pid else {
         return Err(format!(
             "service `{name}` did not stop within {:?} and has no process to end",
