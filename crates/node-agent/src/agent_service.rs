@@ -79,7 +79,7 @@ pub fn replaced_under_me(sys: &dyn System) -> bool {
 /// replaced is restarted, so the new agent takes over at once; then the old copy set aside goes.
 pub fn hand_over(sys: &mut dyn System, timing: &Timing, result: &mut ApplyResult) {
     let name = paths::AGENT_SERVICE;
-    let Ok(Some(service)) = sys.service(name) else { return };
+    let Ok(Some(service)) = sys.run_status(name) else { return };
     let (me, _) = sys.current_process();
     let Some(pid) = service.pid.filter(|p| *p != me && service.state == RunState::Running) else { return };
     if !runs_replaced_program(sys, pid) {
@@ -106,31 +106,38 @@ impl Pass<'_> {
     pub(crate) fn agent_service(&mut self) {
         let want = config();
         let name = want.name.clone();
-        match self.sys.service(&name) {
+        // Whether it runs now, from this one query of the SCM: an update changes the configuration in place.
+        let running = match self.sys.service(&name) {
             Ok(None) => match self.sys.create_service(&want) {
-                Ok(()) => self.result.created.push(name.clone()),
+                Ok(()) => {
+                    self.result.created.push(name.clone());
+                    false
+                }
                 Err(e) => return self.result.errors.push(format!("cannot create the agent service: {e}")),
             },
             Ok(Some(s)) if s.config != want => match self.sys.update_service(&want) {
-                Ok(()) => self.result.updated.push(name.clone()),
+                Ok(()) => {
+                    self.result.updated.push(name.clone());
+                    scm::is_running(s.state)
+                }
                 Err(e) => return self.result.errors.push(format!("cannot update the agent service: {e}")),
             },
-            Ok(Some(_)) => {}
+            Ok(Some(s)) => scm::is_running(s.state),
             Err(e) => return self.result.errors.push(format!("cannot query the agent service: {e}")),
-        }
-        if !self.sys.local(&NodePath::known(paths::AGENT_EXE)).is_file() {
+        };
+        let exe = NodePath::known(paths::AGENT_EXE);
+        let local = self.sys.local(&exe);
+        if !local.is_file() {
             return self.result.errors.push(format!(
                 "{} is not there, so the agent service cannot run: sync delivers it with the bundle",
                 paths::AGENT_EXE
             ));
         }
-        match scm::state(self.sys, &name) {
-            Ok(s) if scm::is_running(s) => {}
-            Ok(_) => match scm::start_and_wait(self.sys, self.timing, &name) {
+        if !running {
+            match scm::start_and_wait(self.sys, self.timing, &name) {
                 Ok(()) => self.result.started.push(name),
                 Err(e) => self.result.errors.push(e),
-            },
-            Err(e) => self.result.errors.push(e),
+            }
         }
     }
 }
