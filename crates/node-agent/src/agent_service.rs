@@ -15,6 +15,7 @@ use crate::apply::Pass;
 use crate::digest::sha256_file;
 use crate::result::status_of;
 use crate::scm;
+use crate::state::AppliedState;
 use crate::system::{RunState, ServiceConfig, System};
 use crate::timing::Timing;
 use serde::{Deserialize, Serialize};
@@ -57,11 +58,22 @@ fn running_record(sys: &dyn System) -> Option<Running> {
     serde_json::from_slice(&bytes).ok()
 }
 
+/// sha256 of the agent now at `C:\k\wmrender\wmrender-node.exe`: from the digest cache in applied.json, where each
+/// pass puts it, while the file is unchanged since; read (8 MB) otherwise.
+fn agent_program_sha256(sys: &dyn System) -> Option<String> {
+    let node = NodePath::known(paths::AGENT_EXE);
+    let local = sys.local(&node);
+    let cached = AppliedState::load(&sys.local(&NodePath::known(paths::APPLIED_STATE)))
+        .ok()
+        .and_then(|state| state.digests.cached(&node, &local));
+    cached.or_else(|| sha256_file(&local).ok())
+}
+
 /// Whether the agent service's process `pid` runs a program other than the agent now at `C:\k\wmrender\
 /// wmrender-node.exe`. A service process that recorded nothing about itself is an agent from before the record:
 /// an old one.
 fn runs_replaced_program(sys: &dyn System, pid: u32) -> bool {
-    let Ok(current) = sha256_file(&sys.local(&NodePath::known(paths::AGENT_EXE))) else { return false };
+    let Some(current) = agent_program_sha256(sys) else { return false };
     match running_record(sys) {
         Some(r) if r.pid == pid => r.sha256 != current,
         _ => true,
@@ -133,6 +145,9 @@ impl Pass<'_> {
                 paths::AGENT_EXE
             ));
         }
+        // Into the digest cache, so that the hand-over check after the pass and the service's loop need not read
+        // the program again while it is unchanged. A failure only leaves them to read it.
+        let _ = self.state.digests.digest(&exe, &local);
         if !running {
             match scm::start_and_wait(self.sys, self.timing, &name) {
                 Ok(()) => self.result.started.push(name),

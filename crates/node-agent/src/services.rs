@@ -75,7 +75,7 @@ impl Pass<'_> {
         let table = &desired.services;
         let mut plan = Plan::default();
         // Step 9: everything the services need is there (or staged), before anything is stopped.
-        let staged = swap::check(self.sys, &desired.manifest);
+        let staged = swap::check(self.sys, &desired.manifest, &mut self.state.digests);
         if !self.needed_files(desired, &staged, &mut plan) {
             return;
         }

@@ -336,6 +336,17 @@ fn a_staged_binary_is_swapped_in_between_the_stop_and_the_start_of_its_services(
     node.sys.clear_events();
     assert_eq!(node.apply().status, ApplyStatus::Converged);
     assert_eq!(node.sys.events(), []);
+    // The file in place is checked through the digest cache, like the services' files: while its size and time
+    // stay, it is not read again (a digest planted in the cache is believed, and here fails the check).
+    let kubelet = np(r"C:\k\kubelet.exe");
+    let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options().write(true).open(node.sys.local(&kubelet)).unwrap().set_modified(an_hour_ago).unwrap();
+    assert_eq!(node.apply().status, ApplyStatus::Converged);
+    let mut state = node.state();
+    state.digests.0.get_mut(&kubelet).unwrap().sha256 = sha256_hex(b"planted");
+    state.save(&node.sys.local(&np(paths::APPLIED_STATE))).unwrap();
+    let r = node.apply();
+    assert_eq!(r.missing, [r"C:\k\kubelet.exe (the staged new version is not there)"], "{r:#?}");
 }
 
 #[test]
