@@ -27,6 +27,10 @@ fn err(what: String, e: windows_service::Error) -> SysError {
     }
 }
 
+fn no_such_service(e: &windows_service::Error) -> bool {
+    matches!(e, windows_service::Error::Winapi(io) if io.raw_os_error() == Some(ERROR_SERVICE_DOES_NOT_EXIST))
+}
+
 /// One connection to the SCM for the life of a [`super::WindowsSystem`]. Each connection is an RPC binding to
 /// `services.exe` and costs more than the query it serves, and a pass asks about every service several times: under
 /// Wine, connecting per call made up most of a pass's time with the SCM. A connection that failed a call is dropped,
@@ -60,10 +64,9 @@ impl Connection {
 
     /// `None` when there is no such service.
     fn open(&self, name: &str, access: ServiceAccess) -> SysResult<Option<Service>> {
-        let missing = |e: &windows_service::Error| matches!(e, windows_service::Error::Winapi(io) if io.raw_os_error() == Some(ERROR_SERVICE_DOES_NOT_EXIST));
-        match self.with(|m| m.open_service(name, access), missing)? {
+        match self.with(|m| m.open_service(name, access), no_such_service)? {
             Ok(s) => Ok(Some(s)),
-            Err(e) if missing(&e) => Ok(None),
+            Err(e) if no_such_service(&e) => Ok(None),
             Err(e) => Err(err(format!("cannot open service `{name}`"), e)),
         }
     }
