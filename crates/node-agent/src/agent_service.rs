@@ -15,6 +15,7 @@ use crate::apply::Pass;
 use crate::digest::sha256_file;
 use crate::result::status_of;
 use crate::scm;
+use crate::state::AppliedState;
 use crate::system::{RunState, ServiceConfig, System};
 use crate::timing::Timing;
 use serde::{Deserialize, Serialize};
@@ -57,11 +58,22 @@ fn running_record(sys: &dyn System) -> Option<Running> {
     serde_json::from_slice(&bytes).ok()
 }
 
+/// sha256 of the agent now at `C:\k\wmrender\wmrender-node.exe`: from the digest cache in applied.json, where each
+/// pass puts it, while the file is unchanged since; read (8 MB) otherwise.
+fn agent_program_sha256(sys: &dyn System) -> Option<String> {
+    let node = NodePath::known(paths::AGENT_EXE);
+    let local = sys.local(&node);
+    let cached = AppliedState::load(&sys.local(&NodePath::known(paths::APPLIED_STATE)))
+        .ok()
+        .and_then(|state| state.digests.cached(&node, &local));
+    cached.or_else(|| sha256_file(&local).ok())
+}
+
 /// Whether the agent service's process `pid` runs a program other than the agent now at `C:\k\wmrender\
 /// wmrender-node.exe`. A service process that recorded nothing about itself is an agent from before the record:
 /// an old one.
 fn runs_replaced_program(sys: &dyn System, pid: u32) -> bool {
-    let Ok(current) = sha256_file(&sys.local(&NodePath::known(paths::AGENT_EXE))) else { return false };
+    let Some(current) = agent_program_sha256(sys) else { return false };
     match running_record(sys) {
         Some(r) if r.pid == pid => r.sha256 != current,
         _ => true,
@@ -79,7 +91,7 @@ pub fn replaced_under_me(sys: &dyn System) -> bool {
 /// replaced is restarted, so the new agent takes over at once; then the old copy set aside goes.
 pub fn hand_over(sys: &mut dyn System, timing: &Timing, result: &mut ApplyResult) {
     let name = paths::AGENT_SERVICE;
-    let Ok(Some(service)) = sys.service(name) else { return };
+    let Ok(Some(service)) = sys.run_status(name) else { return };
     let (me, _) = sys.current_process();
     let Some(pid) = service.pid.filter(|p| *p != me && service.state == RunState::Running) else { return };
     if !runs_replaced_program(sys, pid) {
@@ -106,31 +118,41 @@ impl Pass<'_> {
     pub(crate) fn agent_service(&mut self) {
         let want = config();
         let name = want.name.clone();
-        match self.sys.service(&name) {
+        // Whether it runs now, from this one query of the SCM: an update changes the configuration in place.
+        let running = match self.sys.service(&name) {
             Ok(None) => match self.sys.create_service(&want) {
-                Ok(()) => self.result.created.push(name.clone()),
+                Ok(()) => {
+                    self.result.created.push(name.clone());
+                    false
+                }
                 Err(e) => return self.result.errors.push(format!("cannot create the agent service: {e}")),
             },
             Ok(Some(s)) if s.config != want => match self.sys.update_service(&want) {
-                Ok(()) => self.result.updated.push(name.clone()),
+                Ok(()) => {
+                    self.result.updated.push(name.clone());
+                    scm::is_running(s.state)
+                }
                 Err(e) => return self.result.errors.push(format!("cannot update the agent service: {e}")),
             },
-            Ok(Some(_)) => {}
+            Ok(Some(s)) => scm::is_running(s.state),
             Err(e) => return self.result.errors.push(format!("cannot query the agent service: {e}")),
-        }
-        if !self.sys.local(&NodePath::known(paths::AGENT_EXE)).is_file() {
+        };
+        let exe = NodePath::known(paths::AGENT_EXE);
+        let local = self.sys.local(&exe);
+        if !local.is_file() {
             return self.result.errors.push(format!(
                 "{} is not there, so the agent service cannot run: sync delivers it with the bundle",
                 paths::AGENT_EXE
             ));
         }
-        match scm::state(self.sys, &name) {
-            Ok(s) if scm::is_running(s) => {}
-            Ok(_) => match scm::start_and_wait(self.sys, self.timing, &name) {
+        // Into the digest cache, so that the hand-over check after the pass and the service's loop need not read
+        // the program again while it is unchanged. A failure only leaves them to read it.
+        let _ = self.state.digests.digest(&exe, &local);
+        if !running {
+            match scm::start_and_wait(self.sys, self.timing, &name) {
                 Ok(()) => self.result.started.push(name),
                 Err(e) => self.result.errors.push(e),
-            },
-            Err(e) => self.result.errors.push(e),
+            }
         }
     }
 }

@@ -44,7 +44,25 @@ pub fn sha256_file(path: &Path) -> std::io::Result<String> {
     Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
+impl CachedDigest {
+    /// Whether the file, as `meta` describes it now, is the one hashed: same size and modification time, and
+    /// modified well before it was hashed.
+    fn still_describes(&self, meta: &std::fs::Metadata) -> bool {
+        let modified = meta.modified().map(nanos).unwrap_or(0);
+        self.size == meta.len()
+            && self.modified == modified
+            && modified != 0
+            && modified + RACY.as_nanos() < self.hashed_at
+    }
+}
+
 impl DigestCache {
+    /// The file's sha256 when the cache holds it for the file as it is now; `None` otherwise (nothing is read).
+    pub fn cached(&self, node: &NodePath, local: &Path) -> Option<String> {
+        let meta = std::fs::metadata(local).ok()?;
+        self.0.get(node).filter(|c| c.still_describes(&meta)).map(|c| c.sha256.clone())
+    }
+
     /// The file's sha256, `None` when it does not exist.
     pub fn digest(&mut self, node: &NodePath, local: &Path) -> std::io::Result<Option<String>> {
         let meta = match std::fs::metadata(local) {
@@ -55,15 +73,12 @@ impl DigestCache {
             }
             Err(e) => return Err(e),
         };
-        let modified = meta.modified().map(nanos).unwrap_or(0);
         if let Some(c) = self.0.get(node)
-            && c.size == meta.len()
-            && c.modified == modified
-            && modified != 0
-            && modified + RACY.as_nanos() < c.hashed_at
+            && c.still_describes(&meta)
         {
             return Ok(Some(c.sha256.clone()));
         }
+        let modified = meta.modified().map(nanos).unwrap_or(0);
         let hashed_at = nanos(SystemTime::now());
         let sha256 = sha256_file(local)?;
         self.0.insert(node.clone(), CachedDigest { size: meta.len(), modified, hashed_at, sha256: sha256.clone() });

@@ -102,6 +102,10 @@ struct Inner {
     hide_dependencies: bool,
     /// Wine's SCM around stops: see the module's notes.
     wine_stop_quirks: bool,
+    /// How often each service was asked about (its configuration or its state), since the test last took them.
+    queries: BTreeMap<String, u32>,
+    /// How often the Root store was read.
+    root_reads: u32,
 }
 
 /// Clones are handles on the same simulated machine.
@@ -131,6 +135,17 @@ impl Default for FakeSystem {
 }
 
 impl FakeSystem {
+    /// How often each service was asked about since the last call (each question to the SCM costs a round trip
+    /// to services.exe).
+    pub fn take_queries(&self) -> BTreeMap<String, u32> {
+        std::mem::take(&mut self.inner.borrow_mut().queries)
+    }
+
+    /// How often the LocalMachine Root store was read.
+    pub fn root_reads(&self) -> u32 {
+        self.inner.borrow().root_reads
+    }
+
     pub fn new() -> FakeSystem {
         FakeSystem {
             dir: Rc::new(tempfile::tempdir().expect("temporary folder")),
@@ -151,6 +166,8 @@ impl FakeSystem {
                 clock: Duration::ZERO,
                 hide_dependencies: false,
                 wine_stop_quirks: false,
+                queries: BTreeMap::new(),
+                root_reads: 0,
             })),
         }
     }
@@ -347,6 +364,7 @@ impl System for FakeSystem {
     }
 
     fn service(&self, name: &str) -> SysResult<Option<ServiceStatus>> {
+        *self.inner.borrow_mut().queries.entry(name.to_string()).or_default() += 1;
         let inner = self.inner.borrow();
         let shown = |s: &FakeService| {
             let mut config = s.config.clone();
@@ -568,6 +586,7 @@ impl System for FakeSystem {
     }
 
     fn root_certificates(&self) -> SysResult<Vec<Vec<u8>>> {
+        self.inner.borrow_mut().root_reads += 1;
         Ok(self.inner.borrow().root_store.clone())
     }
 

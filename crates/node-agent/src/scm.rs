@@ -11,6 +11,11 @@ use wmrender_contract::{NodeVariable, Service};
 /// How long the SCM gets to notice a killed process.
 const AFTER_KILL: Duration = Duration::from_secs(10);
 
+/// The first pause of a wait; each next one doubles, up to `Timing::poll`. Most services stop or start within tens
+/// of milliseconds: a first pause of the full 250 ms made a one-file change (a stop and a start) cost half a second
+/// of waiting for services that were long done. A slow one is still asked only every `Timing::poll`.
+const FIRST_POLL: Duration = Duration::from_millis(10);
+
 /// The configuration a service must have: its command with the node values put in, and demand start. Only the
 /// agent's own service starts at boot; it starts the others in table order once its every-boot steps ran (WICD
 /// creates its services demand-start too): Windows starting kube-proxy at boot, before the network step and
@@ -37,7 +42,7 @@ pub fn is_running(state: RunState) -> bool {
 
 /// The state now; a service that does not exist counts as stopped.
 pub fn state(sys: &dyn System, name: &str) -> Result<RunState, String> {
-    match sys.service(name) {
+    match sys.run_status(name) {
         Ok(Some(s)) => Ok(s.state),
         Ok(None) => Ok(RunState::Stopped),
         Err(e) => Err(format!("cannot query service `{name}`: {e}")),
@@ -52,7 +57,7 @@ pub fn stop_and_wait(
     name: &str,
     killed: &mut Vec<String>,
 ) -> Result<bool, String> {
-    let Some(status) = sys.service(name).map_err(|e| format!("cannot query service `{name}`: {e}"))? else {
+    let Some(status) = sys.run_status(name).map_err(|e| format!("cannot query service `{name}`: {e}"))? else {
         return Ok(false);
     };
     if status.state == RunState::Stopped {
@@ -70,7 +75,7 @@ pub fn stop_and_wait(
         return Ok(true);
     }
     // It ignored the stop request: end its process, as WMCO does with a stalled service.
-    let pid = sys.service(name).ok().flatten().and_then(|s| s.pid).or(pid_before);
+    let pid = sys.run_status(name).ok().flatten().and_then(|s| s.pid).or(pid_before);
     let Some(pid) = pid else {
         return Err(format!(
             "service `{name}` did not stop within {:?} and has no process to end",
@@ -106,7 +111,8 @@ pub fn start_and_wait(sys: &mut dyn System, timing: &Timing, name: &str) -> Resu
     }
 }
 
-/// Polls until `done` holds, at most `limit`; the time is counted in polls, so a slow SCM only makes it longer.
+/// Polls until `done` holds, at most `limit`; the time is counted in polls, so a slow SCM only makes it longer. The
+/// pauses start at [`FIRST_POLL`] and double up to `timing.poll`.
 fn wait_for(
     sys: &mut dyn System,
     timing: &Timing,
@@ -115,6 +121,7 @@ fn wait_for(
     mut done: impl FnMut(&dyn System, RunState) -> bool,
 ) -> Result<bool, String> {
     let mut waited = Duration::ZERO;
+    let mut pause = FIRST_POLL.min(timing.poll);
     loop {
         let now = state(sys, name)?;
         if done(&*sys, now) {
@@ -123,8 +130,9 @@ fn wait_for(
         if waited >= limit {
             return Ok(false);
         }
-        let step = timing.poll.min(limit - waited).max(Duration::from_millis(1));
+        let step = pause.min(limit - waited).max(Duration::from_millis(1));
         sys.sleep(step);
         waited += step;
+        pause = pause.saturating_mul(2).min(timing.poll);
     }
 }

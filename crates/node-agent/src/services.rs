@@ -21,6 +21,9 @@ use wmrender_contract::{NodePath, NodeVariable, Service, ServicesFile};
 struct Plan {
     /// Running when the pass began: a start of these is a restart.
     was_running: BTreeSet<String>,
+    /// Whether each service ran as step 11 left it (it queried the SCM then): step 12 starts those that did not
+    /// without asking again. A service stopped after that by this pass is in `marked`.
+    running_after_check: BTreeMap<String, bool>,
     /// Stopped or changed by this pass: started again in step 12.
     marked: BTreeSet<String>,
     /// Not started in this pass (waiting, or a failure on the way).
@@ -72,24 +75,25 @@ impl Pass<'_> {
         let table = &desired.services;
         let mut plan = Plan::default();
         // Step 9: everything the services need is there (or staged), before anything is stopped.
-        let staged = swap::check(self.sys, &desired.manifest);
+        let staged = swap::check(self.sys, &desired.manifest, &mut self.state.digests);
         if !self.needed_files(desired, &staged, &mut plan) {
             return;
         }
         let staged_paths: BTreeSet<&NodePath> = staged.ready.iter().map(|s| &s.path).collect();
 
-        for s in &table.services {
-            match scm::state(self.sys, &s.name) {
-                Ok(state) if scm::is_running(state) => {
-                    plan.was_running.insert(s.name.clone());
-                }
-                Ok(_) => {}
-                Err(e) => self.result.errors.push(e),
-            }
-        }
-
         // Step 10: staged binaries, with every service that runs them (and their dependents) stopped.
         if !staged.ready.is_empty() {
+            // Which services run before the swap stops some (a start of these is a restart). Without a swap, step 11
+            // sees it in the query it makes of each service anyway.
+            for s in &table.services {
+                match scm::state(self.sys, &s.name) {
+                    Ok(state) if scm::is_running(state) => {
+                        plan.was_running.insert(s.name.clone());
+                    }
+                    Ok(_) => {}
+                    Err(e) => self.result.errors.push(e),
+                }
+            }
             let users: BTreeSet<String> = table
                 .services
                 .iter()
@@ -216,14 +220,19 @@ impl Pass<'_> {
             return Ok(());
         }
         let want = crate::scm::desired_config(s, vars)?;
-        match self.sys.service(name).map_err(|e| format!("cannot query service `{name}`: {e}"))? {
+        // Whether it runs now: from this one query of the SCM, and what this pass did to the service since.
+        let running = match self.sys.service(name).map_err(|e| format!("cannot query service `{name}`: {e}"))? {
             None => {
                 self.sys.create_service(&want).map_err(|e| format!("cannot create service `{name}`: {e}"))?;
                 self.result.created.push(name.clone());
                 self.state.owned.insert(name.clone());
                 plan.marked.insert(name.clone());
+                false
             }
             Some(current) => {
+                if scm::is_running(current.state) {
+                    plan.was_running.insert(name.clone());
+                }
                 // A service wmrender made before the agent existed carries its description: the agent adopts it,
                 // and marks it as its own on the service itself.
                 if current.config.description == want.description {
@@ -234,25 +243,27 @@ impl Pass<'_> {
                 }
                 let recorded = self.state.services.get(name);
                 match config_change(&current.config, &want, recorded) {
-                    ConfigChange::None => {}
+                    ConfigChange::None => scm::is_running(current.state),
+                    // Changed in place: it runs on as it did.
                     ConfigChange::StartType => {
                         self.sys.update_service(&want).map_err(|e| format!("cannot update service `{name}`: {e}"))?;
                         self.result.updated.push(name.clone());
+                        scm::is_running(current.state)
                     }
                     ConfigChange::Restart => {
                         self.stop_with_dependents(table, &BTreeSet::from([name.clone()]), plan)?;
                         self.sys.update_service(&want).map_err(|e| format!("cannot update service `{name}`: {e}"))?;
                         self.result.updated.push(name.clone());
                         plan.marked.insert(name.clone());
+                        false
                     }
                 }
             }
-        }
+        };
         // Before the pre-start step, a file it writes may not be there yet: that counts as a change.
         let mut files = self.digests(s, s.pre_start.is_some())?;
         let recorded = self.state.services.get(name).map(|r| r.files.clone());
         let mut changed = recorded.as_ref() != Some(&files);
-        let running = scm::is_running(scm::state(self.sys, name)?);
         if let Some(step_name) = &s.pre_start {
             let due = plan.marked.contains(name)
                 || !running
@@ -275,6 +286,7 @@ impl Pass<'_> {
         if changed && running && !plan.marked.contains(name) {
             self.stop_with_dependents(table, &BTreeSet::from([name.clone()]), plan)?;
         }
+        plan.running_after_check.insert(name.clone(), running && !plan.marked.contains(name));
         plan.configs.insert(name.clone(), want);
         plan.files.insert(name.clone(), files);
         Ok(())
@@ -337,6 +349,11 @@ impl Pass<'_> {
         }
         for s in table.services.iter().rev().filter(|s| set.contains(&s.name)) {
             let was_running = scm::stop_and_wait(self.sys, self.timing, &s.name, &mut self.result.killed)?;
+            if was_running {
+                // Nothing but this pass stops it: it ran when the pass began (a dependent stopped before step 11
+                // queried it).
+                plan.was_running.insert(s.name.clone());
+            }
             if was_running || names.contains(&s.name) {
                 plan.marked.insert(s.name.clone());
             }
@@ -353,15 +370,20 @@ impl Pass<'_> {
             if plan.skipped.contains(name) {
                 continue;
             }
-            let state = match scm::state(self.sys, name) {
-                Ok(st) => st,
-                Err(e) => {
-                    self.result.errors.push(e);
-                    plan.skipped.insert(name.clone());
-                    continue;
-                }
+            // Step 11 asked the SCM about it moments ago; only a service it did not reach (a swap that failed) is
+            // asked now.
+            let running = match plan.running_after_check.get(name) {
+                Some(running) => *running,
+                None => match scm::state(self.sys, name) {
+                    Ok(st) => scm::is_running(st),
+                    Err(e) => {
+                        self.result.errors.push(e);
+                        plan.skipped.insert(name.clone());
+                        continue;
+                    }
+                },
             };
-            if plan.marked.contains(name) || !scm::is_running(state) {
+            if plan.marked.contains(name) || !running {
                 let waiting = s.dependencies.iter().find(|d| !matches!(scm::state(self.sys, d), Ok(RunState::Running)));
                 if let Some(dep) = waiting {
                     self.fail(s, format!("service `{name}` not started: its dependency `{dep}` is not running"), plan);

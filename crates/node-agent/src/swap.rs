@@ -2,7 +2,7 @@
 //! content beside it as `<path>.wmrender-staged`; the agent stops the services that run it, swaps it in and starts
 //! them again. The staged file is checked against the manifest's sha256 before it replaces anything.
 
-use crate::digest::sha256_file;
+use crate::digest::{DigestCache, sha256_file};
 use crate::system::System;
 use wmrender_contract::{ASIDE_SUFFIX, NodeManifest, NodePath, STAGED_SUFFIX};
 
@@ -29,7 +29,9 @@ pub struct StagedCheck {
     pub problems: Vec<StagedProblem>,
 }
 
-pub fn check(sys: &dyn System, manifest: &NodeManifest) -> StagedCheck {
+/// A file already swapped in (its entry stays `staged` until the next sync) is checked through `digests`, so an
+/// unchanged node does not read its binaries again every pass.
+pub fn check(sys: &dyn System, manifest: &NodeManifest, digests: &mut DigestCache) -> StagedCheck {
     let mut out = StagedCheck::default();
     for entry in manifest.files.iter().filter(|f| f.staged) {
         let problem = |missing: bool, text: String| StagedProblem { path: entry.path.clone(), missing, text };
@@ -55,10 +57,12 @@ pub fn check(sys: &dyn System, manifest: &NodeManifest) -> StagedCheck {
             }
             continue;
         }
-        match sha256_file(&sys.local(&entry.path)) {
-            Ok(sha) if sha == entry.sha256 => {}
-            Ok(_) => out.problems.push(problem(true, format!("{} (the staged new version is not there)", entry.path))),
-            Err(_) => out.problems.push(problem(true, entry.path.to_string())),
+        match digests.digest(&entry.path, &sys.local(&entry.path)) {
+            Ok(Some(sha)) if sha == entry.sha256 => {}
+            Ok(Some(_)) => {
+                out.problems.push(problem(true, format!("{} (the staged new version is not there)", entry.path)))
+            }
+            Ok(None) | Err(_) => out.problems.push(problem(true, entry.path.to_string())),
         }
     }
     out

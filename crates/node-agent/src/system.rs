@@ -50,6 +50,14 @@ pub struct ServiceStatus {
     pub marked: bool,
 }
 
+/// A service's state and process, without its configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunStatus {
+    pub state: RunState,
+    /// The process id while the service runs.
+    pub pid: Option<u32>,
+}
+
 /// What a step script printed and how it ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScriptRun {
@@ -73,6 +81,11 @@ pub trait System {
 
     /// `None` when no service of that name exists.
     fn service(&self, name: &str) -> SysResult<Option<ServiceStatus>>;
+    /// A service's state and process alone, `None` when no service of that name exists: what most questions of a
+    /// pass need, and cheaper to ask than [`System::service`], which reads the configuration too.
+    fn run_status(&self, name: &str) -> SysResult<Option<RunStatus>> {
+        Ok(self.service(name)?.map(|s| RunStatus { state: s.state, pid: s.pid }))
+    }
     /// Creates a service (own process, LocalSystem) with this configuration and the recovery actions that restart
     /// it when its process dies, and marks it as wmrender's.
     fn create_service(&mut self, config: &ServiceConfig) -> SysResult<()>;

@@ -223,7 +223,15 @@ fn a_second_pass_changes_nothing() {
     let mut node = Node::new();
     let first = node.apply();
     node.sys.clear_events();
+    node.sys.take_queries();
     let r = node.apply();
+    // One question to the SCM per service (two for the agent's own: the pass's and the hand-over check's), and the
+    // Root store left unopened with no CA bundle: each is a round trip that made most of an unchanged pass's time.
+    let mut queries = node.sys.take_queries();
+    assert_eq!(queries.remove(paths::AGENT_SERVICE), Some(2));
+    let once: BTreeMap<String, u32> = node.services.services.iter().map(|s| (s.name.clone(), 1)).collect();
+    assert_eq!(queries, once, "every service is checked, once");
+    assert_eq!(node.sys.root_reads(), 0);
     // The pass says which boot it ran in, the bundle it converged to, and (the fake's kubeconfig being no real
     // one) that it reported nothing on a Node.
     assert_eq!((r.boot_id.as_str(), r.bundle.len()), ("boot-1", "sha256:".len() + 64), "{r:#?}");
@@ -328,6 +336,17 @@ fn a_staged_binary_is_swapped_in_between_the_stop_and_the_start_of_its_services(
     node.sys.clear_events();
     assert_eq!(node.apply().status, ApplyStatus::Converged);
     assert_eq!(node.sys.events(), []);
+    // The file in place is checked through the digest cache, like the services' files: while its size and time
+    // stay, it is not read again (a digest planted in the cache is believed, and here fails the check).
+    let kubelet = np(r"C:\k\kubelet.exe");
+    let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options().write(true).open(node.sys.local(&kubelet)).unwrap().set_modified(an_hour_ago).unwrap();
+    assert_eq!(node.apply().status, ApplyStatus::Converged);
+    let mut state = node.state();
+    state.digests.0.get_mut(&kubelet).unwrap().sha256 = sha256_hex(b"planted");
+    state.save(&node.sys.local(&np(paths::APPLIED_STATE))).unwrap();
+    let r = node.apply();
+    assert_eq!(r.missing, [r"C:\k\kubelet.exe (the staged new version is not there)"], "{r:#?}");
 }
 
 #[test]

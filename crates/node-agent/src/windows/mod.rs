@@ -10,7 +10,7 @@ mod scm;
 mod script;
 pub mod service;
 
-use crate::system::{ScriptRun, ServiceConfig, ServiceStatus, SysResult, System};
+use crate::system::{RunStatus, ScriptRun, ServiceConfig, ServiceStatus, SysResult, System};
 use crate::timing::Timing;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -19,11 +19,12 @@ use wmrender_contract::NodePath;
 
 pub struct WindowsSystem {
     timing: Timing,
+    scm: scm::Connection,
 }
 
 impl WindowsSystem {
     pub fn new(timing: Timing) -> WindowsSystem {
-        WindowsSystem { timing }
+        WindowsSystem { timing, scm: scm::Connection::default() }
     }
 }
 
@@ -33,15 +34,19 @@ impl System for WindowsSystem {
     }
 
     fn service(&self, name: &str) -> SysResult<Option<ServiceStatus>> {
-        scm::query(name)
+        self.scm.query(name)
+    }
+
+    fn run_status(&self, name: &str) -> SysResult<Option<RunStatus>> {
+        self.scm.run_status(name)
     }
 
     fn create_service(&mut self, config: &ServiceConfig) -> SysResult<()> {
-        scm::create(config)
+        self.scm.create(config)
     }
 
     fn update_service(&mut self, config: &ServiceConfig) -> SysResult<()> {
-        scm::update(config)
+        self.scm.update(config)
     }
 
     fn mark_service(&mut self, name: &str) -> SysResult<()> {
@@ -49,15 +54,15 @@ impl System for WindowsSystem {
     }
 
     fn delete_service(&mut self, name: &str) -> SysResult<()> {
-        scm::delete(name)
+        self.scm.delete(name)
     }
 
     fn start_service(&mut self, name: &str) -> SysResult<()> {
-        scm::start(name)
+        self.scm.start(name)
     }
 
     fn stop_service(&mut self, name: &str) -> SysResult<()> {
-        scm::stop(name)
+        self.scm.stop(name)
     }
 
     fn kill_process(&mut self, pid: u32) -> SysResult<()> {

@@ -4,7 +4,8 @@
 //! recovery actions (restart after 5 s, 10 s, 30 s; the count resets after 5 minutes without a failure).
 
 use super::{host, registry};
-use crate::system::{RunState, ServiceConfig, ServiceStatus, SysError, SysResult};
+use crate::system::{RunState, RunStatus, ServiceConfig, ServiceStatus, SysError, SysResult};
+use std::cell::RefCell;
 use std::ffi::{OsStr, OsString};
 use std::os::windows::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -26,31 +27,119 @@ fn err(what: String, e: windows_service::Error) -> SysError {
     }
 }
 
-fn manager() -> SysResult<ServiceManager> {
-    ServiceManager::local_computer(None::<&str>, ServiceManagerAccess::CONNECT | ServiceManagerAccess::CREATE_SERVICE)
-        .map_err(|e| err("cannot reach the Service Control Manager".into(), e))
+fn no_such_service(e: &windows_service::Error) -> bool {
+    matches!(e, windows_service::Error::Winapi(io) if io.raw_os_error() == Some(ERROR_SERVICE_DOES_NOT_EXIST))
 }
 
-/// `None` when there is no such service.
-fn open(name: &str, access: ServiceAccess) -> SysResult<Option<Service>> {
-    match manager()?.open_service(name, access) {
-        Ok(s) => Ok(Some(s)),
-        Err(windows_service::Error::Winapi(io)) if io.raw_os_error() == Some(ERROR_SERVICE_DOES_NOT_EXIST) => Ok(None),
-        Err(e) => Err(err(format!("cannot open service `{name}`"), e)),
+/// One connection to the SCM for the life of a [`super::WindowsSystem`]. Each connection is an RPC binding to
+/// `services.exe` and costs more than the query it serves, and a pass asks about every service several times: under
+/// Wine, connecting per call made up most of a pass's time with the SCM. A connection that failed a call is dropped,
+/// and the next call connects again.
+#[derive(Default)]
+pub struct Connection(RefCell<Option<ServiceManager>>);
+
+impl Connection {
+    /// Calls `f` with the connection (connecting first when there is none), and keeps the connection when `f`
+    /// succeeded or `keep` holds for its error.
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&ServiceManager) -> windows_service::Result<T>,
+        keep: impl FnOnce(&windows_service::Error) -> bool,
+    ) -> SysResult<windows_service::Result<T>> {
+        let mut slot = self.0.borrow_mut();
+        let manager = match slot.take() {
+            Some(m) => m,
+            None => ServiceManager::local_computer(
+                None::<&str>,
+                ServiceManagerAccess::CONNECT | ServiceManagerAccess::CREATE_SERVICE,
+            )
+            .map_err(|e| err("cannot reach the Service Control Manager".into(), e))?,
+        };
+        let result = f(&manager);
+        if result.as_ref().err().is_none_or(keep) {
+            *slot = Some(manager);
+        }
+        Ok(result)
+    }
+
+    /// `None` when there is no such service.
+    fn open(&self, name: &str, access: ServiceAccess) -> SysResult<Option<Service>> {
+        match self.with(|m| m.open_service(name, access), no_such_service)? {
+            Ok(s) => Ok(Some(s)),
+            Err(e) if no_such_service(&e) => Ok(None),
+            Err(e) => Err(err(format!("cannot open service `{name}`"), e)),
+        }
+    }
+
+    fn open_existing(&self, name: &str, access: ServiceAccess) -> SysResult<Service> {
+        self.open(name, access)?.ok_or_else(|| SysError(format!("service `{name}` does not exist")))
+    }
+
+    pub fn query(&self, name: &str) -> SysResult<Option<ServiceStatus>> {
+        let Some(svc) = self.open(name, ServiceAccess::QUERY_CONFIG | ServiceAccess::QUERY_STATUS)? else {
+            return Ok(None);
+        };
+        let config = svc.query_config().map_err(|e| err(format!("cannot read the configuration of `{name}`"), e))?;
+        let run = run_status(&svc, name)?;
+        let stored = registry::service_key(name)?;
+        Ok(Some(ServiceStatus {
+            config: ServiceConfig {
+                name: name.into(),
+                command: config.executable_path.to_string_lossy().into_owned(),
+                description: stored.description,
+                dependencies: stored.dependencies,
+                automatic: config.start_type == ServiceStartType::AutoStart,
+            },
+            state: run.state,
+            pid: run.pid,
+            marked: stored.marked,
+        }))
+    }
+
+    /// The state and process alone: no configuration, no registry.
+    pub fn run_status(&self, name: &str) -> SysResult<Option<RunStatus>> {
+        match self.open(name, ServiceAccess::QUERY_STATUS)? {
+            Some(svc) => run_status(&svc, name).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    pub fn create(&self, config: &ServiceConfig) -> SysResult<()> {
+        let svc = self
+            .with(|m| m.create_service(&info(config), CHANGE), |_| false)?
+            .map_err(|e| err(format!("cannot create service `{}`", config.name), e))?;
+        registry::mark_service(&config.name)?;
+        finish_config(&svc, config)
+    }
+
+    pub fn update(&self, config: &ServiceConfig) -> SysResult<()> {
+        let svc = self.open_existing(&config.name, CHANGE)?;
+        svc.change_config(&info(config)).map_err(|e| err(format!("cannot change service `{}`", config.name), e))?;
+        finish_config(&svc, config)
+    }
+
+    pub fn delete(&self, name: &str) -> SysResult<()> {
+        self.open_existing(name, ServiceAccess::DELETE)?
+            .delete()
+            .map_err(|e| err(format!("cannot delete service `{name}`"), e))
+    }
+
+    pub fn start(&self, name: &str) -> SysResult<()> {
+        self.open_existing(name, ServiceAccess::START)?
+            .start::<&OsStr>(&[])
+            .map_err(|e| err(format!("cannot start service `{name}`"), e))
+    }
+
+    pub fn stop(&self, name: &str) -> SysResult<()> {
+        self.open_existing(name, ServiceAccess::STOP)?
+            .stop()
+            .map(|_| ())
+            .map_err(|e| err(format!("cannot stop service `{name}`"), e))
     }
 }
 
-fn open_existing(name: &str, access: ServiceAccess) -> SysResult<Service> {
-    open(name, access)?.ok_or_else(|| SysError(format!("service `{name}` does not exist")))
-}
-
-pub fn query(name: &str) -> SysResult<Option<ServiceStatus>> {
-    let Some(svc) = open(name, ServiceAccess::QUERY_CONFIG | ServiceAccess::QUERY_STATUS)? else {
-        return Ok(None);
-    };
-    let config = svc.query_config().map_err(|e| err(format!("cannot read the configuration of `{name}`"), e))?;
+fn run_status(svc: &Service, name: &str) -> SysResult<RunStatus> {
     let status = svc.query_status().map_err(|e| err(format!("cannot read the state of `{name}`"), e))?;
-    let stored = registry::service_key(name)?;
     let mut state = match status.current_state {
         ServiceState::Stopped => RunState::Stopped,
         ServiceState::StartPending => RunState::StartPending,
@@ -67,18 +156,7 @@ pub fn query(name: &str) -> SysResult<Option<ServiceStatus>> {
     {
         (state, pid) = (RunState::Stopped, None);
     }
-    Ok(Some(ServiceStatus {
-        config: ServiceConfig {
-            name: name.into(),
-            command: config.executable_path.to_string_lossy().into_owned(),
-            description: stored.description,
-            dependencies: stored.dependencies,
-            automatic: config.start_type == ServiceStartType::AutoStart,
-        },
-        state,
-        pid,
-        marked: stored.marked,
-    }))
+    Ok(RunStatus { state, pid })
 }
 
 fn info(config: &ServiceConfig) -> ServiceInfo {
@@ -99,20 +177,6 @@ fn info(config: &ServiceConfig) -> ServiceInfo {
 
 const CHANGE: ServiceAccess =
     ServiceAccess::CHANGE_CONFIG.union(ServiceAccess::QUERY_CONFIG).union(ServiceAccess::START);
-
-pub fn create(config: &ServiceConfig) -> SysResult<()> {
-    let svc = manager()?
-        .create_service(&info(config), CHANGE)
-        .map_err(|e| err(format!("cannot create service `{}`", config.name), e))?;
-    registry::mark_service(&config.name)?;
-    finish_config(&svc, config)
-}
-
-pub fn update(config: &ServiceConfig) -> SysResult<()> {
-    let svc = open_existing(&config.name, CHANGE)?;
-    svc.change_config(&info(config)).map_err(|e| err(format!("cannot change service `{}`", config.name), e))?;
-    finish_config(&svc, config)
-}
 
 fn finish_config(svc: &Service, config: &ServiceConfig) -> SysResult<()> {
     let name = &config.name;
@@ -170,21 +234,4 @@ fn set_command_line(svc: &Service, command: &str, dependencies: &[String]) -> st
         )
     };
     if ok == 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
-}
-
-pub fn delete(name: &str) -> SysResult<()> {
-    open_existing(name, ServiceAccess::DELETE)?.delete().map_err(|e| err(format!("cannot delete service `{name}`"), e))
-}
-
-pub fn start(name: &str) -> SysResult<()> {
-    open_existing(name, ServiceAccess::START)?
-        .start::<&OsStr>(&[])
-        .map_err(|e| err(format!("cannot start service `{name}`"), e))
-}
-
-pub fn stop(name: &str) -> SysResult<()> {
-    open_existing(name, ServiceAccess::STOP)?
-        .stop()
-        .map(|_| ())
-        .map_err(|e| err(format!("cannot stop service `{name}`"), e))
 }
