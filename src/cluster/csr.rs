@@ -123,6 +123,18 @@ fn usages_ok(usages: &[&str], allowed: &[&str], required: &str) -> bool {
     usages.len() >= 2 && usages.iter().all(|u| allowed.contains(u)) && usages.contains(&required)
 }
 
+/// The node names a CSR claims, as [`judge`] finds its node: `system:node:<name>` among its request's common
+/// names, or, when the request cannot be read, its requester's. A CSR can only be judged for a node it claims, so a
+/// caller may leave every other node out of the `expected` it judges against.
+pub fn claimed(request: &[u8], username: &str) -> Vec<String> {
+    match parse(request) {
+        Ok(req) => {
+            req.common_names.iter().filter_map(|cn| cn.strip_prefix("system:node:")).map(str::to_string).collect()
+        }
+        Err(_) => username.strip_prefix("system:node:").map(str::to_string).into_iter().collect(),
+    }
+}
+
 /// Judges one pending CSR against the nodes this sync configured. `node_exists(name)`: whether the cluster has a
 /// Node of that name; `node_addresses(name)`: the addresses on it.
 pub fn judge(
@@ -221,5 +233,47 @@ pub fn judge(
             Verdict::Approve { node: node.name.clone(), kind: Kind::Serving }
         }
         other => refuse(format!("signer {other:?} is neither kubelet's client nor its serving signer")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `openssl req -new -subj /O=system:nodes/CN=system:node:win-a` (P-256).
+    const WIN_A: &str = "-----BEGIN CERTIFICATE REQUEST-----
+MIHtMIGVAgEAMDMxFTATBgNVBAoMDHN5c3RlbTpub2RlczEaMBgGA1UEAwwRc3lz
+dGVtOm5vZGU6d2luLWEwWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAASgjPCWKTur
+R/CMFrdFxhwokRDOKh0UKLENCNQLfveMznaOsLBoTT+9WXUm5z7EFhijKjSEY/iu
+VKxnllKQLNKOoAAwCgYIKoZIzj0EAwIDRwAwRAIgS253sgHW7JCZgUvFKyU4KhZr
+//h3HzCWjHhwzWcc/qwCIHUaNkNlUeS7yYwhLWtaeK3rJ7Rx9V995Lon8nzA/PuJ
+-----END CERTIFICATE REQUEST-----
+";
+
+    #[test]
+    fn a_csr_claims_the_node_its_subject_names_or_else_its_requester() {
+        assert_eq!(claimed(WIN_A.as_bytes(), BOOTSTRAPPER), ["win-a"]);
+        assert_eq!(claimed(WIN_A.as_bytes(), "system:node:win-b"), ["win-a"], "the subject, as judge reads it");
+        assert_eq!(claimed(b"not a request", "system:node:win-b"), ["win-b"]);
+        assert!(claimed(b"not a request", "jane").is_empty());
+        // What judge says of a CSR: the same whether the nodes it does not claim are expected or not.
+        let spec = Spec {
+            signer: CLIENT_SIGNER,
+            username: BOOTSTRAPPER,
+            groups: vec![],
+            usages: vec!["digital signature", "client auth"],
+            request: WIN_A.as_bytes(),
+        };
+        let node = |n: &str| Expected { name: n.into(), addresses: vec![] };
+        let none = |_: &str| false;
+        let no_addresses = |_: &str| Vec::new();
+        let all = [node("win-0"), node("win-a"), node("win-z")];
+        let claimed_only: Vec<Expected> =
+            all.iter().filter(|e| claimed(spec.request, spec.username).contains(&e.name)).cloned().collect();
+        assert_eq!(judge(&spec, &all, &none, &no_addresses), judge(&spec, &claimed_only, &none, &no_addresses));
+        assert_eq!(
+            judge(&spec, &claimed_only, &none, &no_addresses),
+            Verdict::Approve { node: "win-a".into(), kind: Kind::Client }
+        );
     }
 }

@@ -10,11 +10,13 @@ use super::metrics::Metrics;
 use super::view::View;
 use crate::cluster::events::{self, About, Kind};
 use crate::cluster::machines::{Machine, WindowsMachines};
-use crate::cluster::{Cluster, csr, join, nodes};
+use crate::cluster::{Cluster, csr, join, label, nodes};
 use crate::lifecycle::prune::{self, Target};
 use crate::sync::inventory::Node;
 use crate::sync::node::{NodeReport, Status};
 use crate::sync::{Rendered, Session};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -153,7 +155,7 @@ pub async fn reconcile(ctx: &Context<'_>, memories: &mut Memories) -> Vec<Line> 
     if !to_sync.is_empty() {
         sync_all(ctx, memories, &to_sync, &machines, &desired).await;
     }
-    approve(ctx, &targets, memories).await;
+    approve(ctx, &targets, &all, memories).await;
     if ctx.prune {
         lines.extend(prune(ctx, &all, &targets, &machines, memories).await);
     }
@@ -239,12 +241,25 @@ fn outcome(report: &NodeReport, desired: &str) -> (Kind, &'static str, String) {
     }
 }
 
-/// One pass over the pending kubelet CSRs of the instances whose node name is known: WMCO's checks, as sync.
-async fn approve(ctx: &Context<'_>, targets: &[Node], memories: &Memories) {
-    let pending = ctx.view.csrs().iter().any(|c| c["status"]["conditions"].is_null());
-    if !pending || ctx.dry_run {
+/// One pass over the pending kubelet CSRs of the instances whose node name is known: WMCO's checks, as sync. Only
+/// the instances a pending CSR claims, and those whose Node is there without its labels, go to the pass (which
+/// reads each one's Node): the others have nothing to approve or label, and a CSR that stays pending (another
+/// signer's, one refused) must not cost a read of every Node at every reconcile.
+async fn approve(ctx: &Context<'_>, targets: &[Node], all: &[Value], memories: &Memories) {
+    let claimed: Vec<String> = ctx
+        .view
+        .csrs()
+        .iter()
+        .filter(|c| c["status"]["conditions"].is_null())
+        .flat_map(|c| {
+            let request = c["spec"]["request"].as_str().and_then(|r| STANDARD.decode(r).ok()).unwrap_or_default();
+            csr::claimed(&request, c["spec"]["username"].as_str().unwrap_or(""))
+        })
+        .collect();
+    if claimed.is_empty() || ctx.dry_run {
         return;
     }
+    let unlabelled = |name: &str| all.iter().any(|n| nodes::name_of(n) == name && !label::is_labelled(n));
     // The node name the agent reported, else the target's own (an inventory entry named as its Node).
     let expected: Vec<csr::Expected> = targets
         .iter()
@@ -253,6 +268,7 @@ async fn approve(ctx: &Context<'_>, targets: &[Node], memories: &Memories) {
             csr::Expected { name, addresses: vec![t.address.clone()] }
         })
         .filter(|e| nodes::can_be_node_name(&e.name))
+        .filter(|e| claimed.contains(&e.name) || unlabelled(&e.name))
         .collect();
     if expected.is_empty() {
         return;
