@@ -8,10 +8,7 @@ pub fn render(plan: &Plan) -> Vec<Artifact> {
     let dir = wmrender_contract::NodePath::known(wmrender_contract::paths::CONTAINERD_REGISTRIES).bundle_path();
     plan.registries
         .iter()
-        .map(|r| Artifact {
-            path: format!("{dir}/{}/hosts.toml", r.dir()),
-            bytes: hosts_toml(r).into_bytes(),
-        })
+        .map(|r| Artifact { path: format!("{dir}/{}/hosts.toml", r.dir()), bytes: hosts_toml(r).into_bytes() })
         .collect()
 }
 
