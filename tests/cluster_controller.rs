@@ -57,6 +57,34 @@ struct Rig {
 }
 
 impl Rig {
+    /// The sshd listening on every host's address, the API server with an AWS cluster and the documented
+    /// `wmrender-controller` role, and the inputs rendered.
+    fn start() -> Rig {
+        let listen: String = HOSTS[1..].iter().map(|(_, a)| format!("ListenAddress {a}\n")).collect();
+        let sshd = Sshd::start_with(SshdOptions { extra_config: listen, ..Default::default() });
+        let rig = Rig { sshd, cp: ControlPlane::start(), work: tempfile::tempdir().unwrap() };
+        support::openshift::cluster(&rig.cp, "AWS");
+        rig.cp.namespace("wmrender");
+        rig.cp.wmrender_kubeconfig(&rig.path("kubeconfig"), "wmrender-controller");
+        rig.render(INPUTS);
+        rig
+    }
+
+    /// How each host is reached: a posix root of its own on the sshd (`port_of` its SSH port), only for the hosts
+    /// the render or the cluster names.
+    fn write_inventory(&self, port_of: impl Fn(&str) -> u16) {
+        let mut inventory = String::from("nodes:\n");
+        for (name, address) in HOSTS {
+            std::fs::create_dir_all(self.path(name)).unwrap();
+            inventory.push_str(&format!(
+                "- name: {name}\n  address: {address}\n  port: {}\n  user: root\n  profile: posix\n  root: {}\n  reachOnly: true\n",
+                port_of(name),
+                self.path(name).display()
+            ));
+        }
+        std::fs::write(self.path("nodes.yaml"), inventory).unwrap();
+    }
+
     fn path(&self, name: &str) -> PathBuf {
         self.work.path().join(name)
     }
@@ -202,24 +230,8 @@ fn metrics(port: u16) -> String {
 
 #[test]
 fn the_controller_scales_up_taints_a_failing_node_prunes_a_removed_host_and_survives_its_leader() {
-    let listen: String = HOSTS[1..].iter().map(|(_, a)| format!("ListenAddress {a}\n")).collect();
-    let sshd = Sshd::start_with(SshdOptions { extra_config: listen, ..Default::default() });
-    let rig = Rig { sshd, cp: ControlPlane::start(), work: tempfile::tempdir().unwrap() };
-    support::openshift::cluster(&rig.cp, "AWS");
-    rig.cp.namespace("wmrender");
-    rig.cp.wmrender_kubeconfig(&rig.path("kubeconfig"), "wmrender-controller");
-    rig.render(INPUTS);
-    // How each host is reached: posix roots on this sshd; only for the hosts the render or the cluster names.
-    let mut inventory = String::from("nodes:\n");
-    for (name, address) in HOSTS {
-        std::fs::create_dir_all(rig.path(name)).unwrap();
-        inventory.push_str(&format!(
-            "- name: {name}\n  address: {address}\n  port: {}\n  user: root\n  profile: posix\n  root: {}\n  reachOnly: true\n",
-            rig.sshd.port,
-            rig.path(name).display()
-        ));
-    }
-    std::fs::write(rig.path("nodes.yaml"), inventory).unwrap();
+    let rig = Rig::start();
+    rig.write_inventory(|_| rig.sshd.port);
     let (_signer, _machine_api, _lifecycle) =
         (Signer::start(&rig.cp), MachineApi::start(&rig.cp), NodeLifecycle::start(&rig.cp));
     let stop = std::sync::atomic::AtomicBool::new(false);
@@ -375,25 +387,10 @@ impl Drop for Forwarder {
 
 #[test]
 fn the_controller_finishes_what_an_api_server_outage_and_a_host_that_was_down_interrupted() {
-    let listen: String = HOSTS[1..].iter().map(|(_, a)| format!("ListenAddress {a}\n")).collect();
-    let sshd = Sshd::start_with(SshdOptions { extra_config: listen, ..Default::default() });
-    let rig = Rig { sshd, cp: ControlPlane::start(), work: tempfile::tempdir().unwrap() };
-    support::openshift::cluster(&rig.cp, "AWS");
-    rig.cp.namespace("wmrender");
-    rig.cp.wmrender_kubeconfig(&rig.path("kubeconfig"), "wmrender-controller");
-    rig.render(INPUTS);
+    let rig = Rig::start();
     // m2's SSH goes through a port that can go down.
     let m2_ssh = Forwarder::start("127.0.0.2", format!("127.0.0.2:{}", rig.sshd.port).parse().unwrap());
-    let mut inventory = String::from("nodes:\n");
-    for (name, address) in HOSTS {
-        std::fs::create_dir_all(rig.path(name)).unwrap();
-        let port = if name == "m2" { m2_ssh.port } else { rig.sshd.port };
-        inventory.push_str(&format!(
-            "- name: {name}\n  address: {address}\n  port: {port}\n  user: root\n  profile: posix\n  root: {}\n  reachOnly: true\n",
-            rig.path(name).display()
-        ));
-    }
-    std::fs::write(rig.path("nodes.yaml"), inventory).unwrap();
+    rig.write_inventory(|name| if name == "m2" { m2_ssh.port } else { rig.sshd.port });
     let (_signer, _machine_api, _lifecycle) =
         (Signer::start(&rig.cp), MachineApi::start(&rig.cp), NodeLifecycle::start(&rig.cp));
     let stop = std::sync::atomic::AtomicBool::new(false);
