@@ -390,3 +390,41 @@ fn resources(cpu: &str, memory: &str, memory_limit: &str) -> ResourceRequirement
         claims: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn a_key_is_the_path_made_a_key_or_its_hash_when_that_is_taken_or_too_long() {
+        let none = BTreeSet::new();
+        assert_eq!(
+            key_for("node/C/k/containerd/registries/quay.io:443/hosts.toml", &none),
+            "node.C.k.containerd.registries.quay.io_443.hosts.toml"
+        );
+        let taken: BTreeSet<String> = ["node.C.k.a.b".to_string()].into();
+        let other = key_for("node/C/k/a/b", &taken);
+        assert!(other.starts_with("file-") && other.len() == 21, "{other}");
+        let long = format!("node/C/k/{}/hosts.toml", "r".repeat(260));
+        let key = key_for(&long, &none);
+        assert!(key.starts_with("file-") && key.len() <= 253, "{key}");
+        assert_ne!(key_for("node/C/k/x", &taken), key_for("node/C/k/y", &taken));
+    }
+
+    #[test]
+    fn a_config_map_never_holds_more_than_its_share() {
+        let files: Vec<Artifact> =
+            (0..40).map(|i| Artifact { path: format!("node/C/k/f{i:02}"), bytes: vec![b'x'; 100 * 1024] }).collect();
+        let bundle = Bundle { files: files.iter().collect(), manifest: b"{}".to_vec() };
+        let maps = config_maps(&bundle, "sha256:00");
+        assert!(maps.len() >= 5, "{}", maps.len());
+        for (name, map, items) in &maps {
+            let bytes: usize = map.data.iter().flatten().map(|(k, v)| k.len() + v.len()).sum();
+            assert!(bytes <= CONFIG_MAP_BYTES, "{name}: {bytes}");
+            assert_eq!(items.len(), map.data.as_ref().map_or(0, |d| d.len()));
+        }
+        let placed: usize = maps.iter().map(|(_, _, items)| items.len()).sum();
+        assert_eq!(placed, 41, "every file and the manifest, once");
+    }
+}
