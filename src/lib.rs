@@ -70,7 +70,7 @@ impl Compiled {
             .filter(|f| only.is_none_or(|p| f.path.starts_with(p.prefix())))
             .cloned()
             .collect();
-        files.push(emit::manifest::render(&files, &self.inputs_digest, self.mode));
+        files.push(render::manifest::render(&files, &self.inputs_digest, self.mode));
         files.sort_by(|a, b| a.path.cmp(&b.path));
         files
     }

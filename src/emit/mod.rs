@@ -6,7 +6,6 @@ mod field_location;
 pub mod git_base;
 pub mod krm;
 pub mod kustomize_plugin;
-pub mod manifest;
 pub mod ownership;
 mod resource_list_text;
 pub mod review;

@@ -27,7 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::BTreeMap;
-use wmrender_contract::{BundleEntry, BundleManifest, Mode};
+use wmrender_contract::Mode;
 
 /// The controller's name: its ServiceAccount, ClusterRole, Roles, Deployment and Lease.
 pub const NAME: &str = "wmrender-controller";
@@ -166,19 +166,7 @@ struct Bundle<'a> {
 fn bundle<'a>(plan: &Plan, files: &'a [Artifact]) -> Bundle<'a> {
     let byoh = super::byoh::PATH;
     let files: Vec<&Artifact> = files.iter().filter(|f| f.path.starts_with("node/") || f.path == byoh).collect();
-    let manifest = BundleManifest {
-        wmrender: env!("CARGO_PKG_VERSION").into(),
-        inputs: plan.inputs_digest.clone(),
-        mode: Some(Mode::WithoutOperator),
-        files: files
-            .iter()
-            .map(|f| BundleEntry {
-                path: f.path.clone(),
-                sha256: wmrender_contract::sha256_hex(&f.bytes),
-                size: f.bytes.len() as u64,
-            })
-            .collect(),
-    };
+    let manifest = super::manifest::of(files.iter().copied(), &plan.inputs_digest, Mode::WithoutOperator);
     Bundle { files, manifest: manifest.to_json() }
 }
 

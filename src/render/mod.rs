@@ -8,6 +8,7 @@ pub mod controller;
 pub mod exporter;
 mod kustomization;
 pub mod machineset;
+pub mod manifest;
 pub mod node;
 mod object;
 mod operator;
