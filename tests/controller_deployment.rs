@@ -83,7 +83,7 @@ fn the_controller_reads_back_exactly_the_rendered_bundle_from_its_config_maps() 
         wmrender_contract::sha256_hex(&std::fs::read(rebuilt.path().join("manifest.json")).unwrap())
     );
     assert_eq!(
-        objects["configmap-wmrender-bundle-0.yaml"]["metadata"]["annotations"]["wmrender.dev/bundle-digest"],
+        objects["configmap-wmrender-bundle-0.yaml"]["metadata"]["annotations"]["wmrender.dev/bundle-manifest"],
         digest.as_str()
     );
 }

@@ -36,8 +36,10 @@ pub const SSH_KEY_SECRET: &str = "cloud-private-key";
 pub const SSH_KEY_FILE: &str = "private-key.pem";
 /// Each bundle ConfigMap holds at most this many bytes of files: the API server takes 1 MiB of data.
 pub const CONFIG_MAP_BYTES: usize = 900 * 1024;
-/// The bundle ConfigMaps' annotation: the digest of the bundle's `manifest.json`.
-pub const BUNDLE_DIGEST_ANNOTATION: &str = "wmrender.dev/bundle-digest";
+/// The bundle ConfigMaps' annotation: the sha256 of the bundle's `manifest.json`, the same on every ConfigMap of one
+/// render (so a mix of two renders shows). Not the bundle digest a Node reports (`wmrender.dev/bundle`): that one
+/// also reads what sync adds at delivery (a pull secret's credentials in hosts.toml).
+pub const BUNDLE_MANIFEST_ANNOTATION: &str = "wmrender.dev/bundle-manifest";
 
 const RENDERED_DIR: &str = "/etc/wmrender/rendered";
 const SSH_DIR: &str = "/etc/wmrender/ssh";
@@ -205,7 +207,7 @@ fn config_maps(bundle: &Bundle, digest: &str) -> Vec<(String, ConfigMap, Vec<Key
                 &name,
                 Some(NAMESPACE),
                 labels([("app.kubernetes.io/name", NAME)]),
-                annotations(Order::ConfigMap, [(BUNDLE_DIGEST_ANNOTATION, digest)]),
+                annotations(Order::ConfigMap, [(BUNDLE_MANIFEST_ANNOTATION, digest)]),
             );
             maps.push((name, ConfigMap { metadata: meta, ..Default::default() }, Vec::new()));
             size = 0;
