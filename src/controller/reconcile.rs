@@ -19,7 +19,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,7 +53,15 @@ pub struct Memories {
     node_names: BTreeMap<String, String>,
     /// Targets last synced before they had a Node: synced again as soon as it registers (the agent finishes what
     /// waited on kubelet's certificate, and the taint follows), not after the back-off.
-    waiting_on_join: BTreeMap<String, bool>,
+    waiting_on_join: BTreeSet<String>,
+}
+
+impl Memories {
+    /// The name of a target's Node: the one its agent reported, else the target's own (an inventory entry named as
+    /// its Node).
+    fn node_name(&self, target: &Node) -> String {
+        self.node_names.get(&target.name).cloned().unwrap_or_else(|| target.name.clone())
+    }
 }
 
 /// What a reconcile needs besides the view.
@@ -100,15 +108,14 @@ pub async fn reconcile(ctx: &Context<'_>, memories: &mut Memories) -> Vec<Line> 
     let mut lines = Vec::new();
     let mut to_sync: Vec<(Node, Option<Value>)> = Vec::new();
     for target in &targets {
-        let node_name = memories.node_names.get(&target.name).cloned().unwrap_or_else(|| target.name.clone());
+        let node_name = memories.node_name(target);
         let t = Target { node: target.clone(), node_name };
         let node = prune::node_of(&all, &t, &machines).cloned();
         let memory = memories.by_target.entry(target.name.clone()).or_default().clone();
         let renew = node.is_some() && token_due(&memory, ctx.session.token(), now);
         let mut next = decide(node.as_ref(), &desired, renew, &memory, now);
         // A node whose agent waited on the join is finished as soon as its Node is there.
-        if node.is_some() && memories.waiting_on_join.get(&target.name) == Some(&true) && matches!(next, Next::Wait(_))
-        {
+        if node.is_some() && memories.waiting_on_join.contains(&target.name) && matches!(next, Next::Wait(_)) {
             next = Next::Sync("it joined: the agent finishes now".into());
         }
         let agent = node.as_ref().and_then(nodes::configured);
@@ -199,9 +206,11 @@ async fn sync_all(
         if let Some(name) = report.apply.as_ref().map(|a| a.node_name.clone()).filter(|n| !n.is_empty()) {
             memories.node_names.insert(target.name.clone(), name);
         }
-        memories
-            .waiting_on_join
-            .insert(target.name.clone(), report.status == Status::Pending && !report.reboot_required && node.is_none());
+        if report.status == Status::Pending && !report.reboot_required && node.is_none() {
+            memories.waiting_on_join.insert(target.name.clone());
+        } else {
+            memories.waiting_on_join.remove(&target.name);
+        }
         let (kind, reason, message) = outcome(report, desired);
         log(&target.name, reason, &message);
         let machine = target.machine.as_ref().and_then(|m| machines.iter().find(|x| &x.name == m));
@@ -260,13 +269,9 @@ async fn approve(ctx: &Context<'_>, targets: &[Node], all: &[Value], memories: &
         return;
     }
     let unlabelled = |name: &str| all.iter().any(|n| nodes::name_of(n) == name && !label::is_labelled(n));
-    // The node name the agent reported, else the target's own (an inventory entry named as its Node).
     let expected: Vec<csr::Expected> = targets
         .iter()
-        .map(|t| {
-            let name = memories.node_names.get(&t.name).cloned().unwrap_or_else(|| t.name.clone());
-            csr::Expected { name, addresses: vec![t.address.clone()] }
-        })
+        .map(|t| csr::Expected { name: memories.node_name(t), addresses: vec![t.address.clone()] })
         .filter(|e| nodes::can_be_node_name(&e.name))
         .filter(|e| claimed.contains(&e.name) || unlabelled(&e.name))
         .collect();
@@ -295,13 +300,8 @@ async fn prune(
     machines: &[Machine],
     memories: &Memories,
 ) -> Vec<Line> {
-    let targets: Vec<Target> = targets
-        .iter()
-        .map(|t| Target {
-            node: t.clone(),
-            node_name: memories.node_names.get(&t.name).cloned().unwrap_or_else(|| t.name.clone()),
-        })
-        .collect();
+    let targets: Vec<Target> =
+        targets.iter().map(|t| Target { node: t.clone(), node_name: memories.node_name(t) }).collect();
     let leaving = prune::leaving_among(all, &targets, machines);
     let mut lines: Vec<Line> = leaving
         .iter()
