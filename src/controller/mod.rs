@@ -329,14 +329,14 @@ pub fn table(fleet: &[Line]) -> String {
         let target = if l.target.is_empty() { "-" } else { &l.target };
         out.push_str(&format!(
             "{:<28} {:<32} {:<13} {:<13} {:<10} {:<8} {:<8} {}\n",
-            target,
-            l.node.as_deref().unwrap_or("-"),
+            reconcile::one_line(target),
+            reconcile::one_line(l.node.as_deref().unwrap_or("-")),
             short(&l.applied),
             short(&l.desired),
             if l.configured.is_empty() { "-" } else { &l.configured },
             l.tainted,
             l.next,
-            l.why
+            reconcile::one_line(&l.why)
         ));
     }
     out

@@ -352,7 +352,22 @@ async fn record_machine(ctx: &Context<'_>, machine: &Machine, kind: Kind, reason
     }
 }
 
-/// One line per decision on stderr: `wmrender-controller: <target> <what>: <why>`.
+/// One line per decision on stderr: `wmrender-controller: <target> <what>: <why>`. What a node or the cluster said
+/// (an agent's message, a target's name) is untrusted: a control character is written escaped, so it can neither
+/// split the line nor drive the terminal that shows it.
 pub fn log(target: &str, what: &str, why: &str) {
-    eprintln!("wmrender-controller: {target} {what}: {}", why.replace('\n', " "));
+    eprintln!("wmrender-controller: {} {what}: {}", one_line(target), one_line(&why.replace('\n', " ")));
+}
+
+pub fn one_line(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_log_line_stays_one_line_whatever_a_node_said() {
+        assert_eq!(super::one_line("kube-proxy: \u{1b}[2Jstopped\r"), "kube-proxy: \\u{1b}[2Jstopped\\r");
+        assert_eq!(super::one_line("ünïcode ok"), "ünïcode ok");
+    }
 }
