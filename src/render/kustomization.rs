@@ -16,6 +16,6 @@ pub fn render(objects: &[ClusterObject]) -> Artifact {
     let mut resources: Vec<String> = objects.iter().map(ClusterObject::file_name).collect();
     resources.sort();
     let k = Kustomization { api_version: "kustomize.config.k8s.io/v1beta1", kind: "Kustomization", resources };
-    let yaml = serde_saphyr::to_string(&k).unwrap_or_default();
+    let yaml = super::yaml::to_string(&k).unwrap_or_default();
     Artifact { path: "cluster/kustomization.yaml".into(), bytes: yaml.into_bytes() }
 }

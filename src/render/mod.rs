@@ -16,6 +16,7 @@ pub mod registries;
 mod runtimeclass;
 mod templates;
 pub mod user_data;
+pub mod yaml;
 
 use crate::plan::Plan;
 pub use object::{ClusterObject, MANAGED_BY};

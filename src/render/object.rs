@@ -67,7 +67,7 @@ impl ClusterObject {
     /// Serialises a typed object. Our own structs and k8s-openapi types hold only strings, numbers, lists and
     /// BTreeMaps, which always serialise; the fallback is never reached.
     pub fn new<T: Serialize>(kind: &'static str, name: &str, order: Order, object: &T) -> ClusterObject {
-        let yaml = serde_saphyr::to_string(object).unwrap_or_else(|e| format!("# serialisation failed: {e}\n"));
+        let yaml = super::yaml::to_string(object).unwrap_or_else(|e| format!("# serialisation failed: {e}\n"));
         ClusterObject { kind, name: name.to_string(), order, yaml, namespace: None }
     }
 

@@ -65,7 +65,7 @@ pub fn kube_proxy(plan: &Plan) -> KubeProxyConfiguration {
 }
 
 pub fn kube_proxy_template(plan: &Plan) -> String {
-    serde_saphyr::to_string(&kube_proxy(plan)).unwrap_or_default()
+    crate::render::yaml::to_string(&kube_proxy(plan)).unwrap_or_default()
 }
 
 #[derive(Serialize)]
