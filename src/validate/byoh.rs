@@ -6,13 +6,15 @@ use super::names;
 use super::{Decoded, is_dns1123_subdomain};
 use crate::diagnostics::Diagnostics;
 use crate::inputs::schema::ClusterInputs;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 pub fn check(inputs: &ClusterInputs, decoded: &Decoded, d: &mut Diagnostics) {
     // Without a platform there is no row of the support matrix to check versions against.
     let row = decoded.get(&inputs.spec.platform).map(|p| support(p.kind()));
     let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+    // A fleet's hosts mostly share one user name: each name that passed is not checked again.
+    let mut good_users: HashSet<&str> = HashSet::new();
     for host in inputs.spec.byoh.iter().flatten() {
         let addr = &host.address;
         if addr.parse::<Ipv6Addr>().is_ok() || addr.contains(':') {
@@ -49,7 +51,8 @@ pub fn check(inputs: &ClusterInputs, decoded: &Decoded, d: &mut Diagnostics) {
             );
         }
         let user = &host.username;
-        if let Err(why) = names::check_byoh_user_name(user) {
+        let checked = if good_users.contains(user.value.as_str()) { Ok(()) } else { names::check_byoh_user_name(user) };
+        if let Err(why) = checked {
             d.push(
                 user.error(if user.is_empty() {
                     "the user name is empty".to_string()
@@ -59,6 +62,8 @@ pub fn check(inputs: &ClusterInputs, decoded: &Decoded, d: &mut Diagnostics) {
                     .expected("at most 20 characters, none of \" / \\ [ ] : ; | = , + * ? < > @ ' ` ( ) { } &, no control or invisible characters, not only dots or spaces, not starting with `-` or holding ` -`")
                     .hint("WMCO takes everything after `username=` verbatim, so a stray space or newline becomes part of the name"),
             );
+        } else {
+            good_users.insert(&user.value);
         }
         if let (Some(v), Some(row)) = (&host.windows_version, row)
             && !row.versions.contains(&v.value)
