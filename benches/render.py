@@ -155,7 +155,8 @@ SHA256 = "sha2::sha256::compress256"
 def count_instructions(binary, floor, cases, work):
     """The instruction table: each case's render beside the yaml-floor passes on its input, in this run."""
     print("instructions (callgrind), each a whole process; ratios against the passes on the same input:")
-    print(f"{'case':<46} {'wmrender':>9} {'serde-saphyr pass':>20} {'events':>14} {'reader':>14} {'SHA-256':>8}")
+    print(f"{'case':<46} {'wmrender':>9} {'serde-saphyr pass':>20} {'events':>14} {'reader':>14} {'SHA-256':>8}"
+          f" {'without SHA-256':>16}")
     out = os.path.join(work, "out")
     profile = os.path.join(work, "callgrind.out")
     for name, inputs in cases:
@@ -166,9 +167,10 @@ def count_instructions(binary, floor, cases, work):
         events = callgrind([floor, inputs, "1", "events"], profile)
         reader_col = f"{reader / 1e6:>6.1f} M {reader / events:>4.2f}x" if reader else f"{'-':>14}"
         print(f"{name:<46} {total / 1e6:>7.1f} M {serde / 1e6:>9.1f} M {total / serde:>6.2f}x "
-              f"{events / 1e6:>6.1f} M {total / events:>4.2f}x {reader_col} {sha / 1e6:>6.1f} M")
+              f"{events / 1e6:>6.1f} M {total / events:>4.2f}x {reader_col} {sha / 1e6:>6.1f} M"
+              f" {(total - sha) / serde:>15.2f}x")
     print("  (reader: the located tree, inputs::yaml::build, with its ratio to the events pass; SHA-256 runs sha2's "
-          "portable code under valgrind)")
+          "portable code under valgrind; the last column is wmrender less SHA-256, against the serde-saphyr pass)")
 
 
 def fresh(path):

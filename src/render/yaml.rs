@@ -211,6 +211,63 @@ struct Seq<'a> {
     items: usize,
 }
 
+/// Serializer methods for what this writer leaves to serde-saphyr (scalars: `method(type)`).
+macro_rules! unsupported_scalars {
+    ($($method:ident($ty:ty)),* $(,)?) => {
+        $(fn $method(self, _: $ty) -> Result<(), Unsupported> {
+            Err(Unsupported)
+        })*
+    };
+}
+
+/// Serializer methods for the compound shapes cluster objects never have: tuples and enum variants with content.
+macro_rules! unsupported_compounds {
+    () => {
+        fn serialize_newtype_variant<T: Serialize + ?Sized>(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: &T,
+        ) -> Result<(), Unsupported> {
+            Err(Unsupported)
+        }
+        fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Unsupported> {
+            Err(Unsupported)
+        }
+        fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeTupleStruct, Unsupported> {
+            Err(Unsupported)
+        }
+        fn serialize_tuple_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeTupleVariant, Unsupported> {
+            Err(Unsupported)
+        }
+        fn serialize_struct_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeStructVariant, Unsupported> {
+            Err(Unsupported)
+        }
+    };
+}
+
+/// Integers are written in decimal, as serde-saphyr writes them.
+macro_rules! integers {
+    ($($method:ident($ty:ty)),* $(,)?) => {
+        $(fn $method(self, v: $ty) -> Result<(), Unsupported> {
+            self.int(v)
+        })*
+    };
+}
+
 impl<'a> ser::Serializer for Node<'a> {
     type Ok = ();
     type Error = Unsupported;
@@ -225,45 +282,23 @@ impl<'a> ser::Serializer for Node<'a> {
     fn serialize_bool(self, v: bool) -> Result<(), Unsupported> {
         self.scalar(if v { "true" } else { "false" }, Style::Plain)
     }
-    fn serialize_i8(self, v: i8) -> Result<(), Unsupported> {
-        self.int(v)
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), Unsupported> {
-        self.int(v)
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), Unsupported> {
-        self.int(v)
-    }
-    fn serialize_i64(self, v: i64) -> Result<(), Unsupported> {
-        self.int(v)
-    }
-    fn serialize_u8(self, v: u8) -> Result<(), Unsupported> {
-        self.int(v)
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), Unsupported> {
-        self.int(v)
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), Unsupported> {
-        self.int(v)
-    }
-    fn serialize_u64(self, v: u64) -> Result<(), Unsupported> {
-        self.int(v)
-    }
-    fn serialize_f32(self, _: f32) -> Result<(), Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_f64(self, _: f64) -> Result<(), Unsupported> {
-        Err(Unsupported)
-    }
+    integers!(
+        serialize_i8(i8),
+        serialize_i16(i16),
+        serialize_i32(i32),
+        serialize_i64(i64),
+        serialize_u8(u8),
+        serialize_u16(u16),
+        serialize_u32(u32),
+        serialize_u64(u64),
+    );
+    unsupported_scalars!(serialize_f32(f32), serialize_f64(f64), serialize_bytes(&[u8]));
     fn serialize_char(self, v: char) -> Result<(), Unsupported> {
         self.serialize_str(v.encode_utf8(&mut [0; 4]))
     }
     fn serialize_str(self, v: &str) -> Result<(), Unsupported> {
         let style = style(v, false).ok_or(Unsupported)?;
         self.scalar(v, style)
-    }
-    fn serialize_bytes(self, _: &[u8]) -> Result<(), Unsupported> {
-        Err(Unsupported)
     }
     fn serialize_none(self) -> Result<(), Unsupported> {
         self.scalar("null", Style::Plain)
@@ -288,50 +323,18 @@ impl<'a> ser::Serializer for Node<'a> {
         }
         value.serialize(self)
     }
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: &T,
-    ) -> Result<(), Unsupported> {
-        Err(Unsupported)
-    }
+    unsupported_compounds!();
     fn serialize_seq(self, _: Option<usize>) -> Result<Seq<'a>, Unsupported> {
         match self.place {
             Place::Value { depth } => Ok(Seq { out: self.out, depth, items: 0 }),
             Place::Top | Place::Item { .. } => Err(Unsupported),
         }
     }
-    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeTupleStruct, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_tuple_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeTupleVariant, Unsupported> {
-        Err(Unsupported)
-    }
     fn serialize_map(self, _: Option<usize>) -> Result<Map<'a>, Unsupported> {
         Ok(self.map())
     }
     fn serialize_struct(self, _: &'static str, _: usize) -> Result<Map<'a>, Unsupported> {
         Ok(self.map())
-    }
-    fn serialize_struct_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeStructVariant, Unsupported> {
-        Err(Unsupported)
     }
 }
 
@@ -393,14 +396,6 @@ struct KeySink<'m, 'a> {
     map: &'m mut Map<'a>,
 }
 
-macro_rules! unsupported_scalars {
-    ($($method:ident($ty:ty)),* $(,)?) => {
-        $(fn $method(self, _: $ty) -> Result<(), Unsupported> {
-            Err(Unsupported)
-        })*
-    };
-}
-
 impl ser::Serializer for KeySink<'_, '_> {
     type Ok = ();
     type Error = Unsupported;
@@ -450,46 +445,14 @@ impl ser::Serializer for KeySink<'_, '_> {
         }
         value.serialize(self)
     }
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: &T,
-    ) -> Result<(), Unsupported> {
-        Err(Unsupported)
-    }
+    unsupported_compounds!();
     fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeTupleStruct, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_tuple_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeTupleVariant, Unsupported> {
         Err(Unsupported)
     }
     fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Unsupported> {
         Err(Unsupported)
     }
     fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeStruct, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_struct_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeStructVariant, Unsupported> {
         Err(Unsupported)
     }
 }
@@ -510,8 +473,10 @@ mod tests {
     }
 
     /// Characters that decide a scalar's style: indicators, quotes, spaces, digits, letters of YAML's words.
-    const ALPHABET: [&str; 24] =
-        ["a", "Y", "n", "o", "e", "0", "7", ".", ":", " ", "#", "-", "'", "\"", ",", "[", "}", "~", "=", "<", "@", "_", "/", "\t"];
+    const ALPHABET: [&str; 24] = [
+        "a", "Y", "n", "o", "e", "0", "7", ".", ":", " ", "#", "-", "'", "\"", ",", "[", "}", "~", "=", "<", "@", "_",
+        "/", "\t",
+    ];
 
     fn short_strings() -> Vec<String> {
         let mut all = vec![String::new()];
@@ -524,9 +489,36 @@ mod tests {
                 }
             }
         }
-        let words = ["yes", "No", "ON", "off", "True", "FALSE", "null", "Nan", "inf", "y", "<<", "=", "~", "0x1F", "1e3",
-            "10.0.0.1", "1:20", "2026-11-25", "a: b", "a #b", "a#b", "-a", "--- a", "a" , "Prune=false,Delete=false",
-            "tag:Name", "registry.example.com/a/b@sha256:0123", "é"];
+        let words = [
+            "yes",
+            "No",
+            "ON",
+            "off",
+            "True",
+            "FALSE",
+            "null",
+            "Nan",
+            "inf",
+            "y",
+            "<<",
+            "=",
+            "~",
+            "0x1F",
+            "1e3",
+            "10.0.0.1",
+            "1:20",
+            "2026-11-25",
+            "a: b",
+            "a #b",
+            "a#b",
+            "-a",
+            "--- a",
+            "a",
+            "Prune=false,Delete=false",
+            "tag:Name",
+            "registry.example.com/a/b@sha256:0123",
+            "é",
+        ];
         all.extend(words.iter().map(|w| w.to_string()));
         // Either side of the length serde-saphyr starts folding at.
         all.extend(["x".repeat(FOLD_AT), "x".repeat(FOLD_AT + 1), format!("a b{}", " c".repeat(FOLD_AT / 2))]);
@@ -559,7 +551,8 @@ mod tests {
 
     /// Strings plain to see four times in five, so that whole documents reach the writer; any string otherwise.
     fn string(rng: &mut Rng, strings: &[String]) -> String {
-        const PLAIN: [&str; 8] = ["name", "labels", "app.kubernetes.io/name", "win-0.example.com", "v1", "3", "", "a b"];
+        const PLAIN: [&str; 8] =
+            ["name", "labels", "app.kubernetes.io/name", "win-0.example.com", "v1", "3", "", "a b"];
         match rng.below(5) {
             0 => strings[rng.below(strings.len())].clone(),
             _ => PLAIN[rng.below(PLAIN.len())].to_string(),
