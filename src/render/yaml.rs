@@ -89,6 +89,7 @@ fn style(s: &str, key: bool) -> Option<Style> {
     if matches!(prev, b' ' | b':') {
         return None;
     }
+    // The longest of those words (`false`) has five letters.
     if bytes.len() <= 5 && WORDS_READ_AS_OTHER.iter().any(|w| w.eq_ignore_ascii_case(s)) {
         return Some(Style::Quoted);
     }
@@ -147,11 +148,7 @@ impl<'a> Node<'a> {
     }
 
     fn map(self) -> Map<'a> {
-        let depth = match self.place {
-            Place::Top => 0,
-            Place::Value { depth } | Place::Item { depth } => depth + 1,
-        };
-        Map { out: self.out, place: self.place, depth, entries: 0 }
+        Map { out: self.out, place: self.place, entries: 0 }
     }
 
     fn int(self, v: impl itoa::Integer) -> Result<(), Unsupported> {
@@ -161,15 +158,22 @@ impl<'a> Node<'a> {
     }
 }
 
-/// A block mapping whose keys sit at `depth`.
+/// A block mapping written at `place`.
 struct Map<'a> {
     out: &'a mut String,
     place: Place,
-    depth: usize,
     entries: usize,
 }
 
 impl Map<'_> {
+    /// Where its keys sit: one level in from the key or dash it follows.
+    fn depth(&self) -> usize {
+        match self.place {
+            Place::Top => 0,
+            Place::Value { depth } | Place::Item { depth } => depth + 1,
+        }
+    }
+
     fn key(&mut self, key: &str) -> Result<(), Unsupported> {
         let style = style(key, true).ok_or(Unsupported)?;
         match (self.entries, self.place) {
@@ -177,9 +181,9 @@ impl Map<'_> {
             (0, Place::Item { .. }) => {}
             (0, Place::Value { .. }) => {
                 self.out.push('\n');
-                indent(self.out, self.depth);
+                indent(self.out, self.depth());
             }
-            _ => indent(self.out, self.depth),
+            _ => indent(self.out, self.depth()),
         }
         push_scalar(self.out, key, style);
         self.out.push(':');
@@ -188,7 +192,8 @@ impl Map<'_> {
     }
 
     fn value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-        value.serialize(Node { out: self.out, place: Place::Value { depth: self.depth } })
+        let depth = self.depth();
+        value.serialize(Node { out: self.out, place: Place::Value { depth } })
     }
 
     fn finish(self) -> Result<(), Unsupported> {
