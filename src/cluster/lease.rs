@@ -95,18 +95,24 @@ impl Lease {
 
     /// Gives the Lease up (on a clean stop), so a successor need not wait for the term to run out: as client-go's
     /// `ReleaseOnCancel`, the holder is cleared and the duration set to one second. Only this replica's own Lease.
+    /// A conflict (a renewal this replica sent just before it stopped, applied after the read) is read again, up to
+    /// the API time-out.
     pub async fn release(&self, cluster: &Cluster) -> Result<(), ClusterError> {
         let deadline = Instant::now() + API_TIMEOUT;
-        let Some(mut lease) = cluster.get_until(&self.path(), deadline).await? else { return Ok(()) };
-        if lease["spec"]["holderIdentity"].as_str() != Some(self.identity.as_str()) {
-            return Ok(());
-        }
-        lease["spec"]["holderIdentity"] = Value::Null;
-        lease["spec"]["leaseDurationSeconds"] = 1.into();
-        match cluster.call(http::Method::PUT, &self.path(), Some(Body::json(&lease)), deadline).await {
-            Ok(_) => Ok(()),
-            Err(e) if e.is(409) => Ok(()),
-            Err(e) => Err(cluster.failed(&http::Method::PUT, &self.path(), e)),
+        loop {
+            let Some(mut lease) = cluster.get_until(&self.path(), deadline).await? else { return Ok(()) };
+            if lease["spec"]["holderIdentity"].as_str() != Some(self.identity.as_str()) {
+                return Ok(());
+            }
+            lease["spec"]["holderIdentity"] = Value::Null;
+            lease["spec"]["leaseDurationSeconds"] = 1.into();
+            match cluster.call(http::Method::PUT, &self.path(), Some(Body::json(&lease)), deadline).await {
+                Ok(_) => return Ok(()),
+                Err(e) if e.is(409) && Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(cluster.failed(&http::Method::PUT, &self.path(), e)),
+            }
         }
     }
 }

@@ -98,7 +98,7 @@ pub async fn run(opts: ControllerOptions) -> Result<Fleet, Error> {
     let leader = Arc::new(AtomicBool::new(false));
     let lost = Arc::new(Notify::new());
     let elected = Arc::new(Notify::new());
-    let _election = AbortOnDrop(vec![tokio::spawn(elect(
+    let mut election = AbortOnDrop(vec![tokio::spawn(elect(
         cluster.clone(),
         lease.clone(),
         leader.clone(),
@@ -114,7 +114,7 @@ pub async fn run(opts: ControllerOptions) -> Result<Fleet, Error> {
         while !leader.load(Ordering::SeqCst) {
             tokio::select! {
                 _ = elected.notified() => {}
-                _ = &mut stop => return finish(&cluster, &lease).await,
+                _ = &mut stop => return finish(&cluster, &lease, &mut election).await,
             }
         }
         reconcile::log(
@@ -128,7 +128,7 @@ pub async fn run(opts: ControllerOptions) -> Result<Fleet, Error> {
                 reconcile::log("-", "cannot prepare the bundle", &e.to_string());
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(30)) => continue,
-                    _ = &mut stop => return finish(&cluster, &lease).await,
+                    _ = &mut stop => return finish(&cluster, &lease, &mut election).await,
                 }
             }
         };
@@ -142,7 +142,7 @@ pub async fn run(opts: ControllerOptions) -> Result<Fleet, Error> {
                     reconcile::log("-", "following", "the Lease was lost: every step in flight is cut off");
                     break;
                 }
-                _ = &mut stop => return finish(&cluster, &lease).await,
+                _ = &mut stop => return finish(&cluster, &lease, &mut election).await,
             }
             if !leader.load(Ordering::SeqCst) || rendered_changed(&opts, &prepared) {
                 break;
@@ -162,7 +162,7 @@ pub async fn run(opts: ControllerOptions) -> Result<Fleet, Error> {
                         }
                     }
                     _ = lost.notified() => break Wake::Prepare,
-                    _ = &mut stop => return finish(&cluster, &lease).await,
+                    _ = &mut stop => return finish(&cluster, &lease, &mut election).await,
                 }
             };
             if next == Wake::Prepare {
@@ -269,10 +269,15 @@ async fn elect(
     }
 }
 
-/// A clean stop: the Lease goes at once, so the next replica need not wait for the term.
-async fn finish(cluster: &Cluster, lease: &Lease) -> Result<Fleet, Error> {
-    let _ = lease.release(cluster).await;
-    reconcile::log("-", "stopped", "the Lease is released");
+/// A clean stop: the Lease goes at once, so the next replica need not wait for the term. The election is stopped
+/// first: left running, its next renewal could land between the release's read and write (the release refused
+/// with a conflict) or just after it (the freed Lease taken again by this stopping replica).
+async fn finish(cluster: &Cluster, lease: &Lease, election: &mut AbortOnDrop) -> Result<Fleet, Error> {
+    election.stop().await;
+    match lease.release(cluster).await {
+        Ok(()) => reconcile::log("-", "stopped", "the Lease is released"),
+        Err(e) => reconcile::log("-", "stopped; the Lease could not be released (it runs out)", &e.to_string()),
+    }
     Ok(vec![])
 }
 
@@ -291,6 +296,16 @@ async fn stop_signal() {
 
 /// Tasks that end with their owner.
 struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
+
+impl AbortOnDrop {
+    /// Aborts the tasks and waits until they have ended, so none of them writes anything afterwards.
+    async fn stop(&mut self) {
+        for t in self.0.drain(..) {
+            t.abort();
+            let _ = t.await;
+        }
+    }
+}
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
