@@ -18,6 +18,7 @@ use windows_service::service_manager::{ServiceManager, ServiceManagerAccess};
 use windows_sys::Win32::System::Services::{ChangeServiceConfigW, SERVICE_NO_CHANGE};
 
 const ERROR_SERVICE_DOES_NOT_EXIST: i32 = 1060;
+const ERROR_SERVICE_MARKED_FOR_DELETE: i32 = 1072;
 const ERROR_INVALID_LEVEL: i32 = 124;
 
 fn err(what: String, e: windows_service::Error) -> SysError {
@@ -119,9 +120,14 @@ impl Connection {
     }
 
     pub fn delete(&self, name: &str) -> SysResult<()> {
-        self.open_existing(name, ServiceAccess::DELETE)?
-            .delete()
-            .map_err(|e| err(format!("cannot delete service `{name}`"), e))
+        match self.open_existing(name, ServiceAccess::DELETE)?.delete() {
+            Ok(()) => Ok(()),
+            // Deleted before, and still open somewhere: it goes when the last handle closes, as this delete would.
+            Err(windows_service::Error::Winapi(io)) if io.raw_os_error() == Some(ERROR_SERVICE_MARKED_FOR_DELETE) => {
+                Ok(())
+            }
+            Err(e) => Err(err(format!("cannot delete service `{name}`"), e)),
+        }
     }
 
     pub fn start(&self, name: &str) -> SysResult<()> {

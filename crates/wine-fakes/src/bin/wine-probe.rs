@@ -101,7 +101,8 @@ mod probe {
     }
 
     fn scm() -> Res<ServiceManager> {
-        ServiceManager::local_computer(None::<&str>, ServiceManagerAccess::CONNECT).map_err(|e| format!("SCM: {e}"))
+        ServiceManager::local_computer(None::<&str>, ServiceManagerAccess::CONNECT)
+            .map_err(|e| format!("SCM: {}", describe(&e)))
     }
 
     fn state_name(s: ServiceState) -> &'static str {
@@ -146,7 +147,7 @@ mod probe {
         let svc = match manager.open_service(name, access) {
             Ok(s) => s,
             Err(e) => {
-                return json!({ "name": name, "exists": false, "openError": e.to_string(), "registry": registry(name) });
+                return json!({ "name": name, "exists": false, "openError": describe(&e), "registry": registry(name) });
             }
         };
         let status = svc.query_status();
@@ -163,9 +164,9 @@ mod probe {
             "exists": true,
             "state": status.as_ref().map(|s| state_name(s.current_state)).ok(),
             "pid": status.as_ref().ok().and_then(|s| s.process_id),
-            "statusError": status.as_ref().err().map(|e| e.to_string()),
+            "statusError": status.as_ref().err().map(describe),
             "failureActions": failure.as_ref().ok(),
-            "failureActionsError": failure.as_ref().err().map(|e| e.to_string()),
+            "failureActionsError": failure.as_ref().err().map(describe),
             "registry": registry(name),
         })
     }
@@ -186,10 +187,11 @@ mod probe {
     }
 
     fn wait_state(manager: &ServiceManager, name: &str, want: ServiceState, limit: Duration) -> Res<Option<u32>> {
-        let svc = manager.open_service(name, ServiceAccess::QUERY_STATUS).map_err(|e| format!("{name}: {e}"))?;
+        let svc =
+            manager.open_service(name, ServiceAccess::QUERY_STATUS).map_err(|e| format!("{name}: {}", describe(&e)))?;
         let deadline = Instant::now() + limit;
         loop {
-            let s = svc.query_status().map_err(|e| format!("{name}: {e}"))?;
+            let s = svc.query_status().map_err(|e| format!("{name}: {}", describe(&e)))?;
             if s.current_state == want {
                 return Ok(None);
             }
@@ -197,6 +199,24 @@ mod probe {
                 return Ok(Some(s.process_id.unwrap_or(0)));
             }
             std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    const ERROR_SERVICE_MARKED_FOR_DELETE: i32 = 1072;
+
+    /// The Windows error code under a windows-service error, if there is one.
+    fn os_error(e: &windows_service::Error) -> Option<i32> {
+        match e {
+            windows_service::Error::Winapi(io) => io.raw_os_error(),
+            _ => None,
+        }
+    }
+
+    /// A windows-service error with its cause (its own text is only "IO error in winapi call").
+    fn describe(e: &windows_service::Error) -> String {
+        match std::error::Error::source(e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
         }
     }
 
@@ -215,7 +235,13 @@ mod probe {
             // reboots the machine when a service stays known after its deletion.
             kill_service_process(pid)?;
         }
-        svc.delete().map_err(|e| format!("delete {name}: {e}"))?;
+        match svc.delete() {
+            Ok(()) => {}
+            // Marked for deletion already (by the agent's own removal, whose handle had not closed yet): it goes as
+            // this one would, or stays `stuck` until a reboot.
+            Err(e) if os_error(&e) == Some(ERROR_SERVICE_MARKED_FOR_DELETE) => {}
+            Err(e) => return Err(format!("delete {name}: {}", describe(&e))),
+        }
         drop(svc);
         let deadline = Instant::now() + Duration::from_secs(5);
         while manager.open_service(name, ServiceAccess::QUERY_STATUS).is_ok() {
