@@ -35,7 +35,7 @@ pub struct NodePlan {
 pub struct ProxyPlan {
     pub http: Option<String>,
     pub https: Option<String>,
-    /// The cluster's NO_PROXY (the network operator's rule, render::node::no_proxy), joined with commas.
+    /// The cluster's NO_PROXY (the network operator's rule, in plan/no_proxy.rs), joined with commas.
     pub no_proxy: Option<String>,
 }
 
