@@ -1,5 +1,5 @@
 //! Leader election through a Lease (src/cluster/lease.rs) against a real kube-apiserver: one holder at a time, a
-//! renewal keeps it, a successor takes over only once the holder's term ran out (or it released the Lease), and
+//! renewal keeps it, a successor takes over only once the holder's term ran out (or it released the Lease, even with one of its own renewals still on the wire), and
 //! two replicas racing for a free Lease cannot both win.
 #![cfg(feature = "cluster")]
 
@@ -56,4 +56,34 @@ fn one_replica_holds_the_lease_until_its_term_runs_out_or_it_lets_go() {
     });
     let lease = cp.admin().get("/apis/coordination.k8s.io/v1/namespaces/wmrender/leases/wmrender-controller").unwrap();
     assert_eq!(lease["spec"]["leaseTransitions"], 2, "{lease}");
+}
+
+/// A replica that stops while one of its own renewals is still on the wire: the renewal may land between the
+/// release's read and its write (the release is refused with a conflict and must read again), or after the release
+/// (then it is refused, carrying the old resourceVersion). Either way the Lease ends free. Raced many times, so the
+/// orders the API server can apply the four requests in all come up.
+#[test]
+fn a_release_racing_the_holders_own_renewal_still_lets_go() {
+    let cp = ControlPlane::start();
+    cp.namespace("wmrender");
+    let kubeconfig = cp.path("leader.kubeconfig");
+    cp.write_kubeconfig(&kubeconfig, "system:serviceaccount:wmrender:wmrender-controller", &["system:masters"]);
+    let path = "/apis/coordination.k8s.io/v1/namespaces/wmrender/leases/wmrender-controller";
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let cluster = runtime.block_on(Cluster::connect(&kubeconfig)).unwrap();
+    let leader = lease("replica-a", 15);
+    for round in 0..40 {
+        assert_eq!(runtime.block_on(leader.acquire_or_renew(&cluster)).unwrap(), Holder::Me, "round {round}");
+        let before = cp.admin().get(path).unwrap()["spec"]["leaseTransitions"].as_i64();
+        let (renewed, released) =
+            runtime.block_on(async { tokio::join!(leader.acquire_or_renew(&cluster), leader.release(&cluster)) });
+        released.unwrap();
+        renewed.unwrap();
+        let lease = cp.admin().get(path).unwrap();
+        let spec = &lease["spec"];
+        // The one order that leaves it held: the renewal read the Lease after the release had freed it, which makes
+        // it a new term (a stopping replica never starts a renewal after its release).
+        let new_term = spec["leaseTransitions"].as_i64() == before.map(|t| t + 1);
+        assert!(spec["holderIdentity"].is_null() || new_term, "round {round}: still held: {lease}");
+    }
 }
