@@ -1,6 +1,6 @@
 //! Leader election through a Lease (src/cluster/lease.rs) against a real kube-apiserver: one holder at a time, a
-//! renewal keeps it, a successor takes over only once the holder's term ran out (or it released the Lease, even with one of its own renewals still on the wire), and
-//! two replicas racing for a free Lease cannot both win.
+//! renewal keeps it, a successor takes over only once the holder's term ran out (or it released the Lease, even
+//! with one of its own renewals still on the wire), and two replicas racing for a free Lease cannot both win.
 #![cfg(feature = "cluster")]
 
 mod support;
