@@ -19,12 +19,18 @@ fn lease(identity: &str, secs: u64) -> Lease {
     }
 }
 
-#[test]
-fn one_replica_holds_the_lease_until_its_term_runs_out_or_it_lets_go() {
+/// The API server with the namespace `wmrender`, and a kubeconfig for the replicas.
+fn control_plane() -> (ControlPlane, std::path::PathBuf) {
     let cp = ControlPlane::start();
     cp.namespace("wmrender");
     let kubeconfig = cp.path("leader.kubeconfig");
     cp.write_kubeconfig(&kubeconfig, "system:serviceaccount:wmrender:wmrender-controller", &["system:masters"]);
+    (cp, kubeconfig)
+}
+
+#[test]
+fn one_replica_holds_the_lease_until_its_term_runs_out_or_it_lets_go() {
+    let (cp, kubeconfig) = control_plane();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let cluster = Cluster::connect(&kubeconfig).await.unwrap();
@@ -64,10 +70,7 @@ fn one_replica_holds_the_lease_until_its_term_runs_out_or_it_lets_go() {
 /// orders the API server can apply the four requests in all come up.
 #[test]
 fn a_release_racing_the_holders_own_renewal_still_lets_go() {
-    let cp = ControlPlane::start();
-    cp.namespace("wmrender");
-    let kubeconfig = cp.path("leader.kubeconfig");
-    cp.write_kubeconfig(&kubeconfig, "system:serviceaccount:wmrender:wmrender-controller", &["system:masters"]);
+    let (cp, kubeconfig) = control_plane();
     let path = "/apis/coordination.k8s.io/v1/namespaces/wmrender/leases/wmrender-controller";
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let cluster = runtime.block_on(Cluster::connect(&kubeconfig)).unwrap();
