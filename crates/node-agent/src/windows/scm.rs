@@ -28,8 +28,16 @@ fn err(what: String, e: windows_service::Error) -> SysError {
     }
 }
 
+/// The Windows error code under a windows-service error, if there is one.
+fn os_error(e: &windows_service::Error) -> Option<i32> {
+    match e {
+        windows_service::Error::Winapi(io) => io.raw_os_error(),
+        _ => None,
+    }
+}
+
 fn no_such_service(e: &windows_service::Error) -> bool {
-    matches!(e, windows_service::Error::Winapi(io) if io.raw_os_error() == Some(ERROR_SERVICE_DOES_NOT_EXIST))
+    os_error(e) == Some(ERROR_SERVICE_DOES_NOT_EXIST)
 }
 
 /// One connection to the SCM for the life of a [`super::WindowsSystem`]. Each connection is an RPC binding to
@@ -123,9 +131,7 @@ impl Connection {
         match self.open_existing(name, ServiceAccess::DELETE)?.delete() {
             Ok(()) => Ok(()),
             // Deleted before, and still open somewhere: it goes when the last handle closes, as this delete would.
-            Err(windows_service::Error::Winapi(io)) if io.raw_os_error() == Some(ERROR_SERVICE_MARKED_FOR_DELETE) => {
-                Ok(())
-            }
+            Err(e) if os_error(&e) == Some(ERROR_SERVICE_MARKED_FOR_DELETE) => Ok(()),
             Err(e) => Err(err(format!("cannot delete service `{name}`"), e)),
         }
     }
@@ -203,7 +209,7 @@ fn finish_config(svc: &Service, config: &ServiceConfig) -> SysResult<()> {
         Ok(()) => Ok(()),
         // Wine's SCM has no recovery actions (ChangeServiceConfig2 answers "invalid level"); the agent's loop
         // starts a service that died at its next pass instead.
-        Err(windows_service::Error::Winapi(io)) if io.raw_os_error() == Some(ERROR_INVALID_LEVEL) => Ok(()),
+        Err(e) if os_error(&e) == Some(ERROR_INVALID_LEVEL) => Ok(()),
         Err(e) => Err(err(format!("cannot set the recovery actions of `{name}`"), e)),
     }
 }
