@@ -10,6 +10,9 @@ use support::apiserver::ControlPlane;
 use wmrender::cluster::Cluster;
 use wmrender::cluster::lease::{Holder, Lease};
 
+/// The Lease the replicas elect through, as the API serves it.
+const LEASE_PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/wmrender/leases/wmrender-controller";
+
 fn lease(identity: &str, secs: u64) -> Lease {
     Lease {
         namespace: "wmrender".into(),
@@ -60,7 +63,7 @@ fn one_replica_holds_the_lease_until_its_term_runs_out_or_it_lets_go() {
         follower.release(&cluster).await.unwrap();
         assert_eq!(leader.acquire_or_renew(&cluster).await.unwrap(), Holder::Me);
     });
-    let lease = cp.admin().get("/apis/coordination.k8s.io/v1/namespaces/wmrender/leases/wmrender-controller").unwrap();
+    let lease = cp.admin().get(LEASE_PATH).unwrap();
     assert_eq!(lease["spec"]["leaseTransitions"], 2, "{lease}");
 }
 
@@ -71,18 +74,17 @@ fn one_replica_holds_the_lease_until_its_term_runs_out_or_it_lets_go() {
 #[test]
 fn a_release_racing_the_holders_own_renewal_still_lets_go() {
     let (cp, kubeconfig) = control_plane();
-    let path = "/apis/coordination.k8s.io/v1/namespaces/wmrender/leases/wmrender-controller";
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let cluster = runtime.block_on(Cluster::connect(&kubeconfig)).unwrap();
     let leader = lease("replica-a", 15);
     for round in 0..40 {
         assert_eq!(runtime.block_on(leader.acquire_or_renew(&cluster)).unwrap(), Holder::Me, "round {round}");
-        let before = cp.admin().get(path).unwrap()["spec"]["leaseTransitions"].as_i64();
+        let before = cp.admin().get(LEASE_PATH).unwrap()["spec"]["leaseTransitions"].as_i64();
         let (renewed, released) =
             runtime.block_on(async { tokio::join!(leader.acquire_or_renew(&cluster), leader.release(&cluster)) });
         released.unwrap();
         renewed.unwrap();
-        let lease = cp.admin().get(path).unwrap();
+        let lease = cp.admin().get(LEASE_PATH).unwrap();
         let spec = &lease["spec"];
         // The one order that leaves it held: the renewal read the Lease after the release had freed it, which makes
         // it a new term (a stopping replica never starts a renewal after its release).
