@@ -22,12 +22,13 @@ fn lease(identity: &str, secs: u64) -> Lease {
     }
 }
 
-/// The API server with the namespace `wmrender`, and a kubeconfig for the replicas.
+/// The API server with the namespace `wmrender`, and a kubeconfig for the replicas holding the documented
+/// `wmrender-controller` role alone (the Lease rules among it).
 fn control_plane() -> (ControlPlane, std::path::PathBuf) {
     let cp = ControlPlane::start();
     cp.namespace("wmrender");
     let kubeconfig = cp.path("leader.kubeconfig");
-    cp.write_kubeconfig(&kubeconfig, "system:serviceaccount:wmrender:wmrender-controller", &["system:masters"]);
+    cp.wmrender_kubeconfig(&kubeconfig, "wmrender-controller");
     (cp, kubeconfig)
 }
 
