@@ -243,6 +243,19 @@ impl Diagnostics {
     }
 }
 
+/// Where each line of `text` starts, lines ending as YAML ends them: `\r\n`, `\r` or `\n` (the parser's line
+/// numbers count a lone `\r`, as old Mac files have it, as a line break too).
+pub fn line_starts(text: &str) -> Vec<usize> {
+    let bytes = text.as_bytes();
+    let mut starts = vec![0];
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'\n' || (b == b'\r' && bytes.get(i + 1) != Some(&b'\n')) {
+            starts.push(i + 1);
+        }
+    }
+    starts
+}
+
 /// Where each line of a text starts.
 struct LineIndex(Vec<usize>);
 
@@ -250,7 +263,7 @@ impl LineIndex {
     /// Lines as the YAML parser counts them (`\r\n`, `\r` and `\n` end a line), so the line a diagnostic names is
     /// the line shown.
     fn new(text: &str) -> LineIndex {
-        LineIndex(crate::inputs::yaml::line_starts(text))
+        LineIndex(line_starts(text))
     }
 
     /// Line `number` (from 1) as written, without its line ending (the renderer makes control characters visible).

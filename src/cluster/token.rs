@@ -6,10 +6,10 @@
 //! output, logs, messages or local files.
 
 use super::{API_TIMEOUT, Body, Cluster, ClusterError};
-use crate::render::cloud_node_manager::{NAMESPACE, SERVICE_ACCOUNT};
 use crate::secret::Secret;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
+use wmrender_contract::cluster_names::{CLOUD_NODE_MANAGER_SERVICE_ACCOUNT as SERVICE_ACCOUNT, NAMESPACE};
 use wmrender_contract::paths::CLOUD_NODE_MANAGER_TOKEN;
 
 /// 24 hours. The token is bound to nothing but the ServiceAccount, so it should not outlive its use by much: a day

@@ -126,18 +126,7 @@ impl<'a> OddWholeNumber<'a> {
     }
 }
 
-/// Where each line of `text` starts, lines ending as YAML ends them: `\r\n`, `\r` or `\n` (the parser's line
-/// numbers count a lone `\r`, as old Mac files have it, as a line break too).
-pub fn line_starts(text: &str) -> Vec<usize> {
-    let bytes = text.as_bytes();
-    let mut starts = vec![0];
-    for (i, &b) in bytes.iter().enumerate() {
-        if b == b'\n' || (b == b'\r' && bytes.get(i + 1) != Some(&b'\n')) {
-            starts.push(i + 1);
-        }
-    }
-    starts
-}
+pub use crate::diagnostics::line_starts;
 
 /// Why a file could not be read as text.
 #[derive(Debug)]

@@ -12,10 +12,9 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use wmrender_contract::Mode;
 
-/// Names agreed with sync (notes/issue-14-names.md). The namespace is rendered by exporter.rs, for every platform
-/// without the operator.
-pub const NAMESPACE: &str = "wmrender";
-pub const SERVICE_ACCOUNT: &str = "cloud-node-manager";
+/// Names agreed with sync ([`wmrender_contract::cluster_names`]). The namespace is rendered by exporter.rs, for every
+/// platform without the operator.
+pub use wmrender_contract::cluster_names::{CLOUD_NODE_MANAGER_SERVICE_ACCOUNT as SERVICE_ACCOUNT, NAMESPACE};
 pub const CLUSTER_ROLE: &str = "wmrender:cloud-node-manager";
 
 /// Whether the nodes' cloud-node-manager uses this identity: Azure, without the operator.

@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use wmrender_contract::Mode;
 
 /// The controller's name: its ServiceAccount, ClusterRole, Roles, Deployment and Lease.
-pub const NAME: &str = "wmrender-controller";
+pub use wmrender_contract::cluster_names::CONTROLLER as NAME;
 /// The Secret with the SSH private key (`private-key.pem`), which the user creates in [`NAMESPACE`].
 pub const SSH_KEY_SECRET: &str = "cloud-private-key";
 pub const SSH_KEY_FILE: &str = "private-key.pem";

@@ -17,7 +17,7 @@ use wmrender_contract::Mode;
 
 pub const SERVICE: &str = "windows-exporter";
 /// The Secret the service CA writes, which sync fetches (src/cluster/credentials.rs).
-pub const SECRET: &str = "windows-exporter-tls";
+pub use wmrender_contract::cluster_names::EXPORTER_TLS_SECRET as SECRET;
 /// The service CA operator's annotation asking for a serving certificate in that Secret.
 pub const SERVING_CERT_ANNOTATION: &str = "service.beta.openshift.io/serving-cert-secret-name";
 /// windows_exporter's port (`--web.listen-address` default), opened by the firewall step.

@@ -3,6 +3,7 @@
 //! parsers here, which check it as untrusted input.
 
 pub mod ca_bundle;
+pub mod cluster_names;
 pub mod machine;
 pub mod manifest;
 pub mod node_status;
