@@ -245,11 +245,16 @@ pub struct SyncArgs {
     /// With --kubeconfig: seconds to wait for each configured node's kubelet CSRs and Node (0: one pass, no wait).
     #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = whole_number(0, 86400))]
     pub csr_timeout: u64,
-    /// With --kubeconfig: deconfigure the nodes labelled wmrender.dev/managed=true that are no longer targets
-    /// (inventory, BYOH list, Windows Machines) with `wmrender-node deconfigure` over SSH, then delete their Node
-    /// objects. A node whose deconfigure fails keeps its Node. --dry-run lists them and changes nothing.
+    /// With --kubeconfig: the hosts wmrender configured (each has a login record in the namespace wmrender) that are
+    /// no longer targets (inventory, BYOH list) are drained, deconfigured with `wmrender-node deconfigure` over SSH
+    /// at the login recorded, and their Node objects deleted. A node whose deconfigure fails keeps its Node.
+    /// --dry-run lists them and changes nothing.
     #[arg(long, requires = "kubeconfig")]
     pub prune_nodes: bool,
+    /// The most nodes one run may prune: a number, or a percentage of the nodes wmrender configured (rounded up).
+    /// When more left, none is pruned (a mistaken commit must not deconfigure the fleet) and sync says why.
+    #[arg(long, value_name = "N|P%", default_value = "25%")]
+    pub max_prune: wmrender::lifecycle::prune::MaxPrune,
     /// How many nodes to connect to at once (at least 1).
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = at_least_one())]
     pub parallel: usize,
@@ -291,13 +296,15 @@ pub struct NodeAccess {
     /// windows-instances ConfigMap are nodes (unless the render installs WMCO, which then owns them).
     #[arg(long, value_name = "DIR")]
     pub rendered: PathBuf,
-    /// More nodes: a YAML file with `nodes: [{address, name, port, user, profile: windows|posix, root}]`.
+    /// More nodes, and how to reach the others: a YAML file with `nodes: [{address, name, port, user, profile:
+    /// windows|posix, root, reachOnly}]` (docs/sync.md, "The inventory").
     #[arg(long, value_name = "FILE")]
     pub inventory: Option<PathBuf>,
     /// The SSH private key (OpenSSH or PEM RSA, ed25519; no passphrase), e.g. WMCO's cloud-private-key.
     #[arg(long, value_name = "FILE")]
     pub identity: PathBuf,
-    /// Host keys are checked strictly against this file.
+    /// Host keys are checked strictly against this file (the controller also against the keys in its login
+    /// records, where it keeps the keys it learns).
     #[arg(long, value_name = "FILE", default_value_os_t = default_known_hosts())]
     pub known_hosts: PathBuf,
     /// Pin the host key of a node seen for the first time (like OpenSSH's accept-new); a changed key is still refused.
@@ -387,10 +394,14 @@ pub struct ControllerArgs {
     /// This replica's name in the Lease and in Events (default: $POD_NAME, else the host's name and process id).
     #[arg(long, value_name = "NAME")]
     pub replica: Option<String>,
-    /// Leave the managed Nodes that no target names any more alone (by default they are drained, deconfigured and
-    /// their Node deleted, as `sync --prune-nodes` does).
+    /// Leave the hosts that no target names any more alone (by default they are drained, deconfigured and their Node
+    /// deleted, as `sync --prune-nodes` does).
     #[arg(long)]
     pub no_prune: bool,
+    /// The most nodes one reconcile may prune: a number, or a percentage of the nodes wmrender configured (rounded
+    /// up). When more left at once, none is pruned, and the controller says why (log, Event, status).
+    #[arg(long, value_name = "N|P%", default_value = "25%", conflicts_with = "no_prune")]
+    pub max_prune: wmrender::lifecycle::prune::MaxPrune,
     /// One reconcile, then exit.
     #[arg(long)]
     pub once: bool,

@@ -81,9 +81,36 @@ pub fn io_reason(e: &std::io::Error) -> String {
     }
 }
 
+/// What a JSON error means, in wmrender's words, without serde_json's position (the caller says where, as
+/// `file:line:column`): a file cut short, one that is not JSON, or a field that is not what wmrender writes.
+pub fn json_reason(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let text = e.to_string();
+    let detail = match text.rfind(" at line ") {
+        Some(i) => &text[..i],
+        None => &text,
+    };
+    match e.classify() {
+        Category::Eof => "it ends before its JSON does (cut short?)".into(),
+        Category::Syntax => "it is not valid JSON".into(),
+        Category::Data => format!("a value is not what wmrender writes: {detail}"),
+        Category::Io => "it could not be read".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_errors_say_what_is_wrong_without_serdes_position() {
+        let cut = serde_json::from_str::<serde_json::Value>("{\"files\": [").unwrap_err();
+        assert_eq!(json_reason(&cut), "it ends before its JSON does (cut short?)");
+        let bad = serde_json::from_str::<serde_json::Value>("{x}").unwrap_err();
+        assert_eq!(json_reason(&bad), "it is not valid JSON");
+        let wrong = serde_json::from_str::<Vec<u8>>("\"a\"").unwrap_err();
+        assert!(json_reason(&wrong).starts_with("a value is not") && !json_reason(&wrong).contains(" line "));
+    }
 
     #[test]
     fn io_errors_are_said_without_the_systems_words() {

@@ -9,12 +9,12 @@
 pub mod cluster;
 #[cfg(feature = "cluster")]
 pub mod controller;
+pub mod delivery;
 pub mod diagnostics;
 pub mod emit;
 pub mod error;
 pub mod import;
 pub mod inputs;
-#[cfg(feature = "cluster")]
 pub mod lifecycle;
 pub mod net;
 pub mod plan;

@@ -132,26 +132,51 @@ fn validate(args: ValidateArgs) -> Result<u8, Error> {
     Ok(code)
 }
 
+/// The lowest layer of the node options, shared by `sync`, `reboot` and `controller`: how nodes are reached.
+fn access(args: &cli::NodeAccess) -> wmrender::delivery::Access {
+    wmrender::delivery::Access {
+        identity: args.identity.clone(),
+        known_hosts: args.known_hosts.clone(),
+        accept_new: args.accept_new,
+        connect_timeout: std::time::Duration::from_secs(args.connect_timeout),
+    }
+}
+
+fn drain_settings(args: &cli::DrainArgs) -> wmrender::lifecycle::guard::DrainSettings {
+    wmrender::lifecycle::guard::DrainSettings {
+        force: args.force,
+        drain_timeout: std::time::Duration::from_secs(args.drain_timeout),
+        reboot_timeout: std::time::Duration::from_secs(args.reboot_timeout),
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("starting the async runtime", e))
+}
+
 fn sync(args: SyncArgs) -> Result<u8, Error> {
-    use wmrender::sync::{self, node::Status, secrets::SecretFiles};
+    use wmrender::delivery::{DeliveryOptions, node::Status, secrets::SecretFiles};
+    use wmrender::sync;
     // With --output json, stdout is the report and nothing else, and stderr carries only errors unless -v.
     let json = args.output == OutputFormat::Json;
     let chatty = !json || args.verbose;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("starting the async runtime", e))?;
     let progress = std::sync::Arc::new(progress::SyncProgress::new(chatty));
     let opts = sync::SyncOptions {
-        rendered: args.access.rendered,
-        inventory: args.access.inventory,
-        identity: args.access.identity,
-        known_hosts: args.access.known_hosts,
-        accept_new: args.access.accept_new,
-        payload: args.payload,
-        agent: args.agent,
-        prune_payload: args.prune_payload,
-        prune_credentials: args.prune_credentials,
+        rendered: args.access.rendered.clone(),
+        inventory: args.access.inventory.clone(),
+        delivery: DeliveryOptions {
+            access: access(&args.access),
+            payload: args.payload,
+            agent: args.agent,
+            prune_payload: args.prune_payload,
+            prune_credentials: args.prune_credentials,
+            max_unavailable: args.max_unavailable,
+            dry_run: args.dry_run,
+            progress: Some(progress.clone()),
+        },
         secrets: SecretFiles {
             pull_secret: args.pull_secret,
             bootstrap_kubeconfig: args.bootstrap_kubeconfig,
@@ -163,19 +188,16 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
             fetched: Default::default(),
         },
         parallel: args.parallel,
-        max_unavailable: args.max_unavailable,
         keep_going: args.keep_going,
-        dry_run: args.dry_run,
-        connect_timeout: std::time::Duration::from_secs(args.access.connect_timeout),
-        progress: Some(progress.clone()),
         kubeconfig: args.kubeconfig.clone(),
         csr_timeout: std::time::Duration::from_secs(args.csr_timeout),
         prune_nodes: args.prune_nodes,
+        max_prune: args.max_prune,
         reboot: args.reboot,
         allow_undrained_upgrade: args.allow_undrained_upgrade,
         drain: drain_settings(&args.drain),
     };
-    let result = runtime.block_on(sync::run(opts));
+    let result = runtime()?.block_on(sync::run(opts));
     progress.finish();
     let report = result?;
     let reports = &report.nodes;
@@ -239,14 +261,6 @@ fn sync(args: SyncArgs) -> Result<u8, Error> {
     })
 }
 
-fn drain_settings(args: &cli::DrainArgs) -> wmrender::sync::upgrade::DrainSettings {
-    wmrender::sync::upgrade::DrainSettings {
-        force: args.force,
-        drain_timeout: std::time::Duration::from_secs(args.drain_timeout),
-        reboot_timeout: std::time::Duration::from_secs(args.reboot_timeout),
-    }
-}
-
 #[cfg(not(feature = "cluster"))]
 fn controller(_: ControllerArgs, status: bool) -> Result<u8, Error> {
     Err(ClusterError::NotBuilt(if status { "status" } else { "controller" }).into())
@@ -255,36 +269,24 @@ fn controller(_: ControllerArgs, status: bool) -> Result<u8, Error> {
 /// `wmrender controller` (and `wmrender status`: one reconcile, nothing changed).
 #[cfg(feature = "cluster")]
 fn controller(args: ControllerArgs, status: bool) -> Result<u8, Error> {
-    use wmrender::controller::{self, ControllerOptions};
-    use wmrender::sync::{self, secrets::SecretFiles};
+    use wmrender::controller::{self, Action, ControllerOptions};
     let (once, dry_run) = (args.once || status, args.dry_run || status);
-    let sync = sync::SyncOptions {
-        rendered: args.access.rendered,
-        inventory: args.access.inventory,
-        identity: args.access.identity,
-        known_hosts: args.access.known_hosts,
-        accept_new: args.access.accept_new,
-        payload: args.payload,
-        agent: args.agent,
-        prune_payload: false,
-        prune_credentials: false,
-        secrets: SecretFiles::default(),
-        parallel: args.parallel,
-        max_unavailable: args.max_unavailable,
-        keep_going: true,
-        dry_run,
-        connect_timeout: std::time::Duration::from_secs(args.access.connect_timeout),
-        progress: None,
-        kubeconfig: args.kubeconfig,
-        // One pass over the CSRs per reconcile: a CSR that comes later wakes the next one.
-        csr_timeout: std::time::Duration::ZERO,
-        prune_nodes: false,
-        reboot: false,
-        allow_undrained_upgrade: false,
-        drain: drain_settings(&args.drain),
-    };
     let opts = ControllerOptions {
-        sync,
+        rendered: args.access.rendered.clone(),
+        inventory: args.access.inventory.clone(),
+        delivery: wmrender::delivery::DeliveryOptions {
+            access: access(&args.access),
+            payload: args.payload,
+            agent: args.agent,
+            prune_payload: false,
+            prune_credentials: false,
+            max_unavailable: args.max_unavailable,
+            dry_run,
+            progress: None,
+        },
+        parallel: args.parallel,
+        drain: drain_settings(&args.drain),
+        kubeconfig: args.kubeconfig,
         resync: std::time::Duration::from_secs(args.resync),
         metrics_address: args.metrics_address,
         lease_namespace: args.lease_namespace,
@@ -293,32 +295,24 @@ fn controller(args: ControllerArgs, status: bool) -> Result<u8, Error> {
         replica: args.replica.unwrap_or_else(controller::default_replica),
         once,
         dry_run,
-        prune: !args.no_prune,
+        prune: (!args.no_prune).then_some(args.max_prune),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("starting the async runtime", e))?;
-    let fleet = runtime.block_on(controller::run(opts))?;
+    let fleet = runtime()?.block_on(controller::run(opts))?;
     if !once {
         return Ok(OK);
     }
     match args.output {
         OutputFormat::Json => {
+            let text = serde_json::to_string_pretty(&fleet)
+                .map_err(|e| Error::Operational(format!("cannot write the report: {e}")))?;
             let mut out = std::io::stdout().lock();
-            let text = serde_json::to_string_pretty(&fleet).unwrap_or_default();
-            let _ = writeln!(out, "{text}");
+            writeln!(out, "{text}").and_then(|()| out.flush()).map_err(|e| Error::io("writing to stdout", e))?;
         }
         OutputFormat::Human => eprint!("{}", controller::table(&fleet)),
     }
-    let settled = fleet.iter().all(|l| l.next == "nothing");
-    Ok(if settled {
-        OK
-    } else if dry_run {
-        DIFFERENT
-    } else {
-        OK
-    })
+    // Settled: every host configured and nothing to do; with --dry-run, anything else is a difference.
+    let settled = fleet.iter().all(|l| l.next == Action::Nothing);
+    Ok(if settled || !dry_run { OK } else { DIFFERENT })
 }
 
 #[cfg(not(feature = "cluster"))]
@@ -329,45 +323,42 @@ fn reboot(_: RebootArgs) -> Result<u8, Error> {
 /// `wmrender reboot`: the nodes named, found as sync finds them, rebooted gracefully through the cluster.
 #[cfg(feature = "cluster")]
 fn reboot(args: RebootArgs) -> Result<u8, Error> {
+    use wmrender::delivery::inventory::Node;
     use wmrender::lifecycle::reboot::{self, Outcome};
-    use wmrender::sync;
-    let rendered = sync::read_rendered(&args.access.rendered)?;
+    use wmrender::lifecycle::targets;
+    let rendered = wmrender::delivery::read_rendered(&args.access.rendered)?;
     // The BYOH hosts and the inventory; a Machine-backed node is named in the inventory to be rebooted this way.
-    let known = sync::nodes(&rendered, args.access.inventory.as_deref(), vec![])?;
-    let mut nodes = Vec::new();
+    let known = targets::read(&targets::Sources {
+        rendered: &rendered,
+        inventory: args.access.inventory.as_deref(),
+        machines: None,
+        reported: &Default::default(),
+    })
+    .map_err(wmrender::sync::desired_error)?;
+    let mut nodes: Vec<Node> = Vec::new();
     for name in &args.nodes {
-        match known.iter().find(|n| &n.name == name) {
-            Some(n) if !nodes.iter().any(|m: &sync::inventory::Node| &m.name == name) => nodes.push(n.clone()),
+        match known.targets.iter().find(|t| &t.reach.name == name) {
+            Some(t) if !nodes.iter().any(|m| &m.name == name) => nodes.push(t.reach.clone()),
             Some(_) => {}
             None => {
                 return Err(Error::Usage(format!(
                     "{name} is not a node of {} or the inventory (known: {}); the inventory's `name` must be the \
                      Node's name",
                     args.access.rendered.display(),
-                    known.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")
+                    known.targets.iter().map(|t| t.reach.name.as_str()).collect::<Vec<_>>().join(", ")
                 )));
             }
         }
     }
-    let key = sync::ssh::load_identity(&args.access.identity)?;
+    let key = wmrender::delivery::ssh::load_identity(&args.access.identity)?;
     let settings = drain_settings(&args.drain);
     let opts = reboot::RebootOptions {
-        drain: wmrender::cluster::drain::DrainOptions { force: settings.force, timeout: settings.drain_timeout },
+        drain: settings.drain(),
         reboot_timeout: settings.reboot_timeout,
         max_unavailable: args.max_unavailable,
-        connect: sync::connect_options(
-            key,
-            &args.access.known_hosts,
-            args.access.accept_new,
-            false,
-            std::time::Duration::from_secs(args.access.connect_timeout),
-        ),
+        connect: wmrender::delivery::connect_options(key, &access(&args.access), false, None),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("starting the async runtime", e))?;
-    let reports = runtime.block_on(async {
+    let reports = runtime()?.block_on(async {
         let cluster = wmrender::cluster::Cluster::connect(&args.kubeconfig).await?;
         Ok::<_, Error>(reboot::rollout(&cluster, &nodes, &opts).await)
     })?;
@@ -447,11 +438,7 @@ fn krm(args: KrmArgs) -> Result<u8, Error> {
 
 #[cfg(feature = "cluster")]
 fn fetch_for_import(kubeconfig: &std::path::Path) -> Result<Vec<serde_json::Value>, Error> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("starting the async runtime", e))?;
-    Ok(runtime.block_on(wmrender::cluster::import::fetch(kubeconfig))?)
+    Ok(runtime()?.block_on(wmrender::cluster::import::fetch(kubeconfig))?)
 }
 
 #[cfg(not(feature = "cluster"))]

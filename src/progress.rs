@@ -5,8 +5,8 @@
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::sync::Mutex;
-use wmrender::sync::inventory::Node;
-use wmrender::sync::node::{NodeReport, Status};
+use wmrender::delivery::inventory::Node;
+use wmrender::delivery::node::{NodeReport, Status};
 
 pub struct SyncProgress {
     /// Whether to say anything at all.
@@ -46,7 +46,7 @@ impl SyncProgress {
     }
 }
 
-impl wmrender::sync::Progress for SyncProgress {
+impl wmrender::delivery::Progress for SyncProgress {
     fn planned(&self, nodes: &[Node]) {
         if let Some(bar) = &self.bar {
             bar.set_length(nodes.len() as u64);

@@ -23,8 +23,9 @@ fn request(subject: &str, san: &str) -> Vec<u8> {
 const CLIENT_USAGES: [&str; 3] = ["digital signature", "key encipherment", "client auth"];
 const SERVING_USAGES: [&str; 3] = ["digital signature", "key encipherment", "server auth"];
 
+/// node-00 as the cluster and Git vouch for it: its Machine's InternalIP and InternalDNS (or its address in Git).
 fn node00() -> Vec<Expected> {
-    vec![Expected { name: "node-00".into(), addresses: vec!["10.0.0.5".into()] }]
+    vec![Expected { name: "node-00".into(), addresses: vec!["10.0.0.5".into(), "node-00.example.com.".into()] }]
 }
 
 fn verdict(signer: &str, username: &str, usages: &[&str], pem: &[u8], node_exists: bool) -> Verdict {
@@ -35,7 +36,7 @@ fn verdict(signer: &str, username: &str, usages: &[&str], pem: &[u8], node_exist
         usages: usages.to_vec(),
         request: pem,
     };
-    judge(&spec, &node00(), &|_| node_exists, &|_| vec!["node-00.example.com".into()])
+    judge(&spec, &node00(), &|_| node_exists)
 }
 
 fn refused(v: Verdict, because: &str) {
@@ -60,8 +61,8 @@ fn the_configured_nodes_client_and_serving_csrs_are_approved() {
         verdict(CLIENT_SIGNER, BOOTSTRAPPER, &["digital signature", "client auth"], &client, false),
         Verdict::Approve { .. }
     ));
-    // SANs: its name, the address sync reached, an address on its Node object.
-    let serving = request("/O=system:nodes/CN=system:node:node-00", "DNS:node-00,IP:10.0.0.5,DNS:node-00.example.com");
+    // SANs: its name and the names vouched for it (a DNS name matches without its trailing dot, in any case).
+    let serving = request("/O=system:nodes/CN=system:node:node-00", "DNS:node-00,IP:10.0.0.5,DNS:Node-00.example.com");
     assert_eq!(
         verdict(SERVING_SIGNER, "system:node:node-00", &SERVING_USAGES, &serving, true),
         Verdict::Approve { node: "node-00".into(), kind: Kind::Serving }

@@ -72,7 +72,8 @@ fn the_controller_reads_back_exactly_the_rendered_bundle_from_its_config_maps() 
     let objects = objects(&out);
     let rebuilt = tempfile::tempdir().unwrap();
     projected(&objects, rebuilt.path());
-    let rendered = wmrender::sync::read_rendered(rebuilt.path()).expect("the controller reads the projected bundle");
+    let rendered =
+        wmrender::delivery::read_rendered(rebuilt.path()).expect("the controller reads the projected bundle");
     assert_eq!(rendered.manifest.mode, Some(wmrender_contract::Mode::WithoutOperator));
     assert_eq!(bundle_files(rebuilt.path()), bundle_files(&out), "the node bundle and the BYOH hosts, byte for byte");
     // The same inputs digest as the render's own manifest: the controller names the render it applies.
@@ -111,7 +112,7 @@ fn a_large_bundle_is_split_into_config_maps_under_the_api_servers_limit() {
     }
     let rebuilt = tempfile::tempdir().unwrap();
     projected(&objects, rebuilt.path());
-    wmrender::sync::read_rendered(rebuilt.path()).expect("the controller reads the projected bundle");
+    wmrender::delivery::read_rendered(rebuilt.path()).expect("the controller reads the projected bundle");
     assert_eq!(bundle_files(rebuilt.path()), bundle_files(&out));
 }
 

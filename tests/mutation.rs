@@ -499,7 +499,7 @@ fn check_reader(reader: Reader, sandbox: &Sandbox, bytes: &[u8]) -> Result<bool,
         }
         Reader::Inventory => {
             std::fs::write(repo.join("nodes.yaml"), bytes).map_err(|e| e.to_string())?;
-            match wmrender::sync::inventory::load(&repo.join("nodes.yaml")) {
+            match wmrender::delivery::inventory::load(&repo.join("nodes.yaml")) {
                 Ok(_) => Ok(true),
                 Err(d) => located(&d).map(|()| false),
             }

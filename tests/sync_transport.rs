@@ -461,10 +461,10 @@ fn sha256(bytes: &[u8]) -> String {
 /// flight whose sha256 is that of what arrived, reads, directories, the atomic replace and removal.
 #[test]
 fn sftp_uploads_hash_what_they_send_on_one_channel() {
-    use wmrender::sync::inventory::Node;
-    use wmrender::sync::plan::Source;
-    use wmrender::sync::profile::Profile;
-    use wmrender::sync::ssh::{ConnectOptions, Connection, load_identity};
+    use wmrender::delivery::inventory::Node;
+    use wmrender::delivery::plan::Source;
+    use wmrender::delivery::profile::Profile;
+    use wmrender::delivery::ssh::{ConnectOptions, Connection, load_identity};
     let sshd = Sshd::start();
     let dir = tempfile::tempdir().unwrap();
     let big: Vec<u8> = (0..3_000_017u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
@@ -489,6 +489,7 @@ fn sftp_uploads_hash_what_they_send_on_one_channel() {
         idle_timeout: std::time::Duration::from_secs(30),
         attempts: 1,
         known_hosts_lock: Arc::new(std::sync::Mutex::new(())),
+        host_keys: None,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {

@@ -11,10 +11,12 @@
 //!   (`selfnodeclient`), so sync leaves them alone without reporting them.
 //! - **Serving**: signer `kubernetes.io/kubelet-serving`, requested by `system:node:<node>` in groups `system:nodes`
 //!   and `system:authenticated`, the same subject, usages within {digital signature, key encipherment, server auth}
-//!   with server auth, and every DNS and IP SAN one of the node's addresses (below); no e-mail or URI SANs.
+//!   with server auth, and every DNS and IP SAN one of the names vouched for the node (below); no e-mail or URI SANs.
 //!
-//! A node's addresses: the name and IP the agent reported for it (what kubelet runs with), the address sync reached
-//! it at, and the addresses on its Node object.
+//! The names vouched for a node ([`Expected::addresses`]) come only from what the node cannot write: its Machine's
+//! `status.addresses` (cluster-machine-approver's rule), the address Git gives for a BYOH or inventory host, and its
+//! node name ([`crate::lifecycle::targets::Target::vouched_names`]). Never the Node's own `status.addresses`, nor
+//! what its agent reports: a node writes both, and could name a neighbour's address in them.
 
 use std::net::IpAddr;
 use x509_cert::der::asn1::ObjectIdentifier;
@@ -31,12 +33,12 @@ pub const BOOTSTRAPPER: &str = "system:serviceaccount:openshift-machine-config-o
 const CN: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.3");
 const O: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.10");
 
-/// A node this sync configured, as its CSRs must name it.
+/// A node wmrender configured, as its CSRs must name it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Expected {
     /// The Kubernetes node name.
     pub name: String,
-    /// DNS names and IPs its serving certificate may carry (besides its Node object's addresses).
+    /// The DNS names and IPs its serving certificate may carry: those vouched for it, never its Node's own.
     pub addresses: Vec<String>,
 }
 
@@ -135,14 +137,9 @@ pub fn claimed(request: &[u8], username: &str) -> Vec<String> {
     }
 }
 
-/// Judges one pending CSR against the nodes this sync configured. `node_exists(name)`: whether the cluster has a
-/// Node of that name; `node_addresses(name)`: the addresses on it.
-pub fn judge(
-    spec: &Spec,
-    expected: &[Expected],
-    node_exists: &dyn Fn(&str) -> bool,
-    node_addresses: &dyn Fn(&str) -> Vec<String>,
-) -> Verdict {
+/// Judges one pending CSR against the nodes wmrender configured. `node_exists(name)`: whether the cluster has a
+/// Node of that name.
+pub fn judge(spec: &Spec, expected: &[Expected], node_exists: &dyn Fn(&str) -> bool) -> Verdict {
     let Ok(req) = parse(spec.request) else {
         // A request that cannot be read names no node; if its requester is one of ours, say so.
         return match spec.username.strip_prefix("system:node:").and_then(|n| expected.iter().find(|e| e.name == n)) {
@@ -215,18 +212,20 @@ pub fn judge(
             }
             let mut known: Vec<String> = node.addresses.clone();
             known.push(node.name.clone());
-            known.extend(node_addresses(&node.name));
             let known_ips: Vec<IpAddr> = known.iter().filter_map(|a| a.parse().ok()).collect();
+            // DNS names as the approver compares them: without a trailing dot, in any case.
+            let same = |a: &str, b: &str| a.trim_end_matches('.').eq_ignore_ascii_case(b.trim_end_matches('.'));
             let stray: Vec<String> = req
                 .dns
                 .iter()
-                .filter(|d| !known.iter().any(|k| k.eq_ignore_ascii_case(d)))
+                .filter(|d| !known.iter().any(|k| same(k, d)))
                 .cloned()
                 .chain(req.ips.iter().filter(|ip| !known_ips.contains(ip)).map(|ip| ip.to_string()))
                 .collect();
             if !stray.is_empty() {
                 return refuse(format!(
-                    "its subject alternative names {stray:?} are not addresses of node {}",
+                    "its subject alternative names {stray:?} are not among the names vouched for node {} (its \
+                     Machine's addresses, its address in Git, its name; never the Node's own addresses)",
                     node.name
                 ));
             }
@@ -266,14 +265,10 @@ VKxnllKQLNKOoAAwCgYIKoZIzj0EAwIDRwAwRAIgS253sgHW7JCZgUvFKyU4KhZr
         };
         let node = |n: &str| Expected { name: n.into(), addresses: vec![] };
         let none = |_: &str| false;
-        let no_addresses = |_: &str| Vec::new();
         let all = [node("win-0"), node("win-a"), node("win-z")];
         let claimed_only: Vec<Expected> =
             all.iter().filter(|e| claimed(spec.request, spec.username).contains(&e.name)).cloned().collect();
-        assert_eq!(judge(&spec, &all, &none, &no_addresses), judge(&spec, &claimed_only, &none, &no_addresses));
-        assert_eq!(
-            judge(&spec, &claimed_only, &none, &no_addresses),
-            Verdict::Approve { node: "win-a".into(), kind: Kind::Client }
-        );
+        assert_eq!(judge(&spec, &all, &none), judge(&spec, &claimed_only, &none));
+        assert_eq!(judge(&spec, &claimed_only, &none), Verdict::Approve { node: "win-a".into(), kind: Kind::Client });
     }
 }

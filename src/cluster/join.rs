@@ -1,6 +1,7 @@
-//! After sync applied the bundle: the nodes it configured join. For each, bounded by `--csr-timeout`, sync approves
-//! kubelet's client CSR, labels the Node once kubelet registers it, and approves the serving CSR that follows
-//! ([`super::csr`] decides which CSRs). The cluster is polled (no watch), once a second.
+//! After wmrender applied the bundle: the nodes it configured join. For each, bounded by a time-out (`sync
+//! --csr-timeout`; one look for the controller), it approves kubelet's client CSR, labels the Node once kubelet
+//! registers it, and approves the serving CSR that follows ([`super::csr`] decides which CSRs). The cluster is polled
+//! (no watch), once a second.
 
 use super::csr::{self, Expected, Kind, Spec, Verdict};
 use super::nodes::{self, ready};
@@ -114,20 +115,7 @@ pub async fn run(cluster: &Cluster, expected: &[Expected], timeout: Duration) ->
                 usages: strings(&item["spec"]["usages"]),
                 request: &request,
             };
-            let addresses = |n: &str| -> Vec<String> {
-                existing
-                    .get(n)
-                    .map(|node| {
-                        node["status"]["addresses"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .filter_map(|a| a["address"].as_str().map(str::to_string))
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
-            match csr::judge(&spec, expected, &|n| existing.contains_key(n), &addresses) {
+            match csr::judge(&spec, expected, &|n| existing.contains_key(n)) {
                 Verdict::Approve { node, kind } => {
                     if approve(cluster, item, &node, calls).await? {
                         if kind == Kind::Serving

@@ -1,12 +1,13 @@
 //! Machine-backed Windows nodes, read as WMCO reads them (controllers/windowsmachine_controller.go): the Machines in
 //! `openshift-machine-api` labelled `machine.openshift.io/os-id=Windows`. What they say is untrusted data; turning
-//! one into a sync target (with the inventory's checks) is [`crate::lifecycle::machines`]'s.
+//! one into a target (with the inventory's checks) is [`crate::lifecycle::machines`]'s.
 //!
 //! A Machine is configured once the Machine API has `Provisioned` it: the instance exists and has an address. The
 //! Node comes later — kubelet registers it after the configuration — and the Machine API's nodelink controller then
 //! sets the Machine's `status.nodeRef` and its phase `Running`. So a Machine's node is found, as nodelink finds it,
 //! by provider ID, then by internal IP ([`node_of`]).
 
+#[cfg(feature = "cluster")]
 use super::{Cluster, ClusterError};
 use serde_json::Value;
 
@@ -94,12 +95,8 @@ pub struct WindowsMachines {
     pub machines: Vec<Machine>,
 }
 
-/// The SSH user WMCO logs in with on a Machine of this platform.
-pub fn user_for(platform: &str) -> &'static str {
-    if platform == "Azure" { "capi" } else { "Administrator" }
-}
-
 /// Lists the Windows Machines.
+#[cfg(feature = "cluster")]
 pub async fn list(cluster: &Cluster) -> Result<WindowsMachines, ClusterError> {
     let infra = cluster.get("/apis/config.openshift.io/v1/infrastructures/cluster").await?.unwrap_or(Value::Null);
     let platform = infra["status"]["platformStatus"]["type"].as_str().or(infra["status"]["platform"].as_str());

@@ -1,7 +1,8 @@
 //! Live cluster access (the `cluster` cargo feature, on by default): the API calls of `import --kubeconfig`,
-//! `sync --kubeconfig` and `reboot`, each in the file of its concern. This module talks to the API server and
-//! nothing else: it knows no SSH and no sync; the node lifecycle steps that need both are in [`crate::lifecycle`].
-//! Everything read from the cluster is untrusted input.
+//! `sync --kubeconfig`, `reboot` and `controller`, each in the file of its concern, and the plain readers of what
+//! they return (a Machine, a Node object), which build without the feature. This module talks to the API server and
+//! nothing else: it knows no SSH, no delivery and no lifecycle; the steps that need both the cluster and a node are
+//! in [`crate::lifecycle`]. Everything read from the cluster is untrusted input.
 //!
 //! [`ClusterError`] is compiled with or without the feature, so a build without it can say which command needs it.
 
@@ -25,8 +26,8 @@ pub mod join;
 pub mod label;
 #[cfg(feature = "cluster")]
 pub mod lease;
-#[cfg(feature = "cluster")]
 pub mod machines;
+pub mod node_object;
 #[cfg(feature = "cluster")]
 pub mod nodes;
 #[cfg(feature = "cluster")]
@@ -85,3 +86,9 @@ pub enum ClusterError {
 
 #[cfg(feature = "cluster")]
 pub use client::{API_TIMEOUT, Body, CallError, Cluster};
+
+/// Without the `cluster` feature there is no client: no value of this type exists, so every step that needs the
+/// cluster is unreachable, and the commands that ask for one say which feature is missing.
+#[cfg(not(feature = "cluster"))]
+#[derive(Clone)]
+pub enum Cluster {}

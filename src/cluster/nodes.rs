@@ -6,86 +6,14 @@
 use super::{API_TIMEOUT, Body, Cluster, ClusterError};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
-use wmrender_contract::node_status::{BUNDLE_ANNOTATION, CONDITION_TYPE, TAINT_EFFECT, TAINT_KEY};
+use wmrender_contract::node_status::{TAINT_EFFECT, TAINT_KEY};
 
 /// Attempts at a patch when another writer keeps changing the Node (409 Conflict).
 const PATCH_ATTEMPTS: u32 = 5;
 /// How often the Node is read while waiting for it.
 const NODE_POLL: Duration = Duration::from_millis(500);
 
-pub fn path(node: &str) -> String {
-    format!("/api/v1/nodes/{node}")
-}
-
-pub fn name_of(node: &Value) -> &str {
-    node["metadata"]["name"].as_str().unwrap_or("")
-}
-
-/// `status.addresses` as (type, address).
-pub fn addresses(node: &Value) -> impl Iterator<Item = (&str, &str)> {
-    node["status"]["addresses"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|a| Some((a["type"].as_str()?, a["address"].as_str()?)))
-}
-
-pub fn internal_ip(node: &Value) -> Option<&str> {
-    addresses(node).find(|(t, _)| *t == "InternalIP").map(|(_, a)| a)
-}
-
-pub fn boot_id(node: &Value) -> &str {
-    node["status"]["nodeInfo"]["bootID"].as_str().unwrap_or("")
-}
-
-fn condition<'a>(node: &'a Value, kind: &str) -> Option<&'a Value> {
-    node["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == kind)
-}
-
-pub fn ready(node: &Value) -> bool {
-    condition(node, "Ready").is_some_and(|c| c["status"] == "True")
-}
-
-/// The agent's report on its node: its condition and the bundle it applied.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Configured {
-    /// `True`, `False` or `Unknown`.
-    pub status: String,
-    pub reason: String,
-    pub message: String,
-    /// The [`BUNDLE_ANNOTATION`]: the digest of the bundle the agent last applied.
-    pub bundle: String,
-}
-
-/// What the agent last reported on this Node, `None` when it never has.
-pub fn configured(node: &Value) -> Option<Configured> {
-    let c = condition(node, CONDITION_TYPE)?;
-    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
-    Some(Configured {
-        status: s(&c["status"]),
-        reason: s(&c["reason"]),
-        message: s(&c["message"]),
-        bundle: s(&node["metadata"]["annotations"][BUNDLE_ANNOTATION]),
-    })
-}
-
-pub fn tainted(node: &Value) -> bool {
-    taints(node).iter().any(|t| t["key"] == TAINT_KEY && t["effect"] == TAINT_EFFECT)
-}
-
-fn taints(node: &Value) -> Vec<Value> {
-    node["spec"]["taints"].as_array().cloned().unwrap_or_default()
-}
-
-/// Whether `name` can be a Node's name (a DNS-1123 subdomain), so that it can go into a URL path as it is. Names come
-/// from the inventory, the BYOH list (addresses) and the agent, not all of which are.
-pub fn can_be_node_name(name: &str) -> bool {
-    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
-    !name.is_empty()
-        && name.len() <= 253
-        && name.chars().all(ok_char)
-        && name.split('.').all(|l| !l.is_empty() && l.len() <= 63 && !l.starts_with('-') && !l.ends_with('-'))
-}
+pub use super::node_object::*;
 
 /// The Node, or `None` when the cluster has no Node of that name (or none can have it).
 pub async fn get(cluster: &Cluster, node: &str, deadline: Instant) -> Result<Option<Value>, ClusterError> {
@@ -201,6 +129,7 @@ pub async fn delete(cluster: &Cluster, node: &Value) -> Result<(), ClusterError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wmrender_contract::node_status::{BUNDLE_ANNOTATION, CONDITION_TYPE};
 
     #[test]
     fn node_names() {

@@ -1,29 +1,37 @@
-//! What the controller does next for one Windows instance, from the state of the cluster alone (level-triggered:
-//! after a restart it reaches the same decision), plus a little memory that only paces it (when it last synced the
-//! instance, how many times in a row that did not configure it). Pure: no I/O, no clock of its own.
+//! What the controller does next, as a pure function of the desired state (the targets, read whole), the cluster
+//! as watched (the Windows Nodes), the login records, what the controller remembers (which only paces it) and the
+//! clock. No I/O: level-triggered, so after a restart it reaches the same decisions; tested without an API server.
 //!
-//! In order:
-//! 1. no Node yet: sync the instance (first contact: bundle, agent, credentials; its first boot's reboot), again
-//!    after a back-off while its Node does not appear;
+//! For each target, in order:
+//! 1. no Node yet: sync it (first contact: bundle, agent, credentials; its first boot's reboot), again after a
+//!    back-off while its Node does not appear;
 //! 2. the Node's agent applied another bundle than the one rendered (annotation `wmrender.dev/bundle`), or the
 //!    cloud-node-manager's token is due ([`token_due`]: half its life gone): sync it;
-//! 3. the agent reports it failing (condition `wmrender.dev/Configured` = `False`): taint it (nothing new lands there,
-//!    its pods stay) and sync it again after a back-off;
-//! 4. the agent has not reported it configured yet: unless the controller's own last sync of it converged on this
-//!    bundle, sync it again after a back-off (its service also goes on by itself);
-//! 5. configured: untaint it if it is tainted; else nothing.
+//! 3. the taint's one rule ([`crate::lifecycle::taint::verdict`]): failing → taint it (nothing new lands there, its
+//!    pods stay) and sync it again after a back-off; configured → untaint it if it is tainted, else nothing; not
+//!    known yet → sync it again after a back-off (its agent's service also goes on by itself).
+//!
+//! A target whose step is still running is left to it. Then the hosts that left ([`crate::lifecycle::prune::plan`]),
+//! within `--max-prune`: over the budget, none.
 
-use crate::cluster::nodes::{Configured, configured, tainted};
-use crate::sync::MintedToken;
+use crate::cluster::node_object::{configured, name_of, tainted};
+use crate::delivery::MintedToken;
+use crate::lifecycle::login::Login;
+use crate::lifecycle::machines::Refusal;
+use crate::lifecycle::prune::{self, Leaving, MaxPrune};
+use crate::lifecycle::taint::{Fresh, Verdict, verdict};
+use crate::lifecycle::targets::{Target, Targets};
+use serde::Serialize;
 use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-/// The first pause before the same instance is synced again while it is not configured; it doubles up to
+/// The first pause before the same target is synced again while it is not configured; it doubles up to
 /// [`BACKOFF_MAX`].
 pub const BACKOFF_FIRST: Duration = Duration::from_secs(30);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(600);
 
-/// What the controller remembers of one instance (lost on a restart, which costs at most one early sync).
+/// What the controller remembers of one target (lost on a restart, which costs at most one early sync).
 #[derive(Clone, Debug, Default)]
 pub struct Memory {
     /// When it was last synced.
@@ -33,19 +41,17 @@ pub struct Memory {
     /// The bundle its last sync converged on: a host whose agent does not report on its Node (it cannot yet, or a
     /// posix staging host) counts as configured on it until its agent says otherwise.
     pub converged: Option<String>,
+    /// Its last sync's agent pass failed (`Fresh::Failed`): tainted until a later sync says otherwise.
+    pub fresh: Option<Fresh>,
     /// The cloud-node-manager's token its last sync pushed.
     pub token: Option<MintedToken>,
-}
-
-/// Whether an instance's token must be renewed now, the session pushing `pushing` (none: the bundle needs no
-/// token, or this is a dry run). Once half its life is gone, so that a failed sync and its back-off still leave it
-/// hours. A token the controller did not push itself (it restarted since) is of unknown age: renewed once.
-pub fn token_due(memory: &Memory, pushing: Option<MintedToken>, now: Instant) -> bool {
-    pushing.is_some() && memory.token.is_none_or(|t| now.saturating_duration_since(t.minted) >= t.lifetime / 2)
+    /// Its last sync waited on the cluster before its Node existed: synced again as soon as the Node registers (the
+    /// agent finishes what waited on kubelet's certificate), not after the back-off.
+    pub waiting_on_join: bool,
 }
 
 impl Memory {
-    /// The pause before the next sync of a not-configured instance.
+    /// The pause before the next sync of a not-configured target.
     pub fn backoff(&self) -> Duration {
         BACKOFF_FIRST.saturating_mul(1 << self.failures.min(5)).min(BACKOFF_MAX)
     }
@@ -55,22 +61,29 @@ impl Memory {
     }
 }
 
-/// The next step for an instance.
+/// Whether a target's token must be renewed now, the session pushing `pushing` (none: the bundle needs no token,
+/// or this is a dry run). Once half its life is gone, so that a failed sync and its back-off still leave it hours.
+/// A token the controller did not push itself (it restarted since) is of unknown age: renewed once.
+pub fn token_due(memory: &Memory, pushing: Option<MintedToken>, now: Instant) -> bool {
+    pushing.is_some() && memory.token.is_none_or(|t| now.saturating_duration_since(t.minted) >= t.lifetime / 2)
+}
+
+/// The next step for a target.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Next {
     /// Nothing to do: configured and schedulable.
     Nothing,
-    /// Push and apply the bundle (one sync of the instance), for this reason.
+    /// Deliver the bundle (one sync of the target), for this reason.
     Sync(String),
     /// Take wmrender's taint off: configured.
     Untaint,
-    /// Put the taint on (the agent reports failing), then sync again once the back-off allows.
+    /// Put the taint on (known failing), then sync again once the back-off allows.
     Taint(String),
     /// Not configured, synced recently: wait for the back-off (or for the agent's service, which goes on by itself).
     Wait(String),
 }
 
-/// The decision for an instance whose Node is `node` (none yet), the rendered bundle being `desired` (its digest),
+/// The decision for a target whose Node is `node` (none yet), the rendered bundle being `desired` (its digest),
 /// `token_due` when its credentials must be renewed now.
 pub fn decide(node: Option<&Value>, desired: &str, token_due: bool, memory: &Memory, now: Instant) -> Next {
     let Some(node) = node else {
@@ -80,6 +93,9 @@ pub fn decide(node: Option<&Value>, desired: &str, token_due: bool, memory: &Mem
             Next::Wait("no Node yet; synced, waiting for kubelet to register".into())
         };
     };
+    if memory.waiting_on_join {
+        return Next::Sync("it joined: the agent finishes now".into());
+    }
     let agent = configured(node);
     let applied = agent.as_ref().map(|c| c.bundle.as_str()).unwrap_or("");
     if !applied.is_empty() && applied != desired {
@@ -88,46 +104,216 @@ pub fn decide(node: Option<&Value>, desired: &str, token_due: bool, memory: &Mem
     if token_due && memory.due(now) {
         return Next::Sync("the cloud-node-manager's token is due for renewal".into());
     }
-    match agent {
-        Some(Configured { status, reason, message, .. }) if status == "False" => {
-            let why = format!("the agent reports {reason}: {message}");
-            if !tainted(node) {
-                Next::Taint(why)
-            } else if memory.due(now) {
-                Next::Sync(why)
-            } else {
-                Next::Wait(why)
-            }
-        }
-        Some(Configured { status, .. }) if status == "True" && applied == desired => {
-            if tainted(node) {
-                Next::Untaint
-            } else {
-                Next::Nothing
-            }
-        }
-        _ if memory.converged.as_deref() == Some(desired) => {
-            if tainted(node) {
-                Next::Untaint
-            } else {
-                Next::Nothing
-            }
-        }
-        _ if memory.due(now) => Next::Sync("the agent has not reported the bundle configured yet".into()),
-        _ => Next::Wait("the agent has not reported the bundle configured yet".into()),
+    let fresh = memory.fresh.clone().unwrap_or(Fresh::Unknown);
+    match verdict(node, desired, &fresh, memory.converged.as_deref() == Some(desired)) {
+        Verdict::On(why) if !tainted(node) => Next::Taint(why),
+        Verdict::On(why) if memory.due(now) => Next::Sync(why),
+        Verdict::On(why) => Next::Wait(why),
+        Verdict::Off if tainted(node) => Next::Untaint,
+        Verdict::Off => Next::Nothing,
+        Verdict::Keep if memory.due(now) => Next::Sync("the agent has not reported the bundle configured yet".into()),
+        Verdict::Keep => Next::Wait("the agent has not reported the bundle configured yet".into()),
     }
+}
+
+/// What a status line says the controller does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    Nothing,
+    Sync,
+    Untaint,
+    Taint,
+    Wait,
+    /// A step of this target is running.
+    InProgress,
+    /// Drain, deconfigure, delete: the host left the desired state.
+    Prune,
+    /// Not contacted, and why: a hostile or missing address, an unknown platform, a conflict, no record.
+    Refused,
+    /// The desired state could not be read: nothing is done until it can.
+    Blocked,
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        f.write_str(&text)
+    }
+}
+
+/// One line of the fleet: where a target stands and what the controller does (or would do) next.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Line {
+    /// The target's name (the Machine's, the BYOH host's address, the inventory's), empty for a Node no target names.
+    pub target: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
+    /// Its Node, once registered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The bundle its agent reports applied, and the one rendered.
+    pub applied: String,
+    pub desired: String,
+    /// The agent's condition: `True`, `False`, `Unknown`, or empty when it never reported.
+    pub configured: String,
+    pub tainted: bool,
+    pub next: Action,
+    pub why: String,
+}
+
+impl Line {
+    fn of(target: &str, machine: Option<String>, node: Option<&Value>, desired: &str) -> Line {
+        let agent = node.and_then(configured);
+        Line {
+            target: target.to_string(),
+            machine,
+            node: node.map(|n| name_of(n).to_string()),
+            applied: agent.as_ref().map(|a| a.bundle.clone()).unwrap_or_default(),
+            desired: desired.to_string(),
+            configured: agent.map(|a| a.status).unwrap_or_default(),
+            tainted: node.is_some_and(tainted),
+            next: Action::Nothing,
+            why: String::new(),
+        }
+    }
+
+    /// A host not contacted.
+    pub fn refused(r: &Refusal) -> Line {
+        Line {
+            next: if r.refused { Action::Refused } else { Action::Wait },
+            why: r.why.clone(),
+            ..Line::of(&r.target, r.machine.clone(), None, "")
+        }
+    }
+}
+
+/// What one pass decided.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// Every target, every host not contacted, every host leaving: the status lines.
+    pub lines: Vec<Line>,
+    /// Targets to sync (index into the targets), with whether the host may run pods (it has a Node).
+    pub sync: Vec<(usize, bool, String)>,
+    /// Nodes to taint (with why) or untaint, by target index.
+    pub taint: Vec<(usize, Verdict)>,
+    /// Hosts to prune.
+    pub prune: Vec<Leaving>,
+    /// Records to drop: a Machine's whose Machine and Node are gone.
+    pub forget: Vec<Login>,
+    /// Why none of the hosts that left is pruned (over `--max-prune`).
+    pub prune_refused: Option<String>,
+}
+
+/// What a pass decides from.
+pub struct Fleet<'a> {
+    pub targets: &'a Targets,
+    /// The Windows Nodes, as watched.
+    pub nodes: &'a [Value],
+    pub logins: &'a [Login],
+    pub memories: &'a BTreeMap<String, Memory>,
+    /// Targets (and prunes, by target name) whose step is running.
+    pub in_flight: &'a BTreeSet<String>,
+    /// The rendered bundle's digest.
+    pub desired: &'a str,
+    /// The token the session pushes.
+    pub token: Option<MintedToken>,
+    /// Prune the hosts that left, within this budget (`None`: `--no-prune`).
+    pub prune: Option<MaxPrune>,
+    pub now: Instant,
+}
+
+/// The Node of a target: the one named as its node, and no other (a Node writes its own addresses).
+pub fn node_of<'a>(nodes: &'a [Value], target: &Target) -> Option<&'a Value> {
+    nodes.iter().find(|n| name_of(n) == target.node_name)
+}
+
+/// The whole pass's decision.
+pub fn fleet(f: &Fleet) -> Plan {
+    let mut plan = Plan::default();
+    let none = Memory::default();
+    for (i, target) in f.targets.targets.iter().enumerate() {
+        let node = node_of(f.nodes, target);
+        let mut line = Line::of(&target.reach.name, target.machine().map(|m| m.name.clone()), node, f.desired);
+        if f.in_flight.contains(&target.name) {
+            line.next = Action::InProgress;
+            line.why = "its sync is running".into();
+            plan.lines.push(line);
+            continue;
+        }
+        let memory = f.memories.get(&target.name).unwrap_or(&none);
+        let renew = node.is_some() && token_due(memory, f.token, f.now);
+        let (next, why) = match decide(node, f.desired, renew, memory, f.now) {
+            Next::Nothing => (Action::Nothing, String::new()),
+            Next::Sync(why) => {
+                plan.sync.push((i, node.is_some(), why.clone()));
+                (Action::Sync, why)
+            }
+            Next::Untaint => {
+                plan.taint.push((i, Verdict::Off));
+                (Action::Untaint, "the agent reports the bundle configured".into())
+            }
+            Next::Taint(why) => {
+                plan.taint.push((i, Verdict::On(why.clone())));
+                (Action::Taint, why)
+            }
+            Next::Wait(why) => (Action::Wait, why),
+        };
+        line.next = next;
+        line.why = why;
+        plan.lines.push(line);
+    }
+    plan.lines.extend(f.targets.refused.iter().map(Line::refused));
+    let Some(max) = f.prune else { return plan };
+    let pruning = prune::plan(f.logins, f.targets, f.nodes);
+    for orphan in &pruning.orphans {
+        let node = f.nodes.iter().find(|n| name_of(n) == orphan);
+        plan.lines.push(Line {
+            next: Action::Refused,
+            why: "labelled wmrender.dev/managed, but no login record says how to reach it: never pruned; \
+                  deconfigure it by hand and delete the Node"
+                .into(),
+            ..Line::of("", None, node, "")
+        });
+    }
+    plan.forget = pruning.gone;
+    let leaving: Vec<Leaving> =
+        pruning.leaving.into_iter().filter(|l| !f.in_flight.contains(&prune_key(&l.login.target))).collect();
+    let budget = prune::budget(leaving.len(), f.logins.len(), max);
+    for l in &leaving {
+        let (next, why) = match &budget {
+            Ok(()) => (Action::Prune, "no target names it any more".to_string()),
+            Err(why) => (Action::Refused, why.clone()),
+        };
+        plan.lines.push(Line { next, why, ..Line::of(&l.login.target, l.login.machine.clone(), l.node.as_ref(), "") });
+    }
+    match budget {
+        Ok(()) => plan.prune = leaving,
+        Err(why) => plan.prune_refused = Some(why),
+    }
+    plan
+}
+
+/// The queue's key of a host's prune (a target's own key is its name).
+pub fn prune_key(target: &str) -> String {
+    format!("prune:{target}")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::delivery::inventory::Node;
+    use crate::delivery::profile::Profile;
+    use crate::lifecycle::targets::Origin;
     use serde_json::json;
     use wmrender_contract::node_status::{BUNDLE_ANNOTATION, CONDITION_TYPE, TAINT_EFFECT, TAINT_KEY};
 
     const DESIRED: &str = "sha256:11";
 
     fn node(status: Option<&str>, bundle: &str, taint: bool) -> Value {
-        let mut n = json!({"metadata": {"name": "win-a", "annotations": {BUNDLE_ANNOTATION: bundle}},
+        let mut n = json!({"metadata": {"name": "win-a", "annotations": {BUNDLE_ANNOTATION: bundle},
+                                        "labels": {"wmrender.dev/managed": "true"}},
                            "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
         if let Some(s) = status {
             n["status"]["conditions"].as_array_mut().unwrap().push(json!({
@@ -144,7 +330,7 @@ mod tests {
     }
 
     #[test]
-    fn an_instance_without_a_node_is_synced_then_waited_for() {
+    fn a_target_without_a_node_is_synced_then_waited_for() {
         let now = Instant::now() + Duration::from_secs(3600);
         assert!(matches!(decide(None, DESIRED, false, &Memory::default(), now), Next::Sync(_)));
         assert!(matches!(decide(None, DESIRED, false, &synced(10, 0, now), now), Next::Wait(_)));
@@ -186,11 +372,6 @@ mod tests {
         assert!(token_due(&holding(12), pushing, now));
         assert!(token_due(&Memory::default(), pushing, now), "pushed before a restart: of unknown age");
         assert!(!token_due(&Memory::default(), None, now), "the bundle needs no token");
-        let short = Memory {
-            token: Some(MintedToken { lifetime: Duration::from_secs(3600), ..minted(0) }),
-            ..Default::default()
-        };
-        assert!(token_due(&short, pushing, now + Duration::from_secs(1800)), "the server shortened it");
     }
 
     #[test]
@@ -203,6 +384,10 @@ mod tests {
         let tainted = node(Some("False"), DESIRED, true);
         assert!(matches!(decide(Some(&tainted), DESIRED, false, &synced(1, 0, now), now), Next::Wait(_)));
         assert!(matches!(decide(Some(&tainted), DESIRED, false, &synced(60, 0, now), now), Next::Sync(_)));
+        // A sync whose agent pass just failed taints at once, whatever the Node says yet.
+        let fresh = Memory { fresh: Some(Fresh::Failed("kubelet".into())), ..synced(1, 1, now) };
+        let silent = node(None, "", false);
+        assert!(matches!(decide(Some(&silent), DESIRED, false, &fresh, now), Next::Taint(w) if w == "kubelet"));
     }
 
     #[test]
@@ -219,5 +404,104 @@ mod tests {
         assert_eq!(decide(Some(&untainted), DESIRED, false, &converged, now), Next::Nothing);
         let failing = node(Some("False"), DESIRED, true);
         assert!(matches!(decide(Some(&failing), DESIRED, false, &converged, now), Next::Sync(_)));
+    }
+
+    fn target(name: &str, node_name: &str) -> Target {
+        let reach = Node {
+            name: name.into(),
+            address: format!("10.0.0.{}", name.len()),
+            port: 22,
+            user: "Administrator".into(),
+            profile: Profile::Windows,
+            machine: None,
+            reach_only: false,
+        };
+        Target { name: name.into(), reach, node_name: node_name.into(), origin: Origin::Byoh }
+    }
+
+    fn login(target: &str, node: &str) -> Login {
+        Login {
+            target: target.into(),
+            address: format!("10.1.0.{}", target.len()),
+            port: 22,
+            user: "Administrator".into(),
+            root: None,
+            machine: None,
+            node_name: Some(node.into()),
+            host_keys: vec![],
+        }
+    }
+
+    fn named(name: &str, n: Value) -> Value {
+        let mut n = n;
+        n["metadata"]["name"] = name.into();
+        n
+    }
+
+    #[test]
+    fn the_fleet_syncs_new_hosts_leaves_running_ones_to_their_step_and_reports_refusals() {
+        let now = Instant::now();
+        let targets = Targets {
+            targets: vec![target("new", "new"), target("busy", "busy"), target("done", "done")],
+            refused: vec![Refusal {
+                target: "m-evil".into(),
+                machine: Some("m-evil".into()),
+                refused: true,
+                why: "the address `$(x)` is not an IP address or DNS name".into(),
+            }],
+            ..Default::default()
+        };
+        let nodes = [named("done", node(Some("True"), DESIRED, false)), named("busy", node(None, "", true))];
+        let in_flight: BTreeSet<String> = ["busy".to_string()].into();
+        let plan = fleet(&Fleet {
+            targets: &targets,
+            nodes: &nodes,
+            logins: &[],
+            memories: &BTreeMap::new(),
+            in_flight: &in_flight,
+            desired: DESIRED,
+            token: None,
+            prune: Some(MaxPrune::default()),
+            now,
+        });
+        let actions: Vec<(&str, Action)> = plan.lines.iter().map(|l| (l.target.as_str(), l.next)).collect();
+        assert_eq!(
+            actions,
+            [
+                ("new", Action::Sync),
+                ("busy", Action::InProgress),
+                ("done", Action::Nothing),
+                ("m-evil", Action::Refused)
+            ]
+        );
+        assert_eq!(plan.sync.iter().map(|(i, has_node, _)| (*i, *has_node)).collect::<Vec<_>>(), [(0, false)]);
+    }
+
+    #[test]
+    fn hosts_that_left_are_pruned_within_the_budget_and_none_over_it() {
+        let now = Instant::now();
+        let targets = Targets { targets: vec![target("a", "a")], ..Default::default() };
+        let managed = |name: &str| named(name, node(Some("True"), DESIRED, false));
+        let nodes = [managed("a"), managed("b"), managed("c")];
+        let logins = [login("a", "a"), login("b", "b"), login("c", "c")];
+        let decide_with = |max: MaxPrune| {
+            fleet(&Fleet {
+                targets: &targets,
+                nodes: &nodes,
+                logins: &logins,
+                memories: &BTreeMap::new(),
+                in_flight: &BTreeSet::new(),
+                desired: DESIRED,
+                token: None,
+                prune: Some(max),
+                now,
+            })
+        };
+        let within = decide_with(MaxPrune::Count(2));
+        assert_eq!(within.prune.iter().map(|l| l.login.target.as_str()).collect::<Vec<_>>(), ["b", "c"]);
+        let over = decide_with(MaxPrune::default());
+        assert!(over.prune.is_empty());
+        assert!(over.prune_refused.as_deref().is_some_and(|w| w.contains("2 of the 3")), "{:?}", over.prune_refused);
+        assert!(over.lines.iter().filter(|l| l.next == Action::Refused).count() == 2);
     }
 }

@@ -1,6 +1,7 @@
 //! What the controller exposes on `--metrics-address`: Prometheus metrics (`GET /metrics`, the text exposition
 //! format 0.0.4) and the probes of its Deployment (`GET /healthz`: the process answers; `GET /readyz`: its first
-//! view of the cluster is complete). A small HTTP/1.1 responder: one request per connection, bounded reads.
+//! view of the cluster is complete and, on the leader, the desired state reads). A small HTTP/1.1 responder: one
+//! request per connection, bounded reads.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -19,8 +20,10 @@ pub struct Metrics {
 struct Inner {
     leader: bool,
     ready: bool,
-    /// Windows instances by state (`configured`, `not-configured`, `no-node`, `tainted`, …), as of the last
-    /// reconcile.
+    /// Why the desired state cannot be read (the leader's last pass), which makes the replica not ready.
+    blocked: Option<String>,
+    /// Windows hosts by state (`configured`, `not-configured`, `no-node`, `tainted`, `failing`, `refused`,
+    /// `waiting`, `leaving`), as of the last reconcile.
     nodes: BTreeMap<String, u64>,
     reconciles: u64,
     reconcile_seconds: f64,
@@ -41,8 +44,18 @@ impl Metrics {
         self.with(|m| m.ready = true);
     }
 
-    pub fn ready(&self) -> bool {
-        self.with(|m| m.ready)
+    /// Whether the replica is ready, and if not why.
+    pub fn ready(&self) -> Result<(), String> {
+        self.with(|m| match (&m.blocked, m.ready) {
+            (_, false) => Err("the first view of the cluster is not complete".to_string()),
+            (Some(why), true) => Err(format!("the desired state cannot be read: {why}")),
+            (None, true) => Ok(()),
+        })
+    }
+
+    /// The desired state read (`None`), or why not.
+    pub fn set_blocked(&self, why: Option<String>) {
+        self.with(|m| m.blocked = why);
     }
 
     /// The states of every instance after a reconcile that took `took`.
@@ -72,6 +85,13 @@ impl Metrics {
             for (state, n) in &m.nodes {
                 let _ = writeln!(out, "wmrender_controller_nodes{{state=\"{state}\"}} {n}");
             }
+            let _ = writeln!(
+                out,
+                "# HELP wmrender_controller_desired_state_valid Whether the desired state (render, inventory, Machines) \
+                 read whole at the last reconcile; while it does not, nothing is done."
+            );
+            let _ = writeln!(out, "# TYPE wmrender_controller_desired_state_valid gauge");
+            let _ = writeln!(out, "wmrender_controller_desired_state_valid {}", u8::from(m.blocked.is_none()));
             let _ = writeln!(out, "# HELP wmrender_controller_reconcile_seconds Time spent deciding and acting.");
             let _ = writeln!(out, "# TYPE wmrender_controller_reconcile_seconds summary");
             let _ = writeln!(out, "wmrender_controller_reconcile_seconds_sum {}", m.reconcile_seconds);
@@ -100,8 +120,10 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
             let (status, body) = match path {
                 "/metrics" => ("200 OK", metrics.render()),
                 "/healthz" => ("200 OK", "ok\n".to_string()),
-                "/readyz" if metrics.ready() => ("200 OK", "ok\n".to_string()),
-                "/readyz" => ("503 Service Unavailable", "the first view of the cluster is not complete\n".into()),
+                "/readyz" => match metrics.ready() {
+                    Ok(()) => ("200 OK", "ok\n".to_string()),
+                    Err(why) => ("503 Service Unavailable", format!("{}\n", why.replace('\n', " "))),
+                },
                 _ => ("404 Not Found", "not found\n".to_string()),
             };
             let response = format!(
@@ -131,8 +153,13 @@ mod tests {
             "wmrender_controller_nodes{state=\"no-node\"} 1",
             "wmrender_controller_reconcile_seconds_count 1",
             "wmrender_controller_steps_total{step=\"sync\",result=\"error\"} 1",
+            "wmrender_controller_desired_state_valid 1",
         ] {
             assert!(text.lines().any(|l| l == line), "{line}\n{text}");
         }
+        m.set_ready();
+        m.set_blocked(Some("nodes.yaml:3:5: expected a list".into()));
+        assert!(m.render().lines().any(|l| l == "wmrender_controller_desired_state_valid 0"));
+        assert!(m.ready().unwrap_err().contains("nodes.yaml:3:5"));
     }
 }

@@ -1,41 +1,57 @@
-//! `wmrender controller`: the cluster side of `sync --kubeconfig`, run as a reconciler, so that a Windows instance
-//! is configured when it appears (a MachineSet scaled, a Machine replaced, a BYOH host added in Git), tainted when
-//! its agent fails, and pruned when it leaves — without anyone running `sync`. It applies the same bundle, rendered
-//! from Git, through the same per-node step as `sync` ([`crate::sync::Session::sync_node`]).
+//! `wmrender controller`: the node lifecycle ([`crate::lifecycle`]) run as a reconciler, so that a Windows host is
+//! configured when it appears (a MachineSet scaled, a Machine replaced, a BYOH host added in Git), tainted when its
+//! agent fails, and pruned when it leaves — without anyone running `sync`. It delivers the same bundle, rendered
+//! from Git, through the same steps as `sync`.
 //!
 //! - **One replica acts**: replicas elect a leader through a Lease ([`crate::cluster::lease`]); a replica that loses
-//!   it stops acting at once (its steps in flight are cut off; sync's journal lets the next leader finish them).
+//!   it stops acting at once (its steps in flight are cut off; delivery's journal lets the next leader finish them).
 //! - **Level-triggered**: it watches the Windows Nodes, Machines and CSRs ([`view`]) and, on every change and at
-//!   least every `--resync`, judges every instance from that state alone ([`decide`]) and acts ([`reconcile`]).
-//!   Its memory only paces it; after a restart it reaches the same decisions.
-//! - **What a user sees**: a log line per decision, Events on the Nodes and Machines, metrics and probes on
-//!   `--metrics-address` ([`metrics`]), and `--once --dry-run` (`wmrender status`): the fleet, each instance's
-//!   bundle applied and desired, its condition, what the controller would do next.
+//!   least every `--resync`, decides for every host from that state alone ([`decide`], pure) and acts
+//!   ([`reconcile`]). Its memory only paces it; after a restart it reaches the same decisions.
+//! - **Acts only on what it could read**: the desired state is read whole or the pass does nothing but say why.
+//! - **No target waits for another**: each target's step is a task of its own ([`queue`]).
+//! - **What a user sees**: a log line per decision, Events, metrics and probes on `--metrics-address`
+//!   ([`metrics`]), and `wmrender status` (`--once --dry-run`): the fleet, each host's bundle applied and desired, its
+//!   condition, what the controller would do next and why.
 
 pub mod decide;
 pub mod metrics;
+pub mod queue;
 pub mod reconcile;
 pub mod view;
 
 use crate::cluster::Cluster;
 use crate::cluster::lease::{Holder, Lease};
+use crate::delivery::DeliveryOptions;
+use crate::delivery::ssh::HostKeyBook;
 use crate::error::Error;
-use crate::sync::{Session, SyncOptions, cluster_side};
+use crate::lifecycle::guard::DrainSettings;
+use crate::lifecycle::login::Logins;
+use crate::lifecycle::prune::MaxPrune;
+pub use decide::{Action, Line};
 use metrics::Metrics;
-use reconcile::{Context, Line, Memories};
+use reconcile::{Context, Leading, Prepared};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::Notify;
+use wmrender_contract::Mode;
 
 /// How the controller runs.
 pub struct ControllerOptions {
-    /// The sync it runs for each instance: the rendered directory, inventory, SSH identity, payload and agent,
-    /// `--parallel`, `--max-unavailable`, the drain settings. Its `kubeconfig` is the cluster's (`None`: in a pod).
-    pub sync: SyncOptions,
-    /// Judge every instance at least this often, and fetch the cluster's credentials again (rotation).
+    /// The rendered directory (in a pod, the bundle ConfigMaps' projected volume).
+    pub rendered: PathBuf,
+    pub inventory: Option<PathBuf>,
+    /// Node access, the payload and agent, `--max-unavailable`; `dry_run` for `--dry-run` and `status`.
+    pub delivery: DeliveryOptions,
+    /// `--parallel`: syncs at once.
+    pub parallel: usize,
+    pub drain: DrainSettings,
+    /// The cluster's kubeconfig (`None`: in a pod, its ServiceAccount).
+    pub kubeconfig: Option<PathBuf>,
+    /// Decide for every host at least this often, and fetch the cluster's credentials again (rotation).
     pub resync: Duration,
     pub metrics_address: Option<SocketAddr>,
     /// The Lease replicas elect their leader through.
@@ -47,8 +63,8 @@ pub struct ControllerOptions {
     /// One reconcile, then exit (with `--dry-run`: the fleet as it stands, what would be done; nothing done).
     pub once: bool,
     pub dry_run: bool,
-    /// Prune the managed Nodes that are no target's any more.
-    pub prune: bool,
+    /// Prune the hosts that left, within this budget (`None`: `--no-prune`).
+    pub prune: Option<MaxPrune>,
 }
 
 /// The lines of one reconcile: what `--once` prints.
@@ -64,7 +80,7 @@ async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<Cluster, Error>
 /// Runs the controller until it is stopped (SIGTERM or SIGINT: it lets the Lease go), or for one reconcile with
 /// `once`.
 pub async fn run(opts: ControllerOptions) -> Result<Fleet, Error> {
-    let cluster = connect(opts.sync.kubeconfig.as_deref()).await?;
+    let cluster = connect(opts.kubeconfig.as_deref()).await?;
     let metrics = Arc::new(Metrics::default());
     if let Some(addr) = opts.metrics_address {
         let listener = tokio::net::TcpListener::bind(addr)
@@ -82,11 +98,11 @@ pub async fn run(opts: ControllerOptions) -> Result<Fleet, Error> {
     let _watches = AbortOnDrop(watches);
     view.ready().await;
     metrics.set_ready();
+    let ctx = Context { opts: &opts, cluster: &cluster, view: &view, metrics: &metrics };
 
     if opts.once {
-        let mut memories = Memories::default();
-        let prepared = prepare(&opts, &cluster).await?;
-        return Ok(reconcile_once(&opts, &cluster, &view, &prepared, &metrics, &mut memories).await);
+        let mut leading = Leading::new(&opts, prepare(&opts, &cluster).await);
+        return Ok(leading.pass(&ctx).await);
     }
 
     let lease = Lease {
@@ -108,7 +124,6 @@ pub async fn run(opts: ControllerOptions) -> Result<Fleet, Error> {
     ))]);
     let stop = stop_signal();
     tokio::pin!(stop);
-    let mut memories = Memories::default();
     loop {
         // A follower waits to be elected.
         while !leader.load(Ordering::SeqCst) {
@@ -122,115 +137,127 @@ pub async fn run(opts: ControllerOptions) -> Result<Fleet, Error> {
             "leading",
             &format!("{} holds the Lease {}/{}", lease.identity, lease.namespace, lease.name),
         );
-        let prepared = match prepare(&opts, &cluster).await {
-            Ok(p) => p,
-            Err(e) => {
-                reconcile::log("-", "cannot prepare the bundle", &e.to_string());
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs(30)) => continue,
-                    _ = &mut stop => return finish(&cluster, &lease, &mut election).await,
-                }
-            }
-        };
-        let resync_at = tokio::time::Instant::now() + opts.resync;
-        // Reconcile on every change, at least every --resync, until the Lease is lost or the session is due anew.
+        let mut inputs = Inputs::read(&opts);
+        let mut leading = Leading::new(&opts, prepare(&opts, &cluster).await);
+        let mut resync_at = tokio::time::Instant::now() + opts.resync;
+        // Reconcile on every change, every finished step, at least every --resync, until the Lease is lost.
         loop {
-            let pass = reconcile_once(&opts, &cluster, &view, &prepared, &metrics, &mut memories);
+            let pass = leading.pass(&ctx);
             tokio::select! {
                 _ = pass => {}
                 _ = lost.notified() => {
+                    leading.queue.abort_all();
                     reconcile::log("-", "following", "the Lease was lost: every step in flight is cut off");
                     break;
                 }
                 _ = &mut stop => return finish(&cluster, &lease, &mut election).await,
             }
-            if !leader.load(Ordering::SeqCst) || rendered_changed(&opts, &prepared) {
+            if !leader.load(Ordering::SeqCst) {
+                leading.queue.abort_all();
                 break;
             }
-            // Wait for a change in the cluster, the render, the Lease, or the resync.
-            let next = loop {
+            // Wait for a change in the cluster, a finished step, the inputs, the Lease, or the resync.
+            let prepare_again = loop {
                 tokio::select! {
                     _ = changed.notified() => {
                         // Let a burst of changes settle into one reconcile.
                         tokio::time::sleep(Duration::from_millis(500)).await;
-                        break Wake::Reconcile;
+                        break false;
                     }
-                    _ = tokio::time::sleep_until(resync_at) => break Wake::Prepare,
-                    _ = tokio::time::sleep(RENDER_CHECK) => {
-                        if rendered_changed(&opts, &prepared) {
-                            break Wake::Prepare;
+                    (_, done) = leading.queue.finished() => {
+                        leading.finished(&ctx, done).await;
+                        break false;
+                    }
+                    _ = tokio::time::sleep_until(resync_at) => break true,
+                    _ = tokio::time::sleep(INPUTS_CHECK) => {
+                        let now = Inputs::read(&opts);
+                        // A render that changed, or one that could not be prepared, is prepared again; an inventory
+                        // that changed is read by the next pass; while the state cannot be read, every check is one.
+                        let blocked = leading.prepared.is_err() || metrics.ready().is_err();
+                        if now.manifest != inputs.manifest || leading.prepared.is_err() {
+                            inputs = now;
+                            break true;
+                        }
+                        if now != inputs || blocked {
+                            inputs = now;
+                            break false;
                         }
                     }
-                    _ = lost.notified() => break Wake::Prepare,
+                    _ = lost.notified() => {
+                        leading.queue.abort_all();
+                        break true;
+                    }
                     _ = &mut stop => return finish(&cluster, &lease, &mut election).await,
                 }
             };
-            if next == Wake::Prepare {
+            if !leader.load(Ordering::SeqCst) {
+                leading.queue.abort_all();
                 break;
+            }
+            if prepare_again {
+                // Steps in flight go on with the session they started with.
+                leading.prepared = prepare(&opts, &cluster).await;
+                resync_at = tokio::time::Instant::now() + opts.resync;
             }
         }
     }
 }
 
-/// How often the rendered directory is looked at for a new render.
-const RENDER_CHECK: Duration = Duration::from_secs(5);
+/// How often the rendered directory and the inventory are looked at for a change.
+const INPUTS_CHECK: Duration = Duration::from_secs(2);
 
-/// What ends a wait of the reconcile loop.
+/// The inputs' files as last looked at: a changed one is read again at once, not at the next resync.
 #[derive(PartialEq, Eq)]
-enum Wake {
-    /// Something in the cluster changed: reconcile.
-    Reconcile,
-    /// The resync is due, the render changed or the Lease went: prepare the session anew (or follow).
-    Prepare,
+struct Inputs {
+    manifest: Option<Vec<u8>>,
+    inventory: Option<Vec<u8>>,
 }
 
-/// Whether the rendered directory holds another render than the one prepared (Git moved on): then the session is
-/// prepared anew at once, not at the next resync.
-fn rendered_changed(opts: &ControllerOptions, prepared: &Prepared) -> bool {
-    let path = opts.sync.rendered.join("manifest.json");
-    let now: Option<wmrender_contract::BundleManifest> =
-        std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok());
-    now.is_some_and(|m| m != prepared.rendered.manifest)
+impl Inputs {
+    fn read(opts: &ControllerOptions) -> Inputs {
+        Inputs {
+            manifest: std::fs::read(opts.rendered.join("manifest.json")).ok(),
+            inventory: opts.inventory.as_ref().and_then(|p| std::fs::read(p).ok()),
+        }
+    }
 }
 
-/// What one resync prepares: the rendered bundle, the cluster's credentials, the Session, the platform.
-struct Prepared {
-    rendered: crate::sync::Rendered,
-    session: Arc<Session>,
-    platform: String,
-}
-
-async fn prepare(opts: &ControllerOptions, cluster: &Cluster) -> Result<Prepared, Error> {
-    let rendered = crate::sync::read_rendered(&opts.sync.rendered)?;
-    let side = cluster_side::ClusterSide::new(cluster.clone());
-    let mut sync = opts.sync.clone();
-    sync.dry_run = opts.dry_run;
-    sync.secrets.fetched = side.credentials(&rendered).await?;
-    let platform = crate::cluster::machines::list(cluster).await?.platform;
-    let session = Arc::new(Session::prepare(sync, &rendered, Some(&side)).await?);
-    Ok(Prepared { rendered, session, platform })
-}
-
-async fn reconcile_once(
-    opts: &ControllerOptions,
-    cluster: &Cluster,
-    view: &view::View,
-    prepared: &Prepared,
-    metrics: &Metrics,
-    memories: &mut Memories,
-) -> Fleet {
-    let ctx = Context {
-        cluster,
-        view,
-        rendered: &prepared.rendered,
-        session: &prepared.session,
-        platform: &prepared.platform,
-        metrics,
-        replica: &opts.replica,
-        prune: opts.prune,
-        dry_run: opts.dry_run,
-    };
-    reconcile::reconcile(&ctx, memories).await
+/// What one resync prepares, or why it could not (a render that does not verify, credentials or records the
+/// cluster did not give): then every pass says so and does nothing.
+async fn prepare(opts: &ControllerOptions, cluster: &Cluster) -> Result<Prepared, String> {
+    let rendered = crate::delivery::read_rendered(&opts.rendered).map_err(|e| e.to_string())?;
+    if rendered.mode() != Some(Mode::WithoutOperator) {
+        return Err(format!(
+            "{} installs WMCO, which configures the nodes: the controller runs only without the operator",
+            opts.rendered.display()
+        ));
+    }
+    let platform =
+        crate::cluster::machines::list(cluster).await.map_err(|e| format!("the Windows Machines: {e}"))?.platform;
+    let logins = Logins::load(cluster).await.map_err(|e| format!("the login records: {e}"))?;
+    for name in &logins.unreadable {
+        reconcile::log(name, "login record set aside", "it is not a record wmrender wrote");
+    }
+    // The host keys of every recorded host: verified, not trusted anew, after a restart or a move.
+    let book = Arc::new(HostKeyBook::default());
+    for l in logins.all() {
+        book.set(&l.address, l.port, l.host_keys.clone());
+    }
+    let (session, notes) = crate::lifecycle::session(
+        &opts.delivery,
+        Default::default(),
+        &rendered,
+        Some(cluster),
+        opts.drain.clone(),
+        false,
+        Some(book),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    for note in notes {
+        reconcile::log("-", "note", &note);
+    }
+    Ok(Prepared { rendered, session: Arc::new(session), platform, logins: Arc::new(logins) })
 }
 
 /// The election: renews (or takes) the Lease every third of its term; says when this replica becomes leader and
@@ -332,25 +359,25 @@ pub fn default_rendered() -> PathBuf {
     PathBuf::from("/etc/wmrender/rendered")
 }
 
-/// The fleet as a table (stderr): one line per instance, what the controller does (or would do) next and why.
+/// The fleet as a table (stderr): one line per host, what the controller does (or would do) next and why.
 pub fn table(fleet: &[Line]) -> String {
     let short =
         |d: &str| -> String { d.strip_prefix("sha256:").map(|h| h.chars().take(12).collect()).unwrap_or_default() };
     let mut out = format!(
-        "{:<28} {:<32} {:<13} {:<13} {:<10} {:<8} {:<8} WHY\n",
+        "{:<28} {:<32} {:<13} {:<13} {:<10} {:<8} {:<11} WHY\n",
         "TARGET", "NODE", "APPLIED", "DESIRED", "CONFIGURED", "TAINTED", "NEXT"
     );
     for l in fleet {
         let target = if l.target.is_empty() { "-" } else { &l.target };
         out.push_str(&format!(
-            "{:<28} {:<32} {:<13} {:<13} {:<10} {:<8} {:<8} {}\n",
+            "{:<28} {:<32} {:<13} {:<13} {:<10} {:<8} {:<11} {}\n",
             reconcile::one_line(target),
             reconcile::one_line(l.node.as_deref().unwrap_or("-")),
             short(&l.applied),
             short(&l.desired),
             if l.configured.is_empty() { "-" } else { &l.configured },
             l.tainted,
-            l.next,
+            l.next.to_string(),
             reconcile::one_line(&l.why)
         ));
     }

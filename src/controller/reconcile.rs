@@ -1,241 +1,355 @@
-//! One reconcile of the fleet: every Windows instance (the Windows Machines' instances, the rendered BYOH hosts,
-//! the inventory) judged from the watched view alone ([`super::decide`]), then acted on: the instances to sync are
-//! synced through sync's own per-node step ([`crate::sync::Session::sync_node`]), `--parallel` at a time and one
-//! at a time per instance; the kubelet CSRs of the instances are approved; taints follow the agents' reports; the
-//! managed Nodes that are no one's any more are pruned. Each step is recorded as an Event on the Node (or, before
-//! there is one, on the Machine) and logged as one line.
+//! One pass of the leader: the desired state read whole (or the pass does nothing but say why), the fleet decided
+//! from it and the watched cluster ([`super::decide`]), and the decisions started: each target's sync and each
+//! prune as a task of its own ([`super::queue`]), the taints and the CSR approvals at once. What every step came to
+//! is said as a log line, an Event (on the Node, before there is one on the Machine, and for the desired state on
+//! the controller's Lease), a metric, and a line of `wmrender status`.
 
-use super::decide::{Memory, Next, decide, token_due};
+use super::ControllerOptions;
+use super::decide::{self, Action, Fleet, Line, Memory, prune_key};
 use super::metrics::Metrics;
+use super::queue::{Disruption, Queue};
 use super::view::View;
 use crate::cluster::events::{self, About, Kind};
 use crate::cluster::machines::{Machine, WindowsMachines};
-use crate::cluster::{Cluster, csr, join, label, nodes};
-use crate::lifecycle::prune::{self, Target};
-use crate::sync::inventory::Node;
-use crate::sync::node::{NodeReport, Status};
-use crate::sync::{Rendered, Session};
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
-use serde::Serialize;
+use crate::cluster::node_object::{claimed_by_pending_csr, name_of};
+use crate::cluster::{Cluster, label};
+use crate::delivery::node::{NodeReport, Status};
+use crate::delivery::{Permit, Rendered, Session};
+use crate::lifecycle::login::Logins;
+use crate::lifecycle::prune::{self, Leaving, PruneStatus, Pruned};
+use crate::lifecycle::taint::{self, Fresh};
+use crate::lifecycle::targets::{self, Target};
+use crate::lifecycle::{self, join};
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// One instance's line of the fleet: where it stands and what the controller does (or would do) next.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Line {
-    /// The target's name (the Machine's, the inventory's, the BYOH host's address).
-    pub target: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub machine: Option<String>,
-    /// Its Node, once registered.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    /// The bundle its agent reports applied, and the one rendered.
-    pub applied: String,
-    pub desired: String,
-    /// The agent's condition: `True`, `False`, `Unknown`, or empty when it never reported.
-    pub configured: String,
-    pub tainted: bool,
-    /// `nothing`, `sync`, `untaint`, `taint`, `wait`, `prune`.
-    pub next: String,
-    pub why: String,
+/// What a resync prepares: the rendered bundle (verified), the Session (credentials fetched), the platform, the login
+/// records.
+pub struct Prepared {
+    pub rendered: Rendered,
+    pub session: Arc<Session>,
+    pub platform: String,
+    pub logins: Arc<Logins>,
 }
 
-/// What the controller keeps from one reconcile to the next: only pacing (level-triggered otherwise).
-#[derive(Default)]
-pub struct Memories {
-    by_target: BTreeMap<String, Memory>,
-    /// The node name the agent reported for each target (its first pass may come before its Node).
-    node_names: BTreeMap<String, String>,
-    /// Targets last synced before they had a Node: synced again as soon as it registers (the agent finishes what
-    /// waited on kubelet's certificate, and the taint follows), not after the back-off.
-    waiting_on_join: BTreeSet<String>,
+/// What a finished task came to.
+pub enum Done {
+    Synced { target: String, report: Box<NodeReport>, node_name: String },
+    Pruned(Box<Pruned>),
 }
 
-impl Memories {
-    /// The name of a target's Node: the one its agent reported, else the target's own (an inventory entry named as
-    /// its Node).
-    fn node_name(&self, target: &Node) -> String {
-        self.node_names.get(&target.name).cloned().unwrap_or_else(|| target.name.clone())
-    }
+/// What the leader keeps from one pass to the next: the pacing of each target, its running steps, and what it has
+/// already said (a refusal is logged and recorded once, not at every pass).
+pub struct Leading {
+    /// The bundle and credentials, or why they could not be prepared.
+    pub prepared: Result<Prepared, String>,
+    memories: BTreeMap<String, Memory>,
+    pub queue: Queue<Done>,
+    /// What was said last about each target refused, the desired state and the prune budget.
+    said: BTreeMap<String, String>,
 }
 
-/// What a reconcile needs besides the view.
+/// What a pass needs besides the leader's own state.
 pub struct Context<'a> {
+    pub opts: &'a ControllerOptions,
     pub cluster: &'a Cluster,
     pub view: &'a View,
-    pub rendered: &'a Rendered,
-    pub session: &'a Arc<Session>,
-    pub platform: &'a str,
     pub metrics: &'a Metrics,
-    /// This replica, for the Events it records.
-    pub replica: &'a str,
-    pub prune: bool,
-    /// Decide and report, act on nothing.
-    pub dry_run: bool,
 }
 
-/// The state a line counts under in the metrics: "configured" is what the decision judged configured (the agent's
-/// report, or the controller's own sync converging on the bundle where the agent cannot report).
-fn state_of(line: &Line) -> &'static str {
-    match (line.node.is_some(), line.configured.as_str(), line.tainted) {
-        (false, _, _) => "no-node",
-        (true, "False", _) => "failing",
-        (true, _, false) if line.next == "nothing" => "configured",
-        (true, _, true) => "tainted",
-        _ => "not-configured",
+const BLOCKED: &str = "-desired-state";
+const PRUNE_BUDGET: &str = "-prune-budget";
+
+impl Leading {
+    pub fn new(opts: &ControllerOptions, prepared: Result<Prepared, String>) -> Leading {
+        Leading {
+            prepared,
+            memories: BTreeMap::new(),
+            queue: Queue::new(opts.parallel, opts.delivery.max_unavailable),
+            said: BTreeMap::new(),
+        }
     }
-}
 
-/// One reconcile; returns the fleet's lines (in target order, then the Nodes pruned).
-pub async fn reconcile(ctx: &Context<'_>, memories: &mut Memories) -> Vec<Line> {
-    let started = Instant::now();
-    let desired = ctx.session.bundle_digest();
-    let machines: Vec<Machine> = ctx.view.machines().iter().map(Machine::from_object).collect();
-    let found = crate::lifecycle::machines::targets(WindowsMachines {
-        platform: ctx.platform.to_string(),
-        machines: machines.clone(),
-    });
-    let inventory = ctx.session.opts().inventory.as_deref();
-    // No target at all is a fleet scaled to zero, not an error.
-    let targets: Vec<Node> = crate::sync::nodes(ctx.rendered, inventory, found.nodes).unwrap_or_default();
-    let all = ctx.view.nodes();
-    let now = Instant::now();
-    let mut lines = Vec::new();
-    let mut to_sync: Vec<(Node, Option<Value>)> = Vec::new();
-    for target in &targets {
-        let node_name = memories.node_name(target);
-        let t = Target { node: target.clone(), node_name };
-        let node = prune::node_of(&all, &t, &machines).cloned();
-        let memory = memories.by_target.entry(target.name.clone()).or_default().clone();
-        let renew = node.is_some() && token_due(&memory, ctx.session.token(), now);
-        let mut next = decide(node.as_ref(), &desired, renew, &memory, now);
-        // A node whose agent waited on the join is finished as soon as its Node is there.
-        if node.is_some() && memories.waiting_on_join.contains(&target.name) && matches!(next, Next::Wait(_)) {
-            next = Next::Sync("it joined: the agent finishes now".into());
+    /// Whether `key`'s message is new (or changed) since it was last said; remembers it.
+    fn news(&mut self, key: &str, message: &str) -> bool {
+        self.said.insert(key.to_string(), message.to_string()).as_deref() != Some(message)
+    }
+
+    /// One pass; returns the fleet's lines.
+    pub async fn pass(&mut self, ctx: &Context<'_>) -> Vec<Line> {
+        let started = Instant::now();
+        while let Some((_, done)) = self.queue.try_finished() {
+            self.finished(ctx, done).await;
         }
-        let agent = node.as_ref().and_then(nodes::configured);
-        let (kind, why) = match &next {
-            Next::Nothing => ("nothing", String::new()),
-            Next::Sync(w) => ("sync", w.clone()),
-            Next::Untaint => ("untaint", "the agent reports the bundle configured".into()),
-            Next::Taint(w) => ("taint", w.clone()),
-            Next::Wait(w) => ("wait", w.clone()),
+        let desired = match self.read(ctx).await {
+            Ok(d) => d,
+            Err(why) => return self.blocked(ctx, why).await,
         };
-        lines.push(Line {
-            target: target.name.clone(),
-            machine: target.machine.clone(),
-            node: node.as_ref().map(|n| nodes::name_of(n).to_string()),
-            applied: agent.as_ref().map(|a| a.bundle.clone()).unwrap_or_default(),
-            desired: desired.clone(),
-            configured: agent.as_ref().map(|a| a.status.clone()).unwrap_or_default(),
-            tainted: node.as_ref().is_some_and(nodes::tainted),
-            next: kind.to_string(),
-            why,
-        });
-        if ctx.dry_run {
-            continue;
+        if self.said.remove(BLOCKED).is_some() {
+            log("-", "the desired state reads again", "resuming");
+            ctx.metrics.set_blocked(None);
+            self.record_on_lease(ctx, Kind::Normal, "DesiredStateRead", "the desired state reads again").await;
         }
-        match next {
-            Next::Sync(_) => to_sync.push((target.clone(), node.clone())),
-            Next::Untaint | Next::Taint(_) => {
-                let (on, reason, message) = match &next {
-                    Next::Taint(w) => (true, "NotConfigured", w.clone()),
-                    _ => (false, "Configured", format!("the agent applied {desired}; taint removed")),
-                };
-                let name = lines.last().and_then(|l| l.node.clone()).unwrap_or_default();
-                let ok = nodes::set_taint(ctx.cluster, &name, on).await.is_ok();
-                ctx.metrics.step(if on { "taint" } else { "untaint" }, ok);
-                let kind = if on { Kind::Warning } else { Kind::Normal };
-                if let Some(n) = &node {
-                    record(ctx, n, kind, reason, &message).await;
+        ctx.metrics.set_blocked(None);
+        let Ok(prepared) = &self.prepared else { return vec![] };
+        let (session, logins) = (prepared.session.clone(), prepared.logins.clone());
+        let nodes = ctx.view.nodes();
+        let machines: Vec<Machine> = ctx.view.machines().iter().map(Machine::from_object).collect();
+        let digest = session.bundle_digest();
+        let records = logins.all();
+        let running = self.queue.running();
+        let plan = decide::fleet(&Fleet {
+            targets: &desired,
+            nodes: &nodes,
+            logins: &records,
+            memories: &self.memories,
+            in_flight: &running,
+            desired: &digest,
+            token: session.token(),
+            prune: ctx.opts.prune,
+            now: Instant::now(),
+        });
+        for refusal in &desired.refused {
+            if self.news(&refusal.target, &refusal.why) {
+                let what = if refusal.refused { "refused" } else { "waiting" };
+                log(&refusal.target, what, &refusal.why);
+                if !ctx.opts.dry_run
+                    && refusal.refused
+                    && let Some(m) = refusal.machine.as_ref().and_then(|n| machines.iter().find(|m| &m.name == n))
+                {
+                    record_machine(ctx, m, Kind::Warning, "NotContacted", &refusal.why).await;
                 }
+            }
+        }
+        let still: Vec<String> = desired.refused.iter().map(|r| r.target.clone()).collect();
+        self.said.retain(|k, _| k.starts_with('-') || still.contains(k));
+        if ctx.opts.dry_run {
+            ctx.metrics.reconciled(&states(&plan.lines), started.elapsed());
+            return plan.lines;
+        }
+        for (i, has_node, why) in &plan.sync {
+            let target = desired.targets[*i].clone();
+            let disruption = if *has_node { Disruption::MayDisrupt } else { Disruption::None };
+            let (cluster, logins, session) = (ctx.cluster.clone(), logins.clone(), session.clone());
+            let name = target.name.clone();
+            let started = self.queue.start(name.clone(), disruption, async move {
+                let d = lifecycle::deliver(Some(&cluster), Some(&logins), &session, &target, Permit::NotNeeded, false)
+                    .await;
+                Done::Synced { target: target.name, report: Box::new(d.report), node_name: d.node_name }
+            });
+            if started {
+                log(&name, "sync", why);
+            }
+        }
+        for (i, verdict) in &plan.taint {
+            let target = &desired.targets[*i];
+            if let Some(node) = decide::node_of(&nodes, target) {
+                self.set_taint(ctx, node, verdict).await;
+            }
+        }
+        approve(ctx, &desired.targets, &nodes).await;
+        for gone in &plan.forget {
+            if let Err(e) = logins.remove(&gone.target).await {
+                log(&gone.target, "login record not removed", &e.to_string());
+            }
+        }
+        self.prune(ctx, &plan, &session, &logins).await;
+        ctx.metrics.reconciled(&states(&plan.lines), started.elapsed());
+        plan.lines
+    }
+
+    /// The desired state: the targets from the render, the inventory, the Machines (read afresh while their watch
+    /// fails) and the login records. `Err` names what could not be read, with its file and line.
+    async fn read(&self, ctx: &Context<'_>) -> Result<targets::Targets, String> {
+        let prepared = self.prepared.as_ref().map_err(|e| e.clone())?;
+        let machines = match ctx.view.machines_failing() {
+            None => WindowsMachines {
+                platform: prepared.platform.clone(),
+                machines: ctx.view.machines().iter().map(Machine::from_object).collect(),
+            },
+            Some(why) => crate::cluster::machines::list(ctx.cluster)
+                .await
+                .map_err(|e| format!("the Windows Machines could not be listed ({e}; their watch: {why})"))?,
+        };
+        let reported = prepared.logins.reported_node_names();
+        targets::read(&targets::Sources {
+            rendered: &prepared.rendered,
+            inventory: ctx.opts.inventory.as_deref(),
+            machines: Some(&machines),
+            reported: &reported,
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    /// A pass on a desired state that could not be read: nothing is done; it is said (a log line and an Event on
+    /// the Lease when it changes), the replica is not ready, and the next pass tries again.
+    async fn blocked(&mut self, ctx: &Context<'_>, why: String) -> Vec<Line> {
+        ctx.metrics.set_blocked(Some(why.clone()));
+        if self.news(BLOCKED, &why) {
+            log("-", "the desired state cannot be read; nothing is done until it can", &why);
+            if !ctx.opts.dry_run {
+                self.record_on_lease(ctx, Kind::Warning, "DesiredStateUnreadable", &why).await;
+            }
+        }
+        let line = Line {
+            target: String::new(),
+            machine: None,
+            node: None,
+            applied: String::new(),
+            desired: String::new(),
+            configured: String::new(),
+            tainted: false,
+            next: Action::Blocked,
+            why,
+        };
+        ctx.metrics.reconciled(&BTreeMap::new(), Duration::ZERO);
+        vec![line]
+    }
+
+    async fn record_on_lease(&self, ctx: &Context<'_>, kind: Kind, reason: &str, message: &str) {
+        let path = format!(
+            "/apis/coordination.k8s.io/v1/namespaces/{}/leases/{}",
+            ctx.opts.lease_namespace, ctx.opts.lease_name
+        );
+        let lease = match ctx.cluster.get(&path).await {
+            Ok(Some(l)) => l,
+            _ => serde_json::json!({"metadata": {"name": ctx.opts.lease_name, "namespace": ctx.opts.lease_namespace}}),
+        };
+        let about = About { api_version: "coordination.k8s.io/v1", kind: "Lease", object: &lease };
+        if let Err(e) = events::record(ctx.cluster, &about, kind, reason, message, &ctx.opts.replica).await {
+            log("-", "event not recorded", &e.to_string());
+        }
+    }
+
+    /// Takes in what a finished task came to: the target's pacing, and what it says (log, Event, metric).
+    pub async fn finished(&mut self, ctx: &Context<'_>, done: Done) {
+        match done {
+            Done::Synced { target, report, node_name } => {
+                let Ok(prepared) = &self.prepared else { return };
+                let desired = prepared.session.bundle_digest();
+                let token = prepared.session.token();
+                let ok = lifecycle::reached(&report);
+                ctx.metrics.step("sync", ok);
+                let memory = self.memories.entry(target.clone()).or_default();
+                memory.synced_at = Some(Instant::now());
+                let converged = matches!(report.status, Status::Synced | Status::Unchanged);
+                memory.failures = if converged { 0 } else { memory.failures.saturating_add(1) };
+                memory.converged = converged.then(|| desired.clone());
+                // A pass that failed keeps the node tainted until a later sync says otherwise; a converged one counts
+                // as configured (above) until its agent reports failing.
+                memory.fresh = match Fresh::of(&report) {
+                    failed @ Fresh::Failed(_) => Some(failed),
+                    _ => None,
+                };
+                // The files reached the node (the apply step may still wait): so did the token.
+                if ok {
+                    memory.token = token;
+                }
+                let nodes = ctx.view.nodes();
+                let node = nodes.iter().find(|n| name_of(n) == node_name);
+                memory.waiting_on_join = report.status == Status::Pending && !report.reboot_required && node.is_none();
+                let (kind, reason, message) = outcome(&report, &desired);
+                log(&target, reason, &message);
+                match node {
+                    Some(n) => record_node(ctx, n, kind, reason, &message).await,
+                    None => {
+                        let machine = report
+                            .machine
+                            .as_ref()
+                            .and_then(|m| ctx.view.machines().iter().map(Machine::from_object).find(|x| &x.name == m));
+                        if let Some(m) = machine {
+                            record_machine(ctx, &m, kind, reason, &message).await;
+                        }
+                    }
+                }
+            }
+            Done::Pruned(done) => {
+                let ok = done.status == PruneStatus::Pruned;
+                ctx.metrics.step("prune", ok);
+                let message = done.error.clone().unwrap_or_else(|| "deconfigured, Node deleted".into());
+                log(&done.node, if ok { "pruned" } else { "not pruned" }, &message);
+            }
+        }
+    }
+
+    async fn set_taint(&mut self, ctx: &Context<'_>, node: &Value, verdict: &taint::Verdict) {
+        let name = name_of(node).to_string();
+        let (on, reason) = match verdict {
+            taint::Verdict::On(_) => (true, "NotConfigured"),
+            _ => (false, "Configured"),
+        };
+        match taint::apply(ctx.cluster, node, verdict).await {
+            Ok(Some(change)) => {
+                ctx.metrics.step(if on { "taint" } else { "untaint" }, true);
+                let (kind, message) = match change {
+                    taint::Change::Tainted(why) => (Kind::Warning, why),
+                    taint::Change::Untainted => (Kind::Normal, "the agent applied the bundle; taint removed".into()),
+                };
+                record_node(ctx, node, kind, reason, &message).await;
                 log(&name, if on { "tainted" } else { "untainted" }, &message);
             }
-            Next::Nothing | Next::Wait(_) => {}
-        }
-    }
-    if !to_sync.is_empty() {
-        sync_all(ctx, memories, &to_sync, &machines, &desired).await;
-    }
-    approve(ctx, &targets, &all, memories).await;
-    if ctx.prune {
-        lines.extend(prune(ctx, &all, &targets, &machines, memories).await);
-    }
-    let mut states: BTreeMap<String, u64> = BTreeMap::new();
-    for l in lines.iter().filter(|l| l.next != "prune") {
-        *states.entry(state_of(l).to_string()).or_default() += 1;
-    }
-    ctx.metrics.reconciled(&states, started.elapsed());
-    lines
-}
-
-/// Syncs the instances, `--parallel` at a time (each once: one instance is never synced twice at once), records
-/// what came of each in the memories, an Event and a log line.
-async fn sync_all(
-    ctx: &Context<'_>,
-    memories: &mut Memories,
-    to_sync: &[(Node, Option<Value>)],
-    machines: &[Machine],
-    desired: &str,
-) {
-    let targets: Vec<Node> = to_sync.iter().map(|(t, _)| t.clone()).collect();
-    let reports = match crate::sync::rollout(ctx.session, &targets).await {
-        Ok(r) => r,
-        Err(e) => {
-            log("-", "sync failed", &e.to_string());
-            return;
-        }
-    };
-    for ((target, node), report) in to_sync.iter().zip(&reports) {
-        let ok = matches!(report.status, Status::Synced | Status::Unchanged | Status::Pending);
-        ctx.metrics.step("sync", ok);
-        let memory = memories.by_target.entry(target.name.clone()).or_default();
-        memory.synced_at = Some(Instant::now());
-        let converged = matches!(report.status, Status::Synced | Status::Unchanged);
-        memory.failures = if converged { 0 } else { memory.failures.saturating_add(1) };
-        memory.converged = converged.then(|| desired.to_string());
-        // The files reached the node (the apply step may still wait): so did the token.
-        if ok {
-            memory.token = ctx.session.token();
-        }
-        if let Some(name) = report.apply.as_ref().map(|a| a.node_name.clone()).filter(|n| !n.is_empty()) {
-            memories.node_names.insert(target.name.clone(), name);
-        }
-        if report.status == Status::Pending && !report.reboot_required && node.is_none() {
-            memories.waiting_on_join.insert(target.name.clone());
-        } else {
-            memories.waiting_on_join.remove(&target.name);
-        }
-        let (kind, reason, message) = outcome(report, desired);
-        log(&target.name, reason, &message);
-        let machine = target.machine.as_ref().and_then(|m| machines.iter().find(|x| &x.name == m));
-        match node {
-            Some(n) => record(ctx, n, kind, reason, &message).await,
-            None => {
-                if let Some(m) = machine {
-                    record_machine(ctx, m, kind, reason, &message).await;
-                }
+            Ok(None) => {}
+            Err(e) => {
+                ctx.metrics.step(if on { "taint" } else { "untaint" }, false);
+                log(&name, "taint not changed", &e.to_string());
             }
         }
     }
-    // How each host was reached, on its Node, for its pruning one day (as sync records it).
-    let reached: Vec<Target> = to_sync
-        .iter()
-        .zip(&reports)
-        .filter(|(_, r)| matches!(r.status, Status::Synced | Status::Unchanged | Status::Pending))
-        .map(|((t, _), r)| Target { node: t.clone(), node_name: r.node_name() })
-        .collect();
-    if let Err(e) = prune::record_logins(ctx.cluster, &reached).await {
-        log("-", "logins not recorded", &e.to_string());
+
+    /// The hosts that left, each pruned by a task of its own (a drain may take long), within the budget.
+    async fn prune(&mut self, ctx: &Context<'_>, plan: &decide::Plan, session: &Arc<Session>, logins: &Arc<Logins>) {
+        match &plan.prune_refused {
+            Some(why) => {
+                if self.news(PRUNE_BUDGET, why) {
+                    log("-", "not pruned", why);
+                    self.record_on_lease(ctx, Kind::Warning, "PruneRefused", why).await;
+                }
+                return;
+            }
+            None => {
+                self.said.remove(PRUNE_BUDGET);
+            }
+        }
+        let drain = ctx.opts.drain.drain();
+        for leaving in &plan.prune {
+            let leaving: Leaving = leaving.clone();
+            let (cluster, logins, session, drain) =
+                (ctx.cluster.clone(), logins.clone(), session.clone(), drain.clone());
+            let name = leaving.name();
+            let started = self.queue.start(prune_key(&leaving.login.target), Disruption::MayDisrupt, async move {
+                Done::Pruned(Box::new(prune::prune(&cluster, &logins, &leaving, session.connect(), &drain).await))
+            });
+            if started {
+                log(&name, "prune", "no target names it any more: drain, deconfigure, delete its Node");
+            }
+        }
     }
-    // The taint follows the sync's own outcome too, as after `sync` (a converged pass untaints at once).
-    let mut report = crate::sync::cluster_side::ClusterReport::default();
-    crate::sync::cluster_side::settle_taints(ctx.cluster, ctx.rendered, &reports, &mut report).await;
+}
+
+/// The state each line counts under in the metrics.
+fn states(lines: &[Line]) -> BTreeMap<String, u64> {
+    let mut states: BTreeMap<String, u64> = BTreeMap::new();
+    for l in lines {
+        let state = match (l.next, l.node.is_some(), l.configured.as_str(), l.tainted) {
+            (Action::Refused, _, _, _) => "refused",
+            (Action::Prune, _, _, _) => "leaving",
+            (Action::Blocked, _, _, _) => continue,
+            (Action::Wait, false, _, _)
+                if l.target == l.machine.clone().unwrap_or_default() && l.desired.is_empty() =>
+            {
+                "waiting"
+            }
+            (_, false, _, _) => "no-node",
+            (_, true, "False", _) => "failing",
+            (Action::Nothing, true, _, false) => "configured",
+            (_, true, _, true) => "tainted",
+            _ => "not-configured",
+        };
+        *states.entry(state.to_string()).or_default() += 1;
+    }
+    states
 }
 
 /// The Event of a sync: reason and message.
@@ -250,39 +364,28 @@ fn outcome(report: &NodeReport, desired: &str) -> (Kind, &'static str, String) {
     }
 }
 
-/// One pass over the pending kubelet CSRs of the instances whose node name is known: WMCO's checks, as sync. Only
-/// the instances a pending CSR claims, and those whose Node is there without its labels, go to the pass (which
-/// reads each one's Node): the others have nothing to approve or label, and a CSR that stays pending (another
+/// One pass over the pending kubelet CSRs of the targets: only those a pending CSR claims, and those whose Node is
+/// there without its labels, go to the pass (which reads each one's Node); a CSR that stays pending (another
 /// signer's, one refused) must not cost a read of every Node at every reconcile.
-async fn approve(ctx: &Context<'_>, targets: &[Node], all: &[Value], memories: &Memories) {
-    let claimed: Vec<String> = ctx
-        .view
-        .csrs()
-        .iter()
-        .filter(|c| c["status"]["conditions"].is_null())
-        .flat_map(|c| {
-            let request = c["spec"]["request"].as_str().and_then(|r| STANDARD.decode(r).ok()).unwrap_or_default();
-            csr::claimed(&request, c["spec"]["username"].as_str().unwrap_or(""))
-        })
-        .collect();
-    if claimed.is_empty() || ctx.dry_run {
+async fn approve(ctx: &Context<'_>, targets: &[Target], nodes: &[Value]) {
+    let claimed = claimed_by_pending_csr(&ctx.view.csrs());
+    if claimed.is_empty() {
         return;
     }
-    let unlabelled = |name: &str| all.iter().any(|n| nodes::name_of(n) == name && !label::is_labelled(n));
-    let expected: Vec<csr::Expected> = targets
-        .iter()
-        .map(|t| csr::Expected { name: memories.node_name(t), addresses: vec![t.address.clone()] })
-        .filter(|e| nodes::can_be_node_name(&e.name))
-        .filter(|e| claimed.contains(&e.name) || unlabelled(&e.name))
-        .collect();
-    if expected.is_empty() {
+    let unlabelled = |name: &str| nodes.iter().any(|n| name_of(n) == name && !label::is_labelled(n));
+    let joining: Vec<&Target> =
+        targets.iter().filter(|t| claimed.contains(&t.node_name) || unlabelled(&t.node_name)).collect();
+    if joining.is_empty() {
         return;
     }
-    match join::run(ctx.cluster, &expected, Duration::ZERO).await {
+    match join::run(ctx.cluster, &joining, Duration::ZERO).await {
         Ok(joined) => {
             for a in &joined.approved {
                 ctx.metrics.step("approve", true);
                 log(&a.node, "approved", &format!("{} ({:?} certificate)", a.csr, a.kind));
+            }
+            for l in &joined.left_alone {
+                log(&l.node, "CSR left pending", &format!("{}: {}", l.csr, l.why));
             }
         }
         Err(e) => {
@@ -292,54 +395,10 @@ async fn approve(ctx: &Context<'_>, targets: &[Node], all: &[Value], memories: &
     }
 }
 
-/// The managed Nodes that are no one's any more: drained, deconfigured, deleted.
-async fn prune(
-    ctx: &Context<'_>,
-    all: &[Value],
-    targets: &[Node],
-    machines: &[Machine],
-    memories: &Memories,
-) -> Vec<Line> {
-    let targets: Vec<Target> =
-        targets.iter().map(|t| Target { node: t.clone(), node_name: memories.node_name(t) }).collect();
-    let leaving = prune::leaving_among(all, &targets, machines);
-    let mut lines: Vec<Line> = leaving
-        .iter()
-        .map(|n| Line {
-            target: String::new(),
-            machine: None,
-            node: Some(nodes::name_of(n).to_string()),
-            applied: nodes::configured(n).map(|c| c.bundle).unwrap_or_default(),
-            desired: String::new(),
-            configured: nodes::configured(n).map(|c| c.status).unwrap_or_default(),
-            tainted: nodes::tainted(n),
-            next: "prune".into(),
-            why: "no target names it any more".into(),
-        })
-        .collect();
-    if ctx.dry_run || leaving.is_empty() {
-        return lines;
-    }
-    let drain = crate::cluster::drain::DrainOptions {
-        force: ctx.session.opts().drain.force,
-        timeout: ctx.session.opts().drain.drain_timeout,
-    };
-    for done in prune::prune(ctx.cluster, &leaving, ctx.session.connect(), &drain, false).await {
-        let ok = done.error.is_none();
-        ctx.metrics.step("prune", ok);
-        let message = done.error.clone().unwrap_or_else(|| "deconfigured, Node deleted".into());
-        log(&done.node, if ok { "pruned" } else { "not pruned" }, &message);
-        if let Some(l) = lines.iter_mut().find(|l| l.node.as_deref() == Some(done.node.as_str())) {
-            l.why = message;
-        }
-    }
-    lines
-}
-
-async fn record(ctx: &Context<'_>, node: &Value, kind: Kind, reason: &str, message: &str) {
+async fn record_node(ctx: &Context<'_>, node: &Value, kind: Kind, reason: &str, message: &str) {
     let about = About { api_version: "v1", kind: "Node", object: node };
-    if let Err(e) = events::record(ctx.cluster, &about, kind, reason, message, ctx.replica).await {
-        log(nodes::name_of(node), "event not recorded", &e.to_string());
+    if let Err(e) = events::record(ctx.cluster, &about, kind, reason, message, &ctx.opts.replica).await {
+        log(name_of(node), "event not recorded", &e.to_string());
     }
 }
 
@@ -347,7 +406,7 @@ async fn record_machine(ctx: &Context<'_>, machine: &Machine, kind: Kind, reason
     let object = serde_json::json!({ "metadata": { "name": machine.name, "namespace": crate::cluster::machines::NAMESPACE,
                                                    "uid": machine.uid } });
     let about = About { api_version: "machine.openshift.io/v1beta1", kind: "Machine", object: &object };
-    if let Err(e) = events::record(ctx.cluster, &about, kind, reason, message, ctx.replica).await {
+    if let Err(e) = events::record(ctx.cluster, &about, kind, reason, message, &ctx.opts.replica).await {
         log(&machine.name, "event not recorded", &e.to_string());
     }
 }

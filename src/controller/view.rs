@@ -23,7 +23,13 @@ pub struct View {
     nodes: Store<DynamicObject>,
     machines: Store<DynamicObject>,
     csrs: Store<DynamicObject>,
+    /// Why the Machines' watch last failed, until it delivers again: its store may then miss a change, so the
+    /// desired state reads the Machines afresh meanwhile.
+    machines_failing: Failing,
 }
+
+/// A watch's last error, cleared by its next event.
+type Failing = Arc<std::sync::Mutex<Option<String>>>;
 
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     let api_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
@@ -61,16 +67,19 @@ fn watch(
     relevant: Relevant,
     changed: Arc<Notify>,
     failed: Arc<dyn Fn(String) + Send + Sync>,
+    failing: Failing,
 ) -> (Store<DynamicObject>, JoinHandle<()>) {
     let writer = Writer::new(ar);
     let store = writer.as_reader();
     let task = tokio::spawn(async move {
+        let set = |why: Option<String>| *failing.lock().unwrap_or_else(|p| p.into_inner()) = why;
         // What each object looked like to the decisions at the last notification, by name.
         let mut seen: HashMap<String, String> = HashMap::new();
         watcher(api, config)
             .default_backoff()
             .reflect(writer)
             .for_each(|event| {
+                set(event.as_ref().err().map(|e| e.to_string()));
                 match event {
                     Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => {
                         let name = o.metadata.name.clone().unwrap_or_default();
@@ -110,7 +119,10 @@ impl View {
         let csr = resource("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests");
         let windows = watcher::Config::default().labels("kubernetes.io/os=windows");
         let nodes_api = Api::all_with(client.clone(), &node);
-        let (nodes, a) = watch(nodes_api, windows, node, Some(node_relevant), changed.clone(), failed.clone());
+        let unwatched = || Failing::default();
+        let (nodes, a) =
+            watch(nodes_api, windows, node, Some(node_relevant), changed.clone(), failed.clone(), unwatched());
+        let machines_failing = Failing::default();
         let (machines, b) = watch(
             Api::namespaced_with(client.clone(), NAMESPACE, &machine),
             watcher::Config::default().labels(&format!("{OS_LABEL}=Windows")),
@@ -118,9 +130,11 @@ impl View {
             None,
             changed.clone(),
             failed.clone(),
+            machines_failing.clone(),
         );
-        let (csrs, c) = watch(Api::all_with(client, &csr), watcher::Config::default(), csr, None, changed, failed);
-        (View { nodes, machines, csrs }, vec![a, b, c])
+        let (csrs, c) =
+            watch(Api::all_with(client, &csr), watcher::Config::default(), csr, None, changed, failed, unwatched());
+        (View { nodes, machines, csrs, machines_failing }, vec![a, b, c])
     }
 
     /// Waits until every watch has listed once.
@@ -144,6 +158,11 @@ impl View {
     /// The Windows Machines, by name.
     pub fn machines(&self) -> Vec<Value> {
         Self::values(&self.machines)
+    }
+
+    /// Why the Machines' watch failed last, while it has not delivered since.
+    pub fn machines_failing(&self) -> Option<String> {
+        self.machines_failing.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The CSRs, by name.

@@ -1,61 +1,192 @@
-//! `sync --prune-nodes`: nodes wmrender configured (labelled `wmrender.dev/managed=true`) that left this sync's
-//! targets (inventory, BYOH list, Machines) are cordoned and drained, deconfigured and their Node objects deleted,
-//! as WMCO does when a host's `windows-instances` entry goes (controllers/configmap_controller.go
-//! `deconfigureInstances`, then controllers.go `deconfigureInstance`: drain, deconfigure the instance, then delete
-//! the Node; a failure keeps the Node). The drain is `oc adm drain`'s (through the Eviction API, with
-//! `--drain-timeout` and `--force`); a drain that cannot finish keeps the node configured and cordoned.
+//! Undoing a node that left: a host wmrender configured (it has a login record, [`super::login`]) that is no longer
+//! in the desired state — its BYOH entry or inventory line removed from Git — is cordoned and drained, deconfigured
+//! over SSH at the address, port, user and host key recorded, its Node deleted, and then its record, as WMCO does
+//! when a host's `windows-instances` entry goes (controllers/configmap_controller.go `deconfigureInstances`, then
+//! `deconfigureInstance`: drain, deconfigure the instance, delete the Node; a failure keeps the Node). The drain is
+//! `oc adm drain`'s (the Eviction API, `--drain-timeout`, `--force`); a drain that cannot finish keeps the node
+//! configured and cordoned.
 //!
-//! Which Node is a target's ([`Target`]): the Node named as the target's node (the name the agent computed on the
-//! host, else the inventory's); failing that, the one Node that has the target's address (WMCO's
-//! `hasAssociatedInstance` matches addresses, for BYOH hosts known by address only). An address claims a Node
-//! only for a target that has no Node of its own name: two inventory entries reached through one address (posix
-//! staging hosts on one machine) each keep their own Node and no other. A Node that is a Windows Machine's (the
-//! Machine API's nodelink rule) is never pruned: the Machine API owns it.
+//! The decision is pure ([`plan`]) and acts only on a desired state read whole ([`super::targets`]); a pass that
+//! would prune more than the budget (`--max-prune`, MachineHealthCheck's `maxUnhealthy`) prunes none ([`budget`]):
+//! a Git commit that drops the inventory by mistake must not deconfigure the fleet.
 //!
-//! To reach a node that left the inventory, sync records on each Node it reached how it logged in (annotation
-//! `wmrender.dev/ssh`: user, port, and the posix root), as WMCO records the username on BYOH nodes: only on the
-//! Node named as that target's node. Everything read back from a Node is untrusted and checked by the inventory's
-//! rules before any connection.
+//! Never pruned: a Machine's instance (the Machine API removes it with its Machine; its record goes once its Node
+//! is gone), a Node that is a Windows Machine's (the Machine API's nodelink rule), a Node wmrender did not label as
+//! its own (`wmrender.dev/managed`), and a host that is still a target under another name (same address, port and
+//! root). A managed Node with no login record is reported, never touched: how to reach it is not known from anything
+//! the node cannot write.
 
-use crate::cluster::drain::{self, DrainOptions};
-use crate::cluster::machines::{self, Machine};
-use crate::cluster::nodes::{self, addresses, name_of};
-use crate::cluster::{Cluster, ClusterError, MANAGED};
-use crate::sync::inventory::{Node, address_problem, user_problem};
-use crate::sync::profile::{Profile, strip_clixml};
-use crate::sync::ssh::{ConnectOptions, Connection};
-use serde::{Deserialize, Serialize};
+use super::login::Login;
+use super::targets::Targets;
+use crate::cluster::node_object::name_of;
+use crate::cluster::{MANAGED, machines};
+use serde::Serialize;
 use serde_json::Value;
-use wmrender_contract::{ApplyResult, ApplyStatus};
+#[cfg(feature = "cluster")]
+pub use with_cluster::prune;
+use wmrender_contract::ApplyResult;
 
-pub const SSH_ANNOTATION: &str = "wmrender.dev/ssh";
-
-/// A sync target as the cluster knows it: how it is reached, and the Kubernetes name of its node.
-#[derive(Clone, Debug)]
-pub struct Target {
-    pub node: Node,
-    pub node_name: String,
+/// `--max-prune`: how many nodes one pass may prune, as a number or a percentage of the managed fleet (the hosts
+/// with a login record), rounded up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaxPrune {
+    Count(usize),
+    Percent(u8),
 }
 
-/// How sync logged in to a node, kept on its Node object for `--prune-nodes`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Login {
-    pub user: String,
-    pub port: u16,
-    /// The folder standing for `C:\` on a posix host; absent for Windows.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub root: Option<String>,
-}
-
-impl Login {
-    fn of(node: &Node) -> Login {
-        let root = match &node.profile {
-            Profile::Windows => None,
-            Profile::Posix { root } => Some(root.clone()),
-        };
-        Login { user: node.user.clone(), port: node.port, root }
+impl Default for MaxPrune {
+    /// A quarter of the fleet: one node of a fleet of up to four.
+    fn default() -> MaxPrune {
+        MaxPrune::Percent(25)
     }
+}
+
+impl std::str::FromStr for MaxPrune {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<MaxPrune, String> {
+        let bad = || format!("`{}` is not a number of nodes or a percentage (e.g. 3 or 25%)", s.escape_debug());
+        match s.strip_suffix('%') {
+            Some(p) => match p.parse::<u8>() {
+                Ok(p) if p <= 100 => Ok(MaxPrune::Percent(p)),
+                _ => Err(bad()),
+            },
+            None => s.parse::<usize>().map(MaxPrune::Count).map_err(|_| bad()),
+        }
+    }
+}
+
+impl std::fmt::Display for MaxPrune {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MaxPrune::Count(n) => write!(f, "{n}"),
+            MaxPrune::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+impl MaxPrune {
+    /// How many nodes of a fleet of `fleet` may go in one pass.
+    pub fn limit(self, fleet: usize) -> usize {
+        match self {
+            MaxPrune::Count(n) => n,
+            MaxPrune::Percent(p) => (fleet * usize::from(p)).div_ceil(100),
+        }
+    }
+}
+
+/// A host that left, and its Node (when it registered).
+#[derive(Clone, Debug)]
+pub struct Leaving {
+    pub login: Login,
+    pub node: Option<Value>,
+}
+
+impl Leaving {
+    /// Its Node's name, else its target's.
+    pub fn name(&self) -> String {
+        self.node.as_ref().map(|n| name_of(n).to_string()).unwrap_or_else(|| self.login.target.clone())
+    }
+}
+
+/// A host that left, and why it is not pruned.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NotPruned {
+    pub target: String,
+    pub why: String,
+}
+
+/// What pruning would do.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// The hosts to deconfigure.
+    pub leaving: Vec<Leaving>,
+    /// Records to drop without touching anything: a Machine's instance whose Machine and Node are gone.
+    pub gone: Vec<Login>,
+    /// Hosts that left but are not pruned, and why.
+    pub held: Vec<NotPruned>,
+    /// Managed Nodes no record and no target names: reported, never touched.
+    pub orphans: Vec<String>,
+}
+
+/// Which recorded hosts left the desired state, among the Windows Nodes as read (see the module's rules). Pure.
+pub fn plan(logins: &[Login], desired: &Targets, all: &[Value]) -> Plan {
+    let mut out = Plan::default();
+    let by_name = |name: &str| all.iter().find(|n| name_of(n) == name);
+    let machine_nodes: Vec<String> = desired
+        .machines
+        .iter()
+        .flat_map(|m| m.node_ref.iter().cloned().chain(machines::node_of(m, all).map(|n| name_of(n).to_string())))
+        .collect();
+    for login in logins {
+        let same_host = |t: &super::targets::Target| {
+            let root = match &t.reach.profile {
+                crate::delivery::profile::Profile::Posix { root } => Some(root.as_str()),
+                _ => None,
+            };
+            t.reach.address == login.address && t.reach.port == login.port && root == login.root.as_deref()
+        };
+        if desired.names(&login.target) || desired.targets.iter().any(same_host) {
+            continue;
+        }
+        let node = login.node_name.as_deref().and_then(by_name);
+        if login.machine.is_some() {
+            match node {
+                None => out.gone.push(login.clone()),
+                Some(n) => out.held.push(NotPruned {
+                    target: login.target.clone(),
+                    why: format!(
+                        "its Machine is gone; the Machine API removes its instance and its Node {}",
+                        name_of(n)
+                    ),
+                }),
+            }
+            continue;
+        }
+        if let Some(n) = node {
+            let name = name_of(n);
+            if machine_nodes.iter().any(|m| m == name) {
+                out.held.push(NotPruned {
+                    target: login.target.clone(),
+                    why: format!("its Node {name} is a Machine's: the Machine API owns it"),
+                });
+                continue;
+            }
+            if n["metadata"]["labels"][MANAGED] != "true" {
+                out.held.push(NotPruned {
+                    target: login.target.clone(),
+                    why: format!("its Node {name} is not labelled {MANAGED}=true: not wmrender's to drain or delete"),
+                });
+                continue;
+            }
+        }
+        out.leaving.push(Leaving { login: login.clone(), node: node.cloned() });
+    }
+    let named = |name: &str| {
+        logins.iter().any(|l| l.node_name.as_deref() == Some(name))
+            || desired.targets.iter().any(|t| t.node_name == name)
+            || machine_nodes.iter().any(|m| m == name)
+    };
+    out.orphans = all
+        .iter()
+        .filter(|n| n["metadata"]["labels"][MANAGED] == "true")
+        .map(|n| name_of(n).to_string())
+        .filter(|n| !named(n))
+        .collect();
+    out
+}
+
+/// Whether a pass may prune `leaving` hosts of a managed fleet of `fleet`: `Err` says why not (none is pruned).
+pub fn budget(leaving: usize, fleet: usize, max: MaxPrune) -> Result<(), String> {
+    let limit = max.limit(fleet);
+    if leaving <= limit {
+        return Ok(());
+    }
+    Err(format!(
+        "{leaving} of the {fleet} managed nodes left the desired state at once, more than --max-prune {max} allows \
+         ({limit}); none is pruned. If the inventory or the BYOH list lost them by mistake, restore it; if they are \
+         meant to go, prune with a larger --max-prune"
+    ))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -65,7 +196,8 @@ pub enum PruneStatus {
     WouldPrune,
     /// Deconfigured and its Node deleted.
     Pruned,
-    /// Not deleted: deconfigure did not finish (or the node could not be reached).
+    /// Not deleted: the drain or the deconfigure did not finish, the node could not be reached, or the budget held
+    /// the pass back.
     Failed,
 }
 
@@ -85,215 +217,154 @@ pub struct Pruned {
     pub deconfigure: Option<ApplyResult>,
 }
 
-/// The names of the Nodes that are the targets' (see the module's rule).
-fn claimed(all: &[Value], targets: &[Target]) -> Vec<String> {
-    let mut names: Vec<String> = Vec::new();
-    for t in targets {
-        if all.iter().any(|n| name_of(n) == t.node_name) {
-            names.push(t.node_name.clone());
-            continue;
-        }
-        let by_address: Vec<&Value> = all.iter().filter(|n| addresses(n).any(|(_, a)| a == t.node.address)).collect();
-        if let [one] = by_address.as_slice() {
-            names.push(name_of(one).to_string());
-        }
-    }
-    names
-}
-
-/// Records, on the Node of each target sync reached, how it logged in: on the Node named as the target's node and
-/// no other. Nodes not registered yet are left for a later sync; a record already right is not written again.
-pub async fn record_logins(cluster: &Cluster, reached: &[Target]) -> Result<(), ClusterError> {
-    for target in reached {
-        let value = serde_json::to_string(&Login::of(&target.node)).unwrap_or_default();
-        nodes::annotate(cluster, &target.node_name, SSH_ANNOTATION, &value).await?;
-    }
-    Ok(())
-}
-
-/// The managed Nodes that are not the targets' (nor a Windows Machine's).
-pub async fn leaving(cluster: &Cluster, targets: &[Target], machines: &[Machine]) -> Result<Vec<Value>, ClusterError> {
-    let all = nodes::list(cluster, "kubernetes.io/os%3Dwindows").await?;
-    Ok(leaving_among(&all, targets, machines))
-}
-
-/// [`leaving`] among Windows Nodes already read (the controller's watched view).
-pub fn leaving_among(all: &[Value], targets: &[Target], machines: &[Machine]) -> Vec<Value> {
-    let mut kept = claimed(all, targets);
-    for m in machines {
-        kept.extend(m.node_ref.iter().cloned());
-        kept.extend(machines::node_of(m, all).map(|n| name_of(n).to_string()));
-    }
-    let managed = |n: &&Value| n["metadata"]["labels"][MANAGED] == "true";
-    all.iter().filter(managed).filter(|n| !kept.iter().any(|k| k == name_of(n))).cloned().collect()
-}
-
-/// The Node that is this target's, among the Windows Nodes (the module's rule), if it has registered.
-pub fn node_of<'a>(all: &'a [Value], target: &Target, machines: &[Machine]) -> Option<&'a Value> {
-    if let Some(n) = all.iter().find(|n| name_of(n) == target.node_name) {
-        return Some(n);
-    }
-    if let Some(m) = target.node.machine.as_ref().and_then(|name| machines.iter().find(|m| &m.name == name)) {
-        let by_ref = m.node_ref.as_ref().and_then(|r| all.iter().find(|n| name_of(n) == r));
-        return by_ref.or_else(|| machines::node_of(m, all));
-    }
-    let by_address: Vec<&Value> = all.iter().filter(|n| addresses(n).any(|(_, a)| a == target.node.address)).collect();
-    if let [one] = by_address.as_slice() { Some(one) } else { None }
-}
-
-/// How to reach a leaving Node: its InternalIP and the login sync recorded, each checked as inventory input.
-pub fn reach(node: &Value) -> Result<Node, String> {
-    let name = name_of(node);
-    let address = addresses(node)
-        .find(|(t, _)| *t == "InternalIP")
-        .map(|(_, a)| a.to_string())
-        .ok_or("the Node has no InternalIP in status.addresses")?;
-    if let Some(p) = address_problem(&address) {
-        return Err(format!("its InternalIP `{}` {p}", address.escape_debug()));
-    }
-    let record = node["metadata"]["annotations"][SSH_ANNOTATION].as_str().ok_or(format!(
-        "no {SSH_ANNOTATION} annotation: sync has not recorded how it logs in to this node; deconfigure it by hand \
-         (`C:\\k\\wmrender\\wmrender-node.exe deconfigure` over SSH) and delete the Node"
-    ))?;
-    let login: Login =
-        serde_json::from_str(record).map_err(|_| format!("its {SSH_ANNOTATION} annotation is not wmrender's"))?;
-    if let Some(p) = user_problem(&login.user) {
-        return Err(format!("the user `{}` in its {SSH_ANNOTATION} annotation {p}", login.user.escape_debug()));
-    }
-    if login.port == 0 {
-        return Err(format!("port 0 in its {SSH_ANNOTATION} annotation"));
-    }
-    let profile = match login.root {
-        None => Profile::Windows,
-        Some(r) if r.starts_with('/') && !r.contains("..") && !r.chars().any(char::is_control) => {
-            Profile::Posix { root: r }
-        }
-        Some(_) => return Err(format!("the posix root in its {SSH_ANNOTATION} annotation is not an absolute path")),
-    };
-    Ok(Node {
-        name: name.to_string(),
-        address,
-        port: login.port,
-        user: login.user,
-        profile,
-        machine: None,
-        reach_only: false,
-    })
-}
-
-/// Cordons, drains and deconfigures each leaving node over SSH and deletes its Node; with `dry_run`, only says
-/// which would go.
-pub async fn prune(
-    cluster: &Cluster,
-    leaving: &[Value],
-    connect: &ConnectOptions,
-    drain_opts: &DrainOptions,
-    dry_run: bool,
-) -> Vec<Pruned> {
-    let mut out = Vec::new();
-    for node in leaving {
-        let name = name_of(node).to_string();
-        let address = addresses(node).find(|(t, _)| *t == "InternalIP").map(|(_, a)| a.to_string()).unwrap_or_default();
-        let mut report = Pruned {
-            node: name.clone(),
-            address,
-            status: PruneStatus::Failed,
-            error: None,
+impl Pruned {
+    pub fn new(leaving: &Leaving, status: PruneStatus, error: Option<String>) -> Pruned {
+        Pruned {
+            node: leaving.name(),
+            address: leaving.login.address.clone(),
+            status,
+            error,
             evicted: vec![],
             deconfigure: None,
-        };
-        if dry_run {
-            report.status = PruneStatus::WouldPrune;
-            out.push(report);
-            continue;
         }
+    }
+}
+
+#[cfg(feature = "cluster")]
+mod with_cluster {
+    use super::{Leaving, PruneStatus, Pruned};
+    use crate::cluster::Cluster;
+    use crate::cluster::drain::{self, DrainOptions};
+    use crate::cluster::node_object::name_of;
+    use crate::cluster::nodes;
+    use crate::delivery::profile::strip_clixml;
+    use crate::delivery::ssh::{ConnectOptions, Connection};
+    use crate::lifecycle::login::{Login, Logins};
+    use wmrender_contract::{ApplyResult, ApplyStatus};
+
+    /// Cordons, drains and deconfigures one leaving host over SSH, deletes its Node and then its record.
+    pub async fn prune(
+        cluster: &Cluster,
+        logins: &Logins,
+        leaving: &Leaving,
+        connect: &ConnectOptions,
+        drain_opts: &DrainOptions,
+    ) -> Pruned {
+        let mut report = Pruned::new(leaving, PruneStatus::Failed, None);
         // Its pods go elsewhere first: deconfigure ends whatever still runs there.
-        match drain_first(cluster, &name, drain_opts).await {
-            Ok(evicted) => report.evicted = evicted,
-            Err(e) => {
-                report.error = Some(e);
-                out.push(report);
-                continue;
-            }
-        }
-        match deconfigure(node, connect).await {
-            Ok(result) => {
-                report.deconfigure = Some(result);
-                match nodes::delete(cluster, node).await {
-                    Ok(()) => report.status = PruneStatus::Pruned,
-                    Err(e) => report.error = Some(e.to_string()),
+        if let Some(node) = &leaving.node {
+            match drain_first(cluster, name_of(node), drain_opts).await {
+                Ok(evicted) => report.evicted = evicted,
+                Err(e) => {
+                    report.error = Some(e);
+                    return report;
                 }
             }
+        }
+        match deconfigure(&leaving.login, connect).await {
+            Ok(result) => report.deconfigure = Some(result),
             Err((e, result)) => {
                 report.error = Some(e);
                 report.deconfigure = result;
+                return report;
             }
         }
-        out.push(report);
-    }
-    out
-}
-
-/// Cordons the leaving Node and evicts its pods (as `oc adm drain --ignore-daemonsets --delete-emptydir-data`);
-/// returns the pods evicted. The Node stays cordoned whatever happens next: it is leaving.
-async fn drain_first(cluster: &Cluster, name: &str, opts: &DrainOptions) -> Result<Vec<String>, String> {
-    crate::cluster::access::require(
-        cluster,
-        &crate::cluster::access::DRAIN,
-        "draining a node that leaves",
-        "wmrender-sync",
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    drain::cordon(cluster, name, "removal").await.map_err(|e| format!("cannot cordon it: {e}"))?;
-    drain::drain(cluster, name, opts)
-        .await
-        .map(|d| d.evicted)
-        .map_err(|e| format!("{e}; the node stays configured and cordoned, the Node is kept"))
-}
-
-/// Runs the deconfigure step and reads its result line: done only when it says converged and exits 0.
-async fn deconfigure(node: &Value, connect: &ConnectOptions) -> Result<ApplyResult, (String, Option<ApplyResult>)> {
-    let target = reach(node).map_err(|e| (format!("cannot reach the node: {e}"), None))?;
-    let conn = Connection::open(&target, connect).await.map_err(|e| (e.to_string(), None))?;
-    let out = conn.exec(&target.profile.deconfigure_command()).await.map_err(|e| (e.to_string(), None));
-    conn.close().await;
-    let out = out?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    match ApplyResult::from_stdout(&stdout) {
-        Some(r) if r.status == ApplyStatus::Converged && r.errors.is_empty() && out.status == Some(0) => Ok(r),
-        Some(r) => {
-            let why = if r.errors.is_empty() { "deconfigure did not finish".to_string() } else { r.errors.join("; ") };
-            Err((format!("deconfigure failed, the Node is kept: {why}"), Some(r)))
+        if let Some(node) = &leaving.node
+            && let Err(e) = nodes::delete(cluster, node).await
+        {
+            report.error = Some(format!("deconfigured, but its Node could not be deleted: {e}"));
+            return report;
         }
-        None => Err((
-            format!(
-                "deconfigure printed no result line (exit status {}), the Node is kept: {}",
-                out.status.map(|s| s.to_string()).unwrap_or_else(|| "none".into()),
-                strip_clixml(&String::from_utf8_lossy(&out.stderr)).trim()
-            ),
-            None,
-        )),
+        match logins.remove(&leaving.login.target).await {
+            Ok(()) => report.status = PruneStatus::Pruned,
+            Err(e) => {
+                report.error = Some(format!("deconfigured and its Node deleted, but its login record stays: {e}"))
+            }
+        }
+        report
+    }
+
+    /// Cordons the leaving Node and evicts its pods (as `oc adm drain --ignore-daemonsets --delete-emptydir-data`);
+    /// returns the pods evicted. The Node stays cordoned whatever happens next: it is leaving.
+    async fn drain_first(cluster: &Cluster, name: &str, opts: &DrainOptions) -> Result<Vec<String>, String> {
+        crate::cluster::access::require(
+            cluster,
+            &crate::cluster::access::DRAIN,
+            "draining a node that leaves",
+            "wmrender-sync",
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        drain::cordon(cluster, name, "removal").await.map_err(|e| format!("cannot cordon it: {e}"))?;
+        drain::drain(cluster, name, opts)
+            .await
+            .map(|d| d.evicted)
+            .map_err(|e| format!("{e}; the node stays configured and cordoned, the Node is kept"))
+    }
+
+    /// Runs the deconfigure step and reads its result line: done only when it says converged and exits 0.
+    async fn deconfigure(
+        login: &Login,
+        connect: &ConnectOptions,
+    ) -> Result<ApplyResult, (String, Option<ApplyResult>)> {
+        let target = login.reach().map_err(|e| (format!("cannot reach the node: {e}"), None))?;
+        let conn = Connection::open(&target, connect).await.map_err(|e| (e.to_string(), None))?;
+        let out = conn.exec(&target.profile.deconfigure_command()).await.map_err(|e| (e.to_string(), None));
+        conn.close().await;
+        let out = out?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        match ApplyResult::from_stdout(&stdout) {
+            Some(r) if r.status == ApplyStatus::Converged && r.errors.is_empty() && out.status == Some(0) => Ok(r),
+            Some(r) => {
+                let why =
+                    if r.errors.is_empty() { "deconfigure did not finish".to_string() } else { r.errors.join("; ") };
+                Err((format!("deconfigure failed, the Node is kept: {why}"), Some(r)))
+            }
+            None => Err((
+                format!(
+                    "deconfigure printed no result line (exit status {}), the Node is kept: {}",
+                    out.status.map(|s| s.to_string()).unwrap_or_else(|| "none".into()),
+                    strip_clixml(&String::from_utf8_lossy(&out.stderr)).trim()
+                ),
+                None,
+            )),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::machines::test_machine;
+    use crate::delivery::inventory::Node;
+    use crate::delivery::profile::Profile;
+    use crate::lifecycle::targets::{Origin, Target};
     use serde_json::json;
 
-    fn node(name: &str, ip: &str, annotation: Option<&str>) -> Value {
-        let mut n = json!({ "metadata": { "name": name, "uid": "u1" },
-                            "status": { "addresses": [{ "type": "InternalIP", "address": ip },
-                                                      { "type": "Hostname", "address": name }] } });
-        if let Some(a) = annotation {
-            n["metadata"]["annotations"] = json!({ SSH_ANNOTATION: a });
+    fn login(target: &str, address: &str, node: Option<&str>) -> Login {
+        Login {
+            target: target.into(),
+            address: address.into(),
+            port: 22,
+            user: "Administrator".into(),
+            root: None,
+            machine: None,
+            node_name: node.map(str::to_string),
+            host_keys: vec![],
+        }
+    }
+
+    fn node(name: &str, managed: bool) -> Value {
+        let mut n = json!({"metadata": {"name": name, "uid": "u", "labels": {}}, "spec": {},
+                           "status": {"addresses": [{"type": "InternalIP", "address": "10.9.9.9"}]}});
+        if managed {
+            n["metadata"]["labels"][MANAGED] = "true".into();
         }
         n
     }
 
     fn target(name: &str, address: &str) -> Target {
-        let node = Node {
+        let reach = Node {
             name: name.into(),
             address: address.into(),
             port: 22,
@@ -302,34 +373,64 @@ mod tests {
             machine: None,
             reach_only: false,
         };
-        Target { node, node_name: name.into() }
+        Target { name: name.into(), reach, node_name: name.into(), origin: Origin::Byoh }
     }
 
     #[test]
-    fn a_target_claims_the_node_of_its_name_else_the_one_node_of_its_address() {
-        let all = [node("win-a", "10.0.0.5", None), node("win-b", "10.0.0.6", None), node("x", "10.0.0.7", None)];
-        // By name; by address for a BYOH host known by its address only.
-        assert_eq!(claimed(&all, &[target("win-a", "10.9.9.9"), target("10.0.0.6", "10.0.0.6")]), ["win-a", "win-b"]);
-        // Two targets through one address: each keeps its own Node, and a third Node there is no one's.
-        let shared = [node("stays", "127.0.0.1", None), node("left", "127.0.0.1", None)];
-        assert_eq!(claimed(&shared, &[target("stays", "127.0.0.1")]), ["stays"]);
-        // An address two Nodes share claims neither.
-        assert!(claimed(&shared, &[target("new-one", "127.0.0.1")]).is_empty());
+    fn a_recorded_host_that_left_is_pruned_whether_or_not_its_node_registered() {
+        let desired = Targets { targets: vec![target("10.0.0.1", "10.0.0.1")], ..Default::default() };
+        let logins = [
+            login("10.0.0.1", "10.0.0.1", Some("stays")),
+            login("10.0.0.2", "10.0.0.2", Some("win-b")),
+            login("10.0.0.3", "10.0.0.3", None),
+        ];
+        let p = plan(&logins, &desired, &[node("stays", true), node("win-b", true)]);
+        let names: Vec<String> = p.leaving.iter().map(Leaving::name).collect();
+        assert_eq!(names, ["win-b", "10.0.0.3"]);
+        assert!(p.orphans.is_empty() && p.held.is_empty());
     }
 
     #[test]
-    fn the_recorded_login_is_checked_like_inventory_input() {
-        let ok = reach(&node("win-a", "10.0.0.5", Some(r#"{"user":"capi","port":22}"#))).unwrap();
-        assert_eq!((ok.user.as_str(), ok.port, ok.profile), ("capi", 22, Profile::Windows));
-        for bad in [
-            r#"{"user":"-oProxyCommand=x","port":22}"#,
-            r#"{"user":"a","port":22,"root":"../x"}"#,
-            r#"{"user":"a","port":22,"extra":1}"#,
-            "not json",
-        ] {
-            assert!(reach(&node("win-a", "10.0.0.5", Some(bad))).is_err(), "{bad}");
+    fn machines_nodes_foreign_nodes_and_moved_hosts_are_never_pruned() {
+        let mut m = test_machine("m-0", Some("Running"), json!([{"type": "InternalIP", "address": "10.0.0.7"}]));
+        m.node_ref = Some("win-m".into());
+        let desired = Targets { targets: vec![target("renamed", "10.0.0.4")], machines: vec![m], ..Default::default() };
+        let logins = [
+            login("old-name", "10.0.0.4", Some("win-d")),
+            login("b-machine-node", "10.0.0.5", Some("win-m")),
+            login("b-foreign", "10.0.0.6", Some("master-0")),
+            Login { machine: Some("m-gone".into()), ..login("m-gone", "10.0.0.8", Some("win-gone")) },
+            Login { machine: Some("m-old".into()), ..login("m-old", "10.0.0.9", Some("win-old")) },
+        ];
+        let all = [node("win-d", true), node("win-m", true), node("master-0", false), node("win-old", true)];
+        let p = plan(&logins, &desired, &all);
+        assert!(p.leaving.is_empty(), "{:?}", p.leaving);
+        assert_eq!(p.gone.iter().map(|l| l.target.as_str()).collect::<Vec<_>>(), ["m-gone"]);
+        let held: Vec<&str> = p.held.iter().map(|h| h.target.as_str()).collect();
+        assert_eq!(held, ["b-machine-node", "b-foreign", "m-old"]);
+    }
+
+    #[test]
+    fn a_managed_node_without_a_record_is_reported_never_touched() {
+        let desired = Targets { targets: vec![target("a", "10.0.0.1")], ..Default::default() };
+        let p = plan(&[], &desired, &[node("a", true), node("legacy", true), node("linux", false)]);
+        assert_eq!(p.orphans, ["legacy"]);
+        assert!(p.leaving.is_empty());
+    }
+
+    #[test]
+    fn the_budget_is_a_number_or_a_percentage_of_the_fleet_rounded_up() {
+        assert_eq!("3".parse::<MaxPrune>(), Ok(MaxPrune::Count(3)));
+        assert_eq!("25%".parse::<MaxPrune>(), Ok(MaxPrune::Percent(25)));
+        for bad in ["", "x", "101%", "-1", "2.5"] {
+            assert!(bad.parse::<MaxPrune>().is_err(), "{bad}");
         }
-        assert!(reach(&node("win-a", "-oX", Some(r#"{"user":"a","port":22}"#))).is_err());
-        assert!(reach(&node("win-a", "10.0.0.5", None)).unwrap_err().contains("deconfigure it by hand"));
+        assert_eq!(MaxPrune::default().limit(4), 1);
+        assert_eq!(MaxPrune::default().limit(5), 2);
+        assert_eq!(MaxPrune::Percent(0).limit(100), 0);
+        assert!(budget(1, 4, MaxPrune::default()).is_ok());
+        let refused = budget(3, 4, MaxPrune::default()).unwrap_err();
+        assert!(refused.contains("3 of the 4") && refused.contains("none is pruned"), "{refused}");
+        assert!(budget(0, 0, MaxPrune::Count(0)).is_ok());
     }
 }

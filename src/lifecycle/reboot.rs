@@ -4,14 +4,14 @@
 //! `max_unavailable` at a time (1 by default) in the order given; the first node that fails or does not come back
 //! stops the rollout: no node after it is touched, and it stays cordoned for a human to look at.
 //!
-//! Binary upgrades by `sync` use the same cordon and drain ([`before_upgrade`], [`after_upgrade`]).
+//! Binary upgrades use the same cordon and drain ([`super::guard`]).
 
 use crate::cluster::access;
 use crate::cluster::drain::{self, Cordon, DrainError, DrainOptions};
 use crate::cluster::nodes::{self, boot_id, wait_back};
-use crate::cluster::{API_TIMEOUT, Cluster, ClusterError};
-use crate::sync::inventory::Node;
-use crate::sync::ssh::ConnectOptions;
+use crate::cluster::{API_TIMEOUT, Cluster};
+use crate::delivery::inventory::Node;
+use crate::delivery::ssh::ConnectOptions;
 use serde::Serialize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -139,7 +139,7 @@ pub async fn reboot_node(cluster: &Cluster, node: &Node, opts: &RebootOptions) -
         Ok(d) => (report.evicted, report.left) = (d.evicted, d.skipped),
         Err(e) => return failed(undo_refused(cluster, &cordon, &e, report).await, Outcome::Failed, e.to_string()),
     }
-    if let Err(e) = crate::sync::node::restart(node, &opts.connect).await {
+    if let Err(e) = crate::delivery::node::restart(node, &opts.connect).await {
         return failed(report, Outcome::Failed, format!("the reboot command: {e}"));
     }
     let deadline = Instant::now() + opts.reboot_timeout;
@@ -164,45 +164,4 @@ async fn undo_refused(cluster: &Cluster, cordon: &Cordon, e: &DrainError, mut re
         report.left_cordoned = false;
     }
     report
-}
-
-/// Before sync replaces a running service's binary: cordon and drain the node if it is a cluster Node (`None` when
-/// the cluster has no Node of that name: nothing runs there to protect).
-pub async fn before_upgrade(
-    cluster: &Cluster,
-    name: &str,
-    opts: &DrainOptions,
-) -> Result<Option<(Cordon, drain::Drained)>, String> {
-    if nodes::get(cluster, name, Instant::now() + API_TIMEOUT).await.map_err(|e| e.to_string())?.is_none() {
-        return Ok(None);
-    }
-    access::require(cluster, &access::DRAIN, "draining a node for an upgrade", "wmrender-sync")
-        .await
-        .map_err(|e| e.to_string())?;
-    let cordon = drain::cordon(cluster, name, "upgrade").await.map_err(|e| e.to_string())?;
-    match drain::drain(cluster, name, opts).await {
-        Ok(drained) => Ok(Some((cordon, drained))),
-        Err(e) => {
-            let refused = matches!(e, DrainError::Refused { .. });
-            if refused {
-                let _ = drain::uncordon(cluster, &cordon).await;
-            }
-            Err(format!("{e}{}", if refused { "" } else { " (the node stays cordoned)" }))
-        }
-    }
-}
-
-/// After the upgrade was applied: wait for the Node to be Ready (bounded), then uncordon it.
-pub async fn after_upgrade(cluster: &Cluster, cordon: &Cordon, timeout: Duration) -> Result<(), ClusterError> {
-    let what = || format!("waiting for {} to be Ready after the upgrade", cordon.node);
-    wait_back(cluster, &cordon.node, None, Instant::now() + timeout)
-        .await
-        .map_err(|why| ClusterError::Api { what: what(), why: format!("{why} (the node stays cordoned)") })?;
-    drain::uncordon(cluster, cordon).await
-}
-
-/// Whether the cluster has no Node that may be this host's: none named as it, none with its address.
-pub async fn has_no_node(cluster: &Cluster, node: &Node) -> Result<bool, ClusterError> {
-    let all = cluster.list("/api/v1/nodes").await?;
-    Ok(!all.iter().any(|n| nodes::name_of(n) == node.name || nodes::addresses(n).any(|(_, a)| a == node.address)))
 }

@@ -76,6 +76,8 @@ const NAMESPACE_RULES: &[(&str, Rules)] = &[
         NAMESPACE,
         &[
             ("", &["secrets"], &["windows-exporter-tls"], &["get"]),
+            // The login records: one Secret per configured host (lifecycle/login.rs).
+            ("", &["secrets"], &[], &["get", "list", "create", "update", "delete"]),
             ("", &["serviceaccounts/token"], &["cloud-node-manager"], &["create"]),
             ("coordination.k8s.io", &["leases"], &[], &["create"]),
             ("coordination.k8s.io", &["leases"], &[NAME], &["get", "update"]),

@@ -154,16 +154,20 @@ impl NodeReport {
 
 pub struct Job<'a> {
     pub node: &'a Node,
+    /// The Kubernetes name of its node, as the caller knows it (for the drain before an upgrade).
+    pub node_name: &'a str,
     pub desired: &'a [Desired],
     pub given: &'a Given,
     /// The bundle's services table: which files are service binaries, and which services a change restarts.
     pub services: &'a ServicesFile,
     pub connect: &'a ConnectOptions,
     pub dry_run: bool,
-    /// `--max-unavailable`: a node holds a permit while it is being changed.
-    pub unavailable: Arc<Semaphore>,
-    /// What to do before replacing a running service's binary (cordon and drain, or refuse).
-    pub guard: &'a super::upgrade::Guard,
+    /// `--max-unavailable`: a node that may run pods holds a permit while it is being changed (`None`: the caller
+    /// holds one, or nothing runs there yet).
+    pub unavailable: Option<Arc<Semaphore>>,
+    /// What to do before replacing a running service's binary (cordon and drain, or refuse), and whether the first
+    /// boot's reboot may be done at once.
+    pub guard: &'a dyn super::guard::Guard,
 }
 
 pub async fn sync(job: Job<'_>) -> NodeReport {
@@ -241,7 +245,10 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
         conn.close().await;
         return Ok(());
     }
-    let _permit = job.unavailable.clone().acquire_owned().await.map_err(|e| SyncError::Local(e.to_string()))?;
+    let _permit = match &job.unavailable {
+        Some(permits) => Some(permits.clone().acquire_owned().await.map_err(|e| SyncError::Local(e.to_string()))?),
+        None => None,
+    };
     // A changed service binary is an upgrade: the agent stops the service to swap it, under the node's pods. So is
     // a new credential a service reads only at start (hybrid-overlay-node's CA: a networking restart); one the
     // services reload by themselves (kubelet's client CA) restarts nothing.
@@ -255,7 +262,7 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
         })
         .map(|d| &d.file.path)
         .collect();
-    let held = job.guard.before_upgrade(job.node, &disruptive).await?;
+    let held = job.guard.before_upgrade(job.node, job.node_name, &disruptive).await?;
     report.evicted = held.as_ref().map(|h| h.evicted.clone()).unwrap_or_default();
     // The agent's own executable is set aside, not replaced in one rename: never a one-file change.
     let one_file = changes.one_file() && !changes.write.iter().any(|d| d.file.path.as_str() == AGENT_EXE);
@@ -269,7 +276,7 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
     if failure(&result).is_none()
         && result.reboot_required
         && sftp.read_if_exists(&profile.sftp_path(&NodePath::known(KUBECONFIG))).await?.is_none()
-        && let Some(timeout) = job.guard.first_boot_reboot(job.node).await?
+        && let Some(timeout) = job.guard.first_boot_reboot(job.node, job.node_name).await?
     {
         conn.close().await;
         result = first_boot(job, &result.boot_id, timeout).await?;
@@ -300,7 +307,7 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
         ApplyStatus::Pending => report.status = Status::Pending,
         ApplyStatus::Failed => return Err(SyncError::Apply("the agent's pass failed".into())),
     }
-    job.guard.after_upgrade(held).await?;
+    super::guard::after_upgrade(held).await?;
     conn.close().await;
     Ok(())
 }

@@ -9,6 +9,7 @@ mod trust;
 
 pub use identity::{IdentityError, IdentityProblem, load_identity};
 pub use sftp::{Sftp, Uploaded};
+pub use trust::HostKeyBook;
 
 use super::error::SyncError;
 use super::inventory::Node;
@@ -38,6 +39,19 @@ pub struct ConnectOptions {
     pub attempts: u32,
     /// Serialises reading and appending known_hosts across concurrent connections.
     pub known_hosts_lock: Arc<Mutex<()>>,
+    /// Host keys kept elsewhere than known_hosts (the controller's, in the cluster): trusted beside the file's, and
+    /// where `accept_new` pins a new host's key instead of the file.
+    pub host_keys: Option<Arc<HostKeyBook>>,
+}
+
+/// The host keys pinned for a node (its known_hosts lines and those kept in the book), as OpenSSH text: what a
+/// login record keeps once a connection verified one of them.
+pub fn pinned_host_keys(node: &Node, opts: &ConnectOptions) -> Vec<String> {
+    trust::pinned_keys(&node.address, node.port, opts)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|k| k.to_openssh().ok())
+        .collect()
 }
 
 pub struct Connection {

@@ -63,15 +63,61 @@ pub(super) fn host_key_algorithms(pinned: &[PublicKey]) -> Vec<Algorithm> {
     if wanted.is_empty() { HOST_KEY_ALGORITHMS.to_vec() } else { wanted }
 }
 
-/// The keys pinned for `host:port` (none when the file does not exist yet).
-pub(super) fn pinned_keys(host: &str, port: u16, opts: &ConnectOptions) -> Result<Vec<PublicKey>, String> {
-    let _guard = opts.known_hosts_lock.lock().unwrap_or_else(|p| p.into_inner());
-    if !opts.known_hosts.exists() {
-        return Ok(vec![]);
+/// Host keys kept beside (or instead of) the known_hosts file: the controller keeps each node's keys in the cluster,
+/// with its login record ([`crate::lifecycle::login`]), so that a restarted or rescheduled controller verifies them
+/// instead of trusting every host anew. Keys are OpenSSH's `type base64`, by `host:port`.
+#[derive(Debug, Default)]
+pub struct HostKeyBook {
+    keys: Mutex<std::collections::BTreeMap<String, Vec<String>>>,
+}
+
+fn book_key(host: &str, port: u16) -> String {
+    format!("{host}:{port}")
+}
+
+impl HostKeyBook {
+    /// The keys pinned for `host:port`, as OpenSSH text.
+    pub fn keys(&self, host: &str, port: u16) -> Vec<String> {
+        self.keys.lock().unwrap_or_else(|p| p.into_inner()).get(&book_key(host, port)).cloned().unwrap_or_default()
     }
-    known_hosts::known_host_keys_path(host, port, &opts.known_hosts)
-        .map(|keys| keys.into_iter().map(|(_, k)| k).collect())
-        .map_err(|e| format!("cannot read {}: {e}", opts.known_hosts.display()))
+
+    /// Pins `keys` for `host:port` (what a login record says), replacing what was pinned.
+    pub fn set(&self, host: &str, port: u16, keys: Vec<String>) {
+        let mut book = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        if keys.is_empty() {
+            book.remove(&book_key(host, port));
+        } else {
+            book.insert(book_key(host, port), keys);
+        }
+    }
+
+    fn pin(&self, host: &str, port: u16, key: &PublicKey) -> Result<(), String> {
+        let text = key.to_openssh().map_err(|e| e.to_string())?;
+        let mut book = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        let keys = book.entry(book_key(host, port)).or_default();
+        if !keys.contains(&text) {
+            keys.push(text);
+        }
+        Ok(())
+    }
+}
+
+/// The keys pinned for `host:port`: in the known_hosts file (none when it does not exist yet) and in the book.
+/// A key in the book that does not parse (a record is cluster data: untrusted) pins nothing.
+pub(super) fn pinned_keys(host: &str, port: u16, opts: &ConnectOptions) -> Result<Vec<PublicKey>, String> {
+    let mut keys = Vec::new();
+    {
+        let _guard = opts.known_hosts_lock.lock().unwrap_or_else(|p| p.into_inner());
+        if opts.known_hosts.exists() {
+            keys = known_hosts::known_host_keys_path(host, port, &opts.known_hosts)
+                .map(|keys| keys.into_iter().map(|(_, k)| k).collect())
+                .map_err(|e| format!("cannot read {}: {e}", opts.known_hosts.display()))?;
+        }
+    }
+    if let Some(book) = &opts.host_keys {
+        keys.extend(book.keys(host, port).iter().filter_map(|k| PublicKey::from_openssh(k).ok()));
+    }
+    Ok(keys)
 }
 
 impl client::Handler for Trust {
@@ -110,6 +156,12 @@ impl Trust {
         if self.opts.dry_run {
             // Trusted for this look only: a dry run writes nothing, known_hosts included.
             return Verdict::Trusted;
+        }
+        if let Some(book) = &self.opts.host_keys {
+            return match book.pin(&self.host, self.port, key) {
+                Ok(()) => Verdict::Trusted,
+                Err(e) => Verdict::Failed(format!("cannot keep the host key: {e}")),
+            };
         }
         let _guard = self.opts.known_hosts_lock.lock().unwrap_or_else(|p| p.into_inner());
         match pin(&self.host, self.port, key, &self.opts.known_hosts) {
