@@ -55,6 +55,8 @@ impl Rig {
     fn new(nodes: usize) -> Rig {
         let rig = Rig { sshd: Sshd::start(), cp: ControlPlane::start(), work: tempfile::tempdir().unwrap(), nodes };
         rig.cp.role_kubeconfig(&rig.path("kubeconfig"), REBOOT_USER, "wmrender-reboot");
+        // The rendered cluster/ applied: wmrender's namespace, where sync keeps each host's login record.
+        rig.cp.namespace("wmrender");
         rig.cp.wmrender_kubeconfig(&rig.path("kubeconfig-sync"), "wmrender-sync");
         // What sync --kubeconfig fetches before it touches a node.
         support::openshift::cluster(&rig.cp, "None");

@@ -62,6 +62,8 @@ impl Rig {
         )
         .unwrap();
         support::openshift::cluster(&rig.cp, "None");
+        // The rendered cluster/ applied: wmrender's namespace, where sync keeps each host's login record.
+        rig.cp.namespace("wmrender");
         rig.cp.wmrender_kubeconfig(&rig.path("kubeconfig"), "wmrender-sync");
         rig
     }

@@ -141,6 +141,17 @@ impl Rig {
         self.cp.admin().get(path)
     }
 
+    /// The login record sync keeps for a target (a Secret in wmrender's namespace), decoded.
+    fn login(&self, target: &str) -> Option<Value> {
+        use base64::Engine;
+        let name = wmrender::lifecycle::login::secret_name(target);
+        let secret = self.get(&format!("/api/v1/namespaces/wmrender/secrets/{name}"))?;
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(secret["data"][wmrender::lifecycle::login::KEY].as_str()?)
+            .ok()?;
+        serde_json::from_slice(&data).ok()
+    }
+
     /// wmrender's writes, as the API server's audit log recorded them: `verb uri`.
     fn writes(&self) -> Vec<String> {
         self.cp
@@ -310,17 +321,21 @@ fn prune_nodes_deconfigures_a_node_that_left_then_deletes_its_node_and_keeps_one
     rig.node("node-00", "127.0.0.1", true);
     rig.node("node-gone", "127.0.0.2", true);
     rig.node("not-ours", "127.0.0.3", false);
-    // The first sync configures both and records on each Node how it logged in.
+    // The first sync configures both and records, in the cluster where no node can write, how it logged in to each
+    // and the host key it verified; nothing on the Nodes, which their kubelets may rewrite.
     let both = rig.inventory(&[("node-00", "127.0.0.1"), ("node-gone", "127.0.0.2")]);
     let (rc, _, _, err) = rig.sync(&both, &[]);
     assert_eq!(rc, 0, "{err}");
-    let gone = rig.get("/api/v1/nodes/node-gone").unwrap();
-    let login: Value =
-        serde_json::from_str(gone["metadata"]["annotations"]["wmrender.dev/ssh"].as_str().unwrap()).unwrap();
+    let mut login = rig.login("node-gone").expect("node-gone's login record");
+    let keys = login.as_object_mut().unwrap().remove("hostKeys").expect("the host key verified");
+    assert!(keys[0].as_str().is_some_and(|k| k.starts_with("ssh-")), "{keys}");
     assert_eq!(
         login,
-        json!({ "user": "root", "port": rig.sshd.port, "root": rig.path("node-gone").to_str().unwrap() })
+        json!({ "target": "node-gone", "address": "127.0.0.2", "user": "root", "port": rig.sshd.port,
+                "root": rig.path("node-gone").to_str().unwrap(), "nodeName": "node-gone" })
     );
+    let gone = rig.get("/api/v1/nodes/node-gone").unwrap();
+    assert!(gone["metadata"]["annotations"]["wmrender.dev/ssh"].is_null(), "{gone}");
     assert!(rig.path("node-gone/C/k/kubelet.conf").exists());
 
     // node-gone leaves the inventory. --dry-run names it and changes nothing.
@@ -369,6 +384,7 @@ fn prune_nodes_deconfigures_a_node_that_left_then_deletes_its_node_and_keeps_one
     assert!(at("create /api/v1/namespaces/apps/pods/web/eviction") < at("delete /api/v1/nodes/node-gone"));
     assert!(support::read_tree(&rig.path("node-gone")).is_empty(), "{:?}", support::read_tree(&rig.path("node-gone")));
     assert!(rig.get("/api/v1/nodes/node-gone").is_none());
+    assert!(rig.login("node-gone").is_none(), "its login record goes last");
     assert!(rig.get("/api/v1/nodes/node-00").is_some() && rig.get("/api/v1/nodes/not-ours").is_some());
     assert!(rig.writes().contains(&"delete /api/v1/nodes/node-gone".to_string()), "{:?}", rig.writes());
     assert!(rig.path("node-00/C/k/kubelet.conf").exists());
@@ -383,12 +399,10 @@ fn two_targets_reached_through_one_address_each_keep_their_own_node_and_only_the
     let both = rig.inventory(&[("stays", "127.0.0.1"), ("leaves", "127.0.0.1")]);
     let (rc, _, _, err) = rig.sync(&both, &[]);
     assert_eq!(rc, 0, "{err}");
-    // Each Node records how its own host is reached.
+    // Each host's record says how that host is reached.
     for name in ["stays", "leaves"] {
-        let node = rig.get(&format!("/api/v1/nodes/{name}")).unwrap();
-        let login: Value =
-            serde_json::from_str(node["metadata"]["annotations"]["wmrender.dev/ssh"].as_str().unwrap()).unwrap();
-        assert_eq!(login["root"], rig.path(name).to_str().unwrap(), "{name}: {node}");
+        let login = rig.login(name).unwrap();
+        assert_eq!(login["root"], rig.path(name).to_str().unwrap(), "{name}: {login}");
     }
     // `leaves` leaves the inventory: its host is deconfigured and its Node deleted; `stays` keeps both.
     let one = rig.inventory(&[("stays", "127.0.0.1")]);

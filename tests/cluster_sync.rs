@@ -74,6 +74,8 @@ impl Rig {
             ),
         )
         .unwrap();
+        // The rendered cluster/ applied: wmrender's namespace, where sync keeps each host's login record.
+        rig.cp.namespace("wmrender");
         rig.cp.wmrender_kubeconfig(&rig.path("kubeconfig"), "wmrender-sync");
         rig
     }

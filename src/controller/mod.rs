@@ -254,10 +254,7 @@ async fn prepare(opts: &ControllerOptions, cluster: &Cluster) -> Result<Prepared
     )
     .await
     .map_err(|e| e.to_string())?;
-    for note in notes {
-        reconcile::log("-", "note", &note);
-    }
-    Ok(Prepared { rendered, session: Arc::new(session), platform, logins: Arc::new(logins) })
+    Ok(Prepared { notes, rendered, session: Arc::new(session), platform, logins: Arc::new(logins) })
 }
 
 /// The election: renews (or takes) the Lease every third of its term; says when this replica becomes leader and

@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 /// What a resync prepares: the rendered bundle (verified), the Session (credentials fetched), the platform, the login
 /// records.
 pub struct Prepared {
+    /// What fetching the credentials left to say (said once while it stays the same).
+    pub notes: Vec<String>,
     pub rendered: Rendered,
     pub session: Arc<Session>,
     pub platform: String,
@@ -36,7 +38,12 @@ pub struct Prepared {
 
 /// What a finished task came to.
 pub enum Done {
-    Synced { target: String, report: Box<NodeReport>, node_name: String },
+    /// `target` is the target's name; the report carries the name it is shown under.
+    Synced {
+        target: String,
+        report: Box<NodeReport>,
+        node_name: String,
+    },
     Pruned(Box<Pruned>),
 }
 
@@ -94,7 +101,12 @@ impl Leading {
         }
         ctx.metrics.set_blocked(None);
         let Ok(prepared) = &self.prepared else { return vec![] };
-        let (session, logins) = (prepared.session.clone(), prepared.logins.clone());
+        let (session, logins, notes) = (prepared.session.clone(), prepared.logins.clone(), prepared.notes.clone());
+        for note in notes.clone() {
+            if self.news(&format!("-note {note}"), "") {
+                log("-", "note", &note);
+            }
+        }
         let nodes = ctx.view.nodes();
         let machines: Vec<Machine> = ctx.view.machines().iter().map(Machine::from_object).collect();
         let digest = session.bundle_digest();
@@ -123,8 +135,12 @@ impl Leading {
                 }
             }
         }
+        // What no longer holds is forgotten, so that it is said again should it come back.
         let still: Vec<String> = desired.refused.iter().map(|r| r.target.clone()).collect();
-        self.said.retain(|k, _| k.starts_with('-') || still.contains(k));
+        self.said.retain(|k, _| match k.strip_prefix("-note ") {
+            Some(note) => notes.iter().any(|n| n == note),
+            None => k.starts_with('-') || still.contains(k),
+        });
         if ctx.opts.dry_run {
             ctx.metrics.reconciled(&states(&plan.lines), started.elapsed());
             return plan.lines;
@@ -133,14 +149,14 @@ impl Leading {
             let target = desired.targets[*i].clone();
             let disruption = if *has_node { Disruption::MayDisrupt } else { Disruption::None };
             let (cluster, logins, session) = (ctx.cluster.clone(), logins.clone(), session.clone());
-            let name = target.name.clone();
-            let started = self.queue.start(name.clone(), disruption, async move {
+            let (name, shown) = (target.name.clone(), target.reach.name.clone());
+            let started = self.queue.start(name, disruption, async move {
                 let d = lifecycle::deliver(Some(&cluster), Some(&logins), &session, &target, Permit::NotNeeded, false)
                     .await;
                 Done::Synced { target: target.name, report: Box::new(d.report), node_name: d.node_name }
             });
             if started {
-                log(&name, "sync", why);
+                log(&shown, "sync", why);
             }
         }
         for (i, verdict) in &plan.taint {
@@ -251,7 +267,7 @@ impl Leading {
                 let node = nodes.iter().find(|n| name_of(n) == node_name);
                 memory.waiting_on_join = report.status == Status::Pending && !report.reboot_required && node.is_none();
                 let (kind, reason, message) = outcome(&report, &desired);
-                log(&target, reason, &message);
+                log(&report.name, reason, &message);
                 match node {
                     Some(n) => record_node(ctx, n, kind, reason, &message).await,
                     None => {

@@ -179,9 +179,9 @@ pub async fn deliver(
 }
 
 /// Completes a target's login record after a sync reached it: the host keys the connection verified, and the node
-/// name its agent reported — taken only when it can be a Node's name and no Node has it, or the Node that has it is
-/// one wmrender manages (a host cannot name itself after a Node that is not wmrender's, such as a control-plane
-/// node), and never over its Machine's `nodeRef`. Returns the node name recorded.
+/// name its agent reported (else its own name) — taken only when it can be a Node's name and no Node has it, or the
+/// Node that has it is one wmrender manages (a host cannot name itself after a Node that is not wmrender's, such as a
+/// control-plane node), and never over its Machine's `nodeRef`. Returns the node name recorded.
 #[cfg(feature = "cluster")]
 async fn learned(
     cluster: &Cluster,
@@ -192,9 +192,16 @@ async fn learned(
 ) -> Result<String, String> {
     let mut login = Login::of(&target.name, &target.reach, logins.get(&target.name).as_ref());
     login.host_keys = ssh::pinned_host_keys(&target.reach, session.connect());
-    let reported = report.apply.as_ref().map(|a| a.node_name.as_str()).filter(|n| !n.is_empty());
     use crate::cluster::nodes::{self, can_be_node_name};
     use crate::cluster::{API_TIMEOUT, MANAGED};
+    // What the agent reported, else (an agent that reports none: a posix staging host) the target's own name, as the
+    // inventory names its Node.
+    let reported = report
+        .apply
+        .as_ref()
+        .map(|a| a.node_name.as_str())
+        .filter(|n| !n.is_empty())
+        .or(login.node_name.is_none().then_some(target.node_name.as_str()));
     let linked = target.machine().and_then(|m| m.node_ref.clone());
     let mut refused = None;
     match (reported, linked) {

@@ -78,13 +78,15 @@ impl Side {
 
 #[cfg_attr(not(feature = "cluster"), allow(unused_mut, unused_variables))]
 pub async fn run(opts: SyncOptions) -> Result<SyncReport, Error> {
-    for (asked, flag) in [(opts.prune_nodes, "--prune-nodes"), (opts.reboot, "--reboot")] {
-        if asked && opts.kubeconfig.is_none() {
-            return Err(Error::Usage(format!(
-                "{flag} needs --kubeconfig: it works through the cluster's Nodes (drains, and the records of what \
-                 sync configured)"
-            )));
-        }
+    let needs_cluster = [
+        (
+            opts.prune_nodes,
+            "--prune-nodes needs --kubeconfig: the login records in the cluster say which hosts sync configured and how to reach them",
+        ),
+        (opts.reboot, "sync --reboot needs --kubeconfig: the reboots cordon and drain through the cluster"),
+    ];
+    if let Some((_, why)) = needs_cluster.iter().find(|(asked, _)| *asked && opts.kubeconfig.is_none()) {
+        return Err(Error::Usage(why.to_string()));
     }
     if opts.parallel == 0 || opts.delivery.max_unavailable == 0 {
         return Err(Error::Usage("--parallel and --max-unavailable must be at least 1".into()));
