@@ -14,15 +14,15 @@
 
 mod support;
 
-use serde_json::{Value, json};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use serde_json::json;
+use std::time::Duration;
 use support::apiserver::{ControlPlane, Kube, WMRENDER_USER};
-use support::played::{Kubelet, MachineApi, NodeLifecycle, Registration, Signer};
-use support::sshd::{Sshd, SshdOptions};
-use support::{code, stderr, wmrender};
+use support::controller_rig::{Forwarder, Rig, StopOnDrop, configured, free_port, kubelets, metrics};
+use support::played::{MachineApi, NodeLifecycle, Signer};
 use wmrender_contract::node_status::{CONDITION_TYPE, TAINT_KEY};
+
+/// The hosts: (inventory name = Node name, address).
+const HOSTS: [(&str, &str); 4] = [("m1", "127.0.0.1"), ("m2", "127.0.0.2"), ("m3", "127.0.0.3"), ("b1", "127.0.0.4")];
 
 /// AWS without the operator, one Windows MachineSet and one BYOH host (127.0.0.4).
 const INPUTS: &str = "apiVersion: wmrender.dev/v1alpha1
@@ -47,190 +47,9 @@ spec:
     username: Administrator
 ";
 
-/// The hosts: (inventory name = Node name, address).
-const HOSTS: [(&str, &str); 4] = [("m1", "127.0.0.1"), ("m2", "127.0.0.2"), ("m3", "127.0.0.3"), ("b1", "127.0.0.4")];
-
-struct Rig {
-    sshd: Sshd,
-    cp: ControlPlane,
-    work: tempfile::TempDir,
-}
-
-impl Rig {
-    /// The sshd listening on every host's address, the API server with an AWS cluster and the documented
-    /// `wmrender-controller` role, and the inputs rendered.
-    fn start() -> Rig {
-        let listen: String = HOSTS[1..].iter().map(|(_, a)| format!("ListenAddress {a}\n")).collect();
-        let sshd = Sshd::start_with(SshdOptions { extra_config: listen, ..Default::default() });
-        let rig = Rig { sshd, cp: ControlPlane::start(), work: tempfile::tempdir().unwrap() };
-        support::openshift::cluster(&rig.cp, "AWS");
-        rig.cp.namespace("wmrender");
-        rig.cp.wmrender_kubeconfig(&rig.path("kubeconfig"), "wmrender-controller");
-        rig.render(INPUTS);
-        rig
-    }
-
-    /// How each host is reached: a posix root of its own on the sshd (`port_of` its SSH port), only for the hosts
-    /// the render or the cluster names.
-    fn write_inventory(&self, port_of: impl Fn(&str) -> u16) {
-        let mut inventory = String::from("nodes:\n");
-        for (name, address) in HOSTS {
-            std::fs::create_dir_all(self.path(name)).unwrap();
-            inventory.push_str(&format!(
-                "- name: {name}\n  address: {address}\n  port: {}\n  user: root\n  profile: posix\n  root: {}\n  reachOnly: true\n",
-                port_of(name),
-                self.path(name).display()
-            ));
-        }
-        std::fs::write(self.path("nodes.yaml"), inventory).unwrap();
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.work.path().join(name)
-    }
-
-    fn render(&self, inputs: &str) {
-        std::fs::write(self.path("wmrender.yaml"), inputs).unwrap();
-        let o = wmrender(&[
-            "render",
-            "-f",
-            self.path("wmrender.yaml").to_str().unwrap(),
-            "-o",
-            self.path("rendered").to_str().unwrap(),
-        ]);
-        assert_eq!(code(&o), 0, "{}", stderr(&o));
-    }
-
-    /// A replica of the controller, its log in `<work>/<name>.log`.
-    fn controller(&self, name: &str, metrics_port: u16) -> Replica {
-        let log = std::fs::File::create(self.path(&format!("{name}.log"))).unwrap();
-        let p = |n: &str| self.path(n).to_str().unwrap().to_string();
-        Command::new(env!("CARGO_BIN_EXE_wmrender"))
-            .args(["controller", "--kubeconfig", &p("kubeconfig"), "--rendered", &p("rendered")])
-            .args(["--inventory", &p("nodes.yaml"), "--identity", self.sshd.path("client_ed25519").to_str().unwrap()])
-            .args(["--known-hosts", &p("known_hosts"), "--accept-new", "--connect-timeout", "5"])
-            .args(["--lease-duration", "4", "--resync", "30", "--replica", name, "--drain-timeout", "30"])
-            .args(["--metrics-address", &format!("127.0.0.1:{metrics_port}")])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .map(Replica)
-            .expect("the controller starts")
-    }
-
-    fn logs(&self) -> String {
-        ["a", "b"].iter().map(|n| std::fs::read_to_string(self.path(&format!("{n}.log"))).unwrap_or_default()).collect()
-    }
-
-    fn node(&self, name: &str) -> Option<Value> {
-        self.cp.admin().get(&format!("/api/v1/nodes/{name}"))
-    }
-
-    /// Waits (bounded) until `done`; fails with the controllers' logs.
-    fn wait(&self, what: &str, limit: Duration, done: impl Fn() -> bool) {
-        let deadline = Instant::now() + limit;
-        while !done() {
-            assert!(Instant::now() < deadline, "waited {limit:?} for {what}\n--- controllers:\n{}", self.logs());
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    }
-}
-
-fn configured(node: &Value) -> bool {
-    let ready = node["status"]["conditions"]
-        .as_array()
-        .is_some_and(|l| l.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
-    let taints = node["spec"]["taints"].as_array().cloned().unwrap_or_default();
-    ready
-        && taints.iter().all(|t| t["key"] != TAINT_KEY && t["key"] != "node.kubernetes.io/not-ready")
-        && node["metadata"]["labels"]["wmrender.dev/managed"] == "true"
-}
-
-/// kubelet on every host: once the controller delivered the bootstrap kubeconfig, its TLS bootstrap and the Node,
-/// with the delivered configuration's taints; it keeps the node's client for the agent's report. As the real one,
-/// it keeps its client certificate once it has one and retries registering until it succeeds.
-fn kubelets(rig: &Rig, stop: &std::sync::atomic::AtomicBool, joined: &std::sync::Mutex<Vec<(String, PathBuf)>>) {
-    let mut clients: std::collections::BTreeMap<&str, Kubelet> = std::collections::BTreeMap::new();
-    let mut registered: Vec<&str> = Vec::new();
-    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-        for (name, address) in HOSTS {
-            let root = rig.path(name);
-            if registered.contains(&name)
-                || !root.join("C/k/bootstrap-kubeconfig").exists()
-                || !root.join("C/k/kubelet.conf").exists()
-            {
-                continue;
-            }
-            if !clients.contains_key(name) {
-                let Ok(text) = std::fs::read_to_string(root.join("C/k/bootstrap-kubeconfig")) else { continue };
-                let Ok(bootstrap) = serde_json::from_str::<Value>(&text) else { continue };
-                let Some(token) = bootstrap["users"][0]["user"]["token"].as_str() else { continue };
-                let dir = rig.path(&format!("kubelet-{name}"));
-                match Kubelet::bootstrap(&rig.cp, token, name, &dir, Duration::from_secs(20)) {
-                    Ok(k) => {
-                        joined.lock().unwrap().push((name.to_string(), k.kubeconfig.clone()));
-                        clients.insert(name, k);
-                    }
-                    Err(e) => {
-                        eprintln!("kubelet {name}: {e}");
-                        continue;
-                    }
-                }
-            }
-            let Ok(text) = std::fs::read_to_string(root.join("C/k/kubelet.conf")) else { continue };
-            let Ok(config) = serde_json::from_str::<Value>(&text) else { continue };
-            let reg = Registration {
-                addresses: vec![("InternalIP".into(), address.into()), ("Hostname".into(), name.into())],
-                taints: config["registerWithTaints"].as_array().cloned().unwrap_or_default(),
-                provider_id: None,
-                boot_id: format!("{name}-boot-1"),
-            };
-            match clients[name].register(&reg, Duration::from_secs(20)) {
-                Ok(()) => registered.push(name),
-                Err(e) => eprintln!("kubelet {name}: {e}"),
-            }
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// A controller process, killed when the test ends however it ends.
-struct Replica(Child);
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Sets the flag when dropped, on success or on a panic.
-struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn metrics(port: u16) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return String::new() };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
-}
-
 #[test]
 fn the_controller_scales_up_taints_a_failing_node_prunes_a_removed_host_and_survives_its_leader() {
-    let rig = Rig::start();
+    let rig = Rig::start(&HOSTS, INPUTS);
     rig.write_inventory(|_| rig.sshd.port);
     let (_signer, _machine_api, _lifecycle) =
         (Signer::start(&rig.cp), MachineApi::start(&rig.cp), NodeLifecycle::start(&rig.cp));
@@ -331,63 +150,9 @@ fn the_controller_scales_up_taints_a_failing_node_prunes_a_removed_host_and_surv
     assert!(refused.is_empty(), "{refused:?}");
 }
 
-/// A host's SSH port that can go down: it forwards connections to the sshd while up, and closes each one at once
-/// while down (as a host that is gone, or whose sshd is stopped, ends a handshake).
-struct Forwarder {
-    port: u16,
-    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Forwarder {
-    fn start(address: &str, target: std::net::SocketAddr) -> Forwarder {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let listener = std::net::TcpListener::bind((address, 0)).unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let up = std::sync::Arc::new(AtomicBool::new(true));
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let (up2, stop2) = (up.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !stop2.load(Ordering::SeqCst) {
-                let Ok((client, _)) = listener.accept() else {
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
-                };
-                if !up2.load(Ordering::SeqCst) {
-                    let _ = client.shutdown(std::net::Shutdown::Both);
-                    continue;
-                }
-                let _ = client.set_nonblocking(false);
-                let Ok(server) = std::net::TcpStream::connect_timeout(&target, Duration::from_secs(5)) else {
-                    continue;
-                };
-                for (mut from, mut to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
-                {
-                    std::thread::spawn(move || {
-                        let _ = std::io::copy(&mut from, &mut to);
-                        let _ = to.shutdown(std::net::Shutdown::Write);
-                    });
-                }
-            }
-        });
-        Forwarder { port, up, stop }
-    }
-
-    fn set_up(&self, up: bool) {
-        self.up.store(up, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl Drop for Forwarder {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
 #[test]
 fn the_controller_finishes_what_an_api_server_outage_and_a_host_that_was_down_interrupted() {
-    let rig = Rig::start();
+    let rig = Rig::start(&HOSTS, INPUTS);
     // m2's SSH goes through a port that can go down.
     let m2_ssh = Forwarder::start("127.0.0.2", format!("127.0.0.2:{}", rig.sshd.port).parse().unwrap());
     rig.write_inventory(|name| if name == "m2" { m2_ssh.port } else { rig.sshd.port });

@@ -322,7 +322,7 @@ fn no_nodes_to_sync_names_the_files() {
     let err = stderr(&o);
     assert_eq!(code(&o), 2, "{err}");
     assert!(
-        err.contains("no nodes to sync") && err.contains("rendered") && err.contains("nodes.yaml lists none"),
+        err.contains("no nodes to sync") && err.contains("rendered") && err.contains("nodes.yaml leaves none"),
         "{err}"
     );
 }

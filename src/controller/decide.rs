@@ -5,8 +5,9 @@
 //! For each target, in order:
 //! 1. no Node yet: sync it (first contact: bundle, agent, credentials; its first boot's reboot), again after a
 //!    back-off while its Node does not appear;
-//! 2. the Node's agent applied another bundle than the one rendered (annotation `wmrender.dev/bundle`), or the
-//!    cloud-node-manager's token is due ([`token_due`]: half its life gone): sync it;
+//! 2. the Node's agent applied another bundle than the one rendered (annotation `wmrender.dev/bundle`; for a host
+//!    whose agent does not report, its last sync delivered another), or the cloud-node-manager's token is due
+//!    ([`token_due`]: half its life gone): sync it;
 //! 3. the taint's one rule ([`crate::lifecycle::taint::verdict`]): failing → taint it (nothing new lands there, its
 //!    pods stay) and sync it again after a back-off; configured → untaint it if it is tainted, else nothing; not
 //!    known yet → sync it again after a back-off (its agent's service also goes on by itself).
@@ -100,6 +101,12 @@ pub fn decide(node: Option<&Value>, desired: &str, token_due: bool, memory: &Mem
     let applied = agent.as_ref().map(|c| c.bundle.as_str()).unwrap_or("");
     if !applied.is_empty() && applied != desired {
         return Next::Sync(format!("the agent applied {applied}; the rendered bundle is {desired}"));
+    }
+    // A host whose agent does not report (yet): what its last sync delivered says the same.
+    if applied.is_empty()
+        && let Some(delivered) = memory.converged.as_deref().filter(|c| *c != desired)
+    {
+        return Next::Sync(format!("its last sync delivered {delivered}; the rendered bundle is {desired}"));
     }
     if token_due && memory.due(now) {
         return Next::Sync("the cloud-node-manager's token is due for renewal".into());
@@ -404,6 +411,11 @@ mod tests {
         assert_eq!(decide(Some(&untainted), DESIRED, false, &converged, now), Next::Nothing);
         let failing = node(Some("False"), DESIRED, true);
         assert!(matches!(decide(Some(&failing), DESIRED, false, &converged, now), Next::Sync(_)));
+        // A new render: synced at once, not after the back-off.
+        let recent = Memory { converged: Some("sha256:00".into()), ..synced(1, 0, now) };
+        assert!(
+            matches!(decide(Some(&untainted), DESIRED, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
+        );
     }
 
     fn target(name: &str, node_name: &str) -> Target {

@@ -149,15 +149,14 @@ impl Leading {
             let target = desired.targets[*i].clone();
             let disruption = if *has_node { Disruption::MayDisrupt } else { Disruption::None };
             let (cluster, logins, session) = (ctx.cluster.clone(), logins.clone(), session.clone());
-            let (name, shown) = (target.name.clone(), target.reach.name.clone());
-            let started = self.queue.start(name, disruption, async move {
+            let why = why.clone();
+            // Said when it starts: a change to a host that may run pods may first wait for --max-unavailable.
+            self.queue.start(target.name.clone(), disruption, async move {
+                log(&target.reach.name, "sync", &why);
                 let d = lifecycle::deliver(Some(&cluster), Some(&logins), &session, &target, Permit::NotNeeded, false)
                     .await;
                 Done::Synced { target: target.name, report: Box::new(d.report), node_name: d.node_name }
             });
-            if started {
-                log(&shown, "sync", why);
-            }
         }
         for (i, verdict) in &plan.taint {
             let target = &desired.targets[*i];
@@ -165,7 +164,7 @@ impl Leading {
                 self.set_taint(ctx, node, verdict).await;
             }
         }
-        approve(ctx, &desired.targets, &nodes).await;
+        self.approve(ctx, &desired.targets, &nodes).await;
         for gone in &plan.forget {
             if let Err(e) = logins.remove(&gone.target).await {
                 log(&gone.target, "login record not removed", &e.to_string());
@@ -333,12 +332,49 @@ impl Leading {
             let leaving: Leaving = leaving.clone();
             let (cluster, logins, session, drain) =
                 (ctx.cluster.clone(), logins.clone(), session.clone(), drain.clone());
-            let name = leaving.name();
-            let started = self.queue.start(prune_key(&leaving.login.target), Disruption::MayDisrupt, async move {
+            self.queue.start(prune_key(&leaving.login.target), Disruption::MayDisrupt, async move {
+                log(&leaving.name(), "prune", "no target names it any more: drain, deconfigure, delete its Node");
                 Done::Pruned(Box::new(prune::prune(&cluster, &logins, &leaving, session.connect(), &drain).await))
             });
-            if started {
-                log(&name, "prune", "no target names it any more: drain, deconfigure, delete its Node");
+        }
+    }
+    /// One pass over the pending kubelet CSRs of the targets: only those a pending CSR claims, and those whose Node
+    /// is there without its labels, go to the pass (which reads each one's Node); a CSR that stays pending (another
+    /// signer's, one refused) must not cost a read of every Node at every reconcile. A CSR left pending is said
+    /// once.
+    async fn approve(&mut self, ctx: &Context<'_>, targets: &[Target], nodes: &[Value]) {
+        let csrs = ctx.view.csrs();
+        let pending: Vec<&str> = csrs
+            .iter()
+            .filter(|c| c["status"]["conditions"].is_null())
+            .filter_map(|c| c["metadata"]["name"].as_str())
+            .collect();
+        self.said.retain(|k, _| k.strip_prefix("-csr ").is_none_or(|csr| pending.contains(&csr)));
+        let claimed = claimed_by_pending_csr(&csrs);
+        if claimed.is_empty() {
+            return;
+        }
+        let unlabelled = |name: &str| nodes.iter().any(|n| name_of(n) == name && !label::is_labelled(n));
+        let joining: Vec<&Target> =
+            targets.iter().filter(|t| claimed.contains(&t.node_name) || unlabelled(&t.node_name)).collect();
+        if joining.is_empty() {
+            return;
+        }
+        match join::run(ctx.cluster, &joining, Duration::ZERO).await {
+            Ok(joined) => {
+                for a in &joined.approved {
+                    ctx.metrics.step("approve", true);
+                    log(&a.node, "approved", &format!("{} ({:?} certificate)", a.csr, a.kind));
+                }
+                for l in &joined.left_alone {
+                    if self.news(&format!("-csr {}", l.csr), &l.why) {
+                        log(&l.node, "CSR left pending", &format!("{}: {}", l.csr, l.why));
+                    }
+                }
+            }
+            Err(e) => {
+                ctx.metrics.step("approve", false);
+                log("-", "approving failed", &e.to_string());
             }
         }
     }
@@ -377,37 +413,6 @@ fn outcome(report: &NodeReport, desired: &str) -> (Kind, &'static str, String) {
         }
         Status::Pending => (Kind::Normal, "Configuring", format!("waiting: {}", report.pending.join("; "))),
         _ => (Kind::Warning, "ConfigurationFailed", report.error.clone().unwrap_or_else(|| "the sync failed".into())),
-    }
-}
-
-/// One pass over the pending kubelet CSRs of the targets: only those a pending CSR claims, and those whose Node is
-/// there without its labels, go to the pass (which reads each one's Node); a CSR that stays pending (another
-/// signer's, one refused) must not cost a read of every Node at every reconcile.
-async fn approve(ctx: &Context<'_>, targets: &[Target], nodes: &[Value]) {
-    let claimed = claimed_by_pending_csr(&ctx.view.csrs());
-    if claimed.is_empty() {
-        return;
-    }
-    let unlabelled = |name: &str| nodes.iter().any(|n| name_of(n) == name && !label::is_labelled(n));
-    let joining: Vec<&Target> =
-        targets.iter().filter(|t| claimed.contains(&t.node_name) || unlabelled(&t.node_name)).collect();
-    if joining.is_empty() {
-        return;
-    }
-    match join::run(ctx.cluster, &joining, Duration::ZERO).await {
-        Ok(joined) => {
-            for a in &joined.approved {
-                ctx.metrics.step("approve", true);
-                log(&a.node, "approved", &format!("{} ({:?} certificate)", a.csr, a.kind));
-            }
-            for l in &joined.left_alone {
-                log(&l.node, "CSR left pending", &format!("{}: {}", l.csr, l.why));
-            }
-        }
-        Err(e) => {
-            ctx.metrics.step("approve", false);
-            log("-", "approving failed", &e.to_string());
-        }
     }
 }
 

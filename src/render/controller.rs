@@ -250,8 +250,8 @@ fn deployment(controller: &ControllerPlan, maps: &[(String, ConfigMap, Vec<KeyTo
         RENDERED_DIR,
         "--identity",
         &format!("{SSH_DIR}/{SSH_KEY_FILE}"),
-        "--known-hosts",
-        &format!("{STATE_DIR}/known_hosts"),
+        // A new host's key is learned on first contact and kept with its login record in the cluster, so a
+        // restarted or rescheduled pod verifies it (no known_hosts file: the pod's file system is not kept).
         "--accept-new",
         "--metrics-address",
         &format!("0.0.0.0:{METRICS_PORT}"),

@@ -3,6 +3,8 @@
 
 #[cfg(feature = "cluster")]
 pub mod apiserver;
+#[cfg(feature = "cluster")]
+pub mod controller_rig;
 pub mod openapi;
 #[cfg(feature = "cluster")]
 pub mod openshift;
