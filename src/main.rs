@@ -294,7 +294,6 @@ fn controller(args: ControllerArgs, status: bool) -> Result<u8, Error> {
         lease_duration: std::time::Duration::from_secs(args.lease_duration),
         replica: args.replica.unwrap_or_else(controller::default_replica),
         once,
-        dry_run,
         prune: (!args.no_prune).then_some(args.max_prune),
     };
     let fleet = runtime()?.block_on(controller::run(opts))?;

@@ -17,39 +17,16 @@ mod support;
 use serde_json::json;
 use std::time::Duration;
 use support::apiserver::{ControlPlane, Kube, WMRENDER_USER};
-use support::controller_rig::{Forwarder, Rig, StopOnDrop, configured, free_port, kubelets, metrics};
+use support::controller_rig::{Forwarder, Rig, StopOnDrop, configured, free_port, inputs, kubelets, metrics};
 use support::played::{MachineApi, NodeLifecycle, Signer};
 use wmrender_contract::node_status::{CONDITION_TYPE, TAINT_KEY};
 
 /// The hosts: (inventory name = Node name, address).
 const HOSTS: [(&str, &str); 4] = [("m1", "127.0.0.1"), ("m2", "127.0.0.2"), ("m3", "127.0.0.3"), ("b1", "127.0.0.4")];
 
-/// AWS without the operator, one Windows MachineSet and one BYOH host (127.0.0.4).
-const INPUTS: &str = "apiVersion: wmrender.dev/v1alpha1
-kind: ClusterInputs
-metadata:
-  name: controller
-spec:
-  infrastructureID: ctl-00000
-  apiServerInternalURL: https://api-int.ctl.example.com:6443
-  platform:
-    aws:
-      region: us-west-2
-      ami: ami-0123456789abcdef0
-  machineSets:
-  - zone: us-west-2a
-    replicas: 0
-  sshPublicKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEivnOQOwpFfgIiplCNH1jWkEmNppWw2KdSLHn7d3tKp wmrender-example
-  network:
-    hybridClusterNetwork: [10.132.0.0/14]
-  byoh:
-  - address: 127.0.0.4
-    username: Administrator
-";
-
 #[test]
 fn the_controller_scales_up_taints_a_failing_node_prunes_a_removed_host_and_survives_its_leader() {
-    let rig = Rig::start(&HOSTS, INPUTS);
+    let rig = Rig::start(&HOSTS, &inputs("ctl", &["127.0.0.4"]));
     rig.write_inventory(|_| rig.sshd.port);
     let (_signer, _machine_api, _lifecycle) =
         (Signer::start(&rig.cp), MachineApi::start(&rig.cp), NodeLifecycle::start(&rig.cp));
@@ -125,7 +102,7 @@ fn the_controller_scales_up_taints_a_failing_node_prunes_a_removed_host_and_surv
         });
 
         // b1 leaves the render (Git moves on): drained, deconfigured, its Node deleted.
-        rig.render(&INPUTS.replace("  byoh:\n  - address: 127.0.0.4\n    username: Administrator\n", ""));
+        rig.render(&inputs("ctl", &[]));
         rig.wait("b1 pruned", Duration::from_secs(120), || rig.node("b1").is_none());
         assert!(support::read_tree(&rig.path("b1")).is_empty(), "b1 deconfigured");
         assert!(rig.node("m1").is_some_and(|n| configured(&n)), "the others stay");
@@ -152,7 +129,7 @@ fn the_controller_scales_up_taints_a_failing_node_prunes_a_removed_host_and_surv
 
 #[test]
 fn the_controller_finishes_what_an_api_server_outage_and_a_host_that_was_down_interrupted() {
-    let rig = Rig::start(&HOSTS, INPUTS);
+    let rig = Rig::start(&HOSTS, &inputs("ctl", &["127.0.0.4"]));
     // m2's SSH goes through a port that can go down.
     let m2_ssh = Forwarder::start("127.0.0.2", format!("127.0.0.2:{}", rig.sshd.port).parse().unwrap());
     rig.write_inventory(|name| if name == "m2" { m2_ssh.port } else { rig.sshd.port });

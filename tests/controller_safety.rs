@@ -22,41 +22,13 @@ mod support;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use support::apiserver::WMRENDER_USER;
-use support::controller_rig::{Rig, StopOnDrop, configured, free_port, http_get, kubelets, metrics};
+use support::controller_rig::{Rig, StopOnDrop, configured, free_port, http_get, inputs, kubelets, metrics};
 use support::played::{CSRS, MACHINES, MachineApi, NodeLifecycle, Signer};
 use support::{code, stderr, wmrender};
 
-/// AWS without the operator: one Windows MachineSet (the Machines come from the played Machine API) and, by
-/// default, no BYOH host.
-const INPUTS: &str = "apiVersion: wmrender.dev/v1alpha1
-kind: ClusterInputs
-metadata:
-  name: safety
-spec:
-  infrastructureID: safe-00000
-  apiServerInternalURL: https://api-int.safe.example.com:6443
-  platform:
-    aws:
-      region: us-west-2
-      ami: ami-0123456789abcdef0
-  machineSets:
-  - zone: us-west-2a
-    replicas: 0
-  sshPublicKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEivnOQOwpFfgIiplCNH1jWkEmNppWw2KdSLHn7d3tKp wmrender-example
-  network:
-    hybridClusterNetwork: [10.132.0.0/14]
-";
-
-/// The inputs with these BYOH hosts (their addresses).
+/// The inputs of these tests, with these BYOH hosts (their addresses).
 fn with_byoh(addresses: &[&str]) -> String {
-    let mut inputs = INPUTS.to_string();
-    if !addresses.is_empty() {
-        inputs.push_str("  byoh:\n");
-        for a in addresses {
-            inputs.push_str(&format!("  - address: {a}\n    username: Administrator\n"));
-        }
-    }
-    inputs
+    inputs("safe", addresses)
 }
 
 /// `wmrender status` as the controller's user: (exit code, the JSON fleet, the table on stderr).
@@ -117,7 +89,7 @@ fn disturbing(rig: &Rig, since: usize) -> Vec<String> {
 #[test]
 fn a_node_gets_no_certificate_for_a_neighbours_names_and_a_hostile_machine_is_refused_and_said_everywhere() {
     let hosts = [("m1", "127.0.0.1"), ("m2", "127.0.0.2")];
-    let rig = Rig::start(&hosts, INPUTS);
+    let rig = Rig::start(&hosts, &with_byoh(&[]));
     rig.write_inventory(|_| rig.sshd.port);
     let (_signer, _machine_api, _lifecycle) =
         (Signer::start(&rig.cp), MachineApi::start(&rig.cp), NodeLifecycle::start(&rig.cp));

@@ -501,7 +501,7 @@ fn expected(rendered: &Path, payload: &Path) -> BTreeMap<String, String> {
     want
 }
 
-/// A one-file change writes its journal beside the manifest, the file, then the manifest once (`sync::node`): cut
+/// A one-file change writes its journal beside the manifest, the file, then the manifest once (`delivery::node`): cut
 /// anywhere, in either direction, the next sync finishes it whatever it pushes; a clean one sends the file, the
 /// small journal and one manifest.
 #[test]

@@ -310,9 +310,7 @@ pub fn prune_key(target: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::delivery::inventory::Node;
-    use crate::delivery::profile::Profile;
-    use crate::lifecycle::targets::Origin;
+    use crate::lifecycle::targets::{test_login, test_target};
     use serde_json::json;
     use wmrender_contract::node_status::{BUNDLE_ANNOTATION, CONDITION_TYPE, TAINT_EFFECT, TAINT_KEY};
 
@@ -419,29 +417,11 @@ mod tests {
     }
 
     fn target(name: &str, node_name: &str) -> Target {
-        let reach = Node {
-            name: name.into(),
-            address: format!("10.0.0.{}", name.len()),
-            port: 22,
-            user: "Administrator".into(),
-            profile: Profile::Windows,
-            machine: None,
-            reach_only: false,
-        };
-        Target { name: name.into(), reach, node_name: node_name.into(), origin: Origin::Byoh }
+        test_target(name, &format!("10.0.0.{}", name.len()), node_name)
     }
 
     fn login(target: &str, node: &str) -> Login {
-        Login {
-            target: target.into(),
-            address: format!("10.1.0.{}", target.len()),
-            port: 22,
-            user: "Administrator".into(),
-            root: None,
-            machine: None,
-            node_name: Some(node.into()),
-            host_keys: vec![],
-        }
+        test_login(target, &format!("10.1.0.{}", target.len()), Some(node))
     }
 
     fn named(name: &str, n: Value) -> Value {

@@ -60,9 +60,9 @@ pub struct ControllerOptions {
     pub lease_duration: Duration,
     /// This replica's identity in the Lease and in Events.
     pub replica: String,
-    /// One reconcile, then exit (with `--dry-run`: the fleet as it stands, what would be done; nothing done).
+    /// One reconcile, then exit (with `--dry-run`, `delivery.dry_run`: the fleet as it stands, what would be done;
+    /// nothing done).
     pub once: bool,
-    pub dry_run: bool,
     /// Prune the hosts that left, within this budget (`None`: `--no-prune`).
     pub prune: Option<MaxPrune>,
 }
@@ -211,6 +211,13 @@ const INPUTS_CHECK: Duration = Duration::from_secs(2);
 struct Inputs {
     manifest: Option<Vec<u8>>,
     inventory: Option<Vec<u8>>,
+}
+
+impl ControllerOptions {
+    /// Decide and report, change nothing (`--dry-run`, `wmrender status`).
+    pub fn dry_run(&self) -> bool {
+        self.delivery.dry_run
+    }
 }
 
 impl Inputs {

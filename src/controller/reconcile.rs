@@ -127,7 +127,7 @@ impl Leading {
             if self.news(&refusal.target, &refusal.why) {
                 let what = if refusal.refused { "refused" } else { "waiting" };
                 log(&refusal.target, what, &refusal.why);
-                if !ctx.opts.dry_run
+                if !ctx.opts.dry_run()
                     && refusal.refused
                     && let Some(m) = refusal.machine.as_ref().and_then(|n| machines.iter().find(|m| &m.name == n))
                 {
@@ -141,7 +141,7 @@ impl Leading {
             Some(note) => notes.iter().any(|n| n == note),
             None => k.starts_with('-') || still.contains(k),
         });
-        if ctx.opts.dry_run {
+        if ctx.opts.dry_run() {
             ctx.metrics.reconciled(&states(&plan.lines), started.elapsed());
             return plan.lines;
         }
@@ -204,7 +204,7 @@ impl Leading {
         ctx.metrics.set_blocked(Some(why.clone()));
         if self.news(BLOCKED, &why) {
             log("-", "the desired state cannot be read; nothing is done until it can", &why);
-            if !ctx.opts.dry_run {
+            if !ctx.opts.dry_run() {
                 self.record_on_lease(ctx, Kind::Warning, "DesiredStateUnreadable", &why).await;
             }
         }

@@ -181,7 +181,7 @@ impl Changes {
     }
 
     /// A change of one file replaced in place, and nothing else: one rename, which no reader of the node can see
-    /// half done, so the agent need not be held back while it is made (see `sync::node`).
+    /// half done, so the agent need not be held back while it is made (see `delivery::node`).
     pub fn one_file(&self) -> bool {
         matches!(self.write.as_slice(), [only] if !only.file.staged) && self.remove.is_empty()
     }

@@ -336,22 +336,11 @@ mod with_cluster {
 mod tests {
     use super::*;
     use crate::cluster::machines::test_machine;
-    use crate::delivery::inventory::Node;
-    use crate::delivery::profile::Profile;
-    use crate::lifecycle::targets::{Origin, Target};
+    use crate::lifecycle::targets::{Target, test_login, test_target};
     use serde_json::json;
 
     fn login(target: &str, address: &str, node: Option<&str>) -> Login {
-        Login {
-            target: target.into(),
-            address: address.into(),
-            port: 22,
-            user: "Administrator".into(),
-            root: None,
-            machine: None,
-            node_name: node.map(str::to_string),
-            host_keys: vec![],
-        }
+        test_login(target, address, node)
     }
 
     fn node(name: &str, managed: bool) -> Value {
@@ -364,16 +353,7 @@ mod tests {
     }
 
     fn target(name: &str, address: &str) -> Target {
-        let reach = Node {
-            name: name.into(),
-            address: address.into(),
-            port: 22,
-            user: "Administrator".into(),
-            profile: Profile::Windows,
-            machine: None,
-            reach_only: false,
-        };
-        Target { name: name.into(), reach, node_name: name.into(), origin: Origin::Byoh }
+        test_target(name, address, name)
     }
 
     #[test]

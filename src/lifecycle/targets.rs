@@ -291,23 +291,54 @@ fn refuse_shared_node_names(out: &mut Targets) {
     }
 }
 
+/// A Windows host reached on port 22 as `Administrator`, for tests.
+#[cfg(test)]
+pub(crate) fn test_host(name: &str, address: &str, reach_only: bool) -> Node {
+    Node {
+        name: name.into(),
+        address: address.into(),
+        port: 22,
+        user: "Administrator".into(),
+        profile: crate::delivery::profile::Profile::Windows,
+        machine: None,
+        reach_only,
+    }
+}
+
+/// A BYOH target named `name` at `address` whose node is `node_name`, for tests.
+#[cfg(test)]
+pub(crate) fn test_target(name: &str, address: &str, node_name: &str) -> Target {
+    Target {
+        name: name.into(),
+        reach: test_host(name, address, false),
+        node_name: node_name.into(),
+        origin: Origin::Byoh,
+    }
+}
+
+/// A login record of `target` at `address`, its node `node`, for tests.
+#[cfg(test)]
+pub(crate) fn test_login(target: &str, address: &str, node: Option<&str>) -> super::login::Login {
+    super::login::Login {
+        target: target.into(),
+        address: address.into(),
+        port: 22,
+        user: "Administrator".into(),
+        root: None,
+        machine: None,
+        node_name: node.map(str::to_string),
+        host_keys: vec![],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cluster::machines::test_machine;
-    use crate::delivery::profile::Profile;
     use serde_json::json;
 
     fn host(name: &str, address: &str, reach_only: bool) -> Node {
-        Node {
-            name: name.into(),
-            address: address.into(),
-            port: 22,
-            user: "Administrator".into(),
-            profile: Profile::Windows,
-            machine: None,
-            reach_only,
-        }
+        test_host(name, address, reach_only)
     }
 
     fn machines(platform: &str, list: &[(&str, &str)]) -> WindowsMachines {

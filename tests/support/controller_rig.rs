@@ -13,6 +13,38 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use wmrender_contract::node_status::TAINT_KEY;
 
+/// AWS without the operator, named `name`: one Windows MachineSet at zero (the Machines come from the played Machine
+/// API) and these BYOH hosts (their addresses).
+pub fn inputs(name: &str, byoh: &[&str]) -> String {
+    let mut inputs = format!(
+        "apiVersion: wmrender.dev/v1alpha1
+kind: ClusterInputs
+metadata:
+  name: {name}
+spec:
+  infrastructureID: {name}-00000
+  apiServerInternalURL: https://api-int.{name}.example.com:6443
+  platform:
+    aws:
+      region: us-west-2
+      ami: ami-0123456789abcdef0
+  machineSets:
+  - zone: us-west-2a
+    replicas: 0
+  sshPublicKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEivnOQOwpFfgIiplCNH1jWkEmNppWw2KdSLHn7d3tKp wmrender-example
+  network:
+    hybridClusterNetwork: [10.132.0.0/14]
+"
+    );
+    if !byoh.is_empty() {
+        inputs.push_str("  byoh:\n");
+        for a in byoh {
+            inputs.push_str(&format!("  - address: {a}\n    username: Administrator\n"));
+        }
+    }
+    inputs
+}
+
 pub struct Rig {
     pub sshd: Sshd,
     pub cp: ControlPlane,
