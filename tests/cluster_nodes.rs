@@ -421,6 +421,41 @@ fn two_targets_reached_through_one_address_each_keep_their_own_node_and_only_the
     assert!(rig.path("stays/C/k/kubelet.conf").exists(), "the host that stays keeps its files");
 }
 
+/// More hosts leaving at once than `--max-prune` allows: none is pruned, the run fails and says why; raised for that
+/// change, they go.
+#[test]
+fn prune_nodes_over_the_budget_prunes_none() {
+    let rig = Rig::new();
+    let all = [("node-a", "127.0.0.1"), ("node-b", "127.0.0.2"), ("node-c", "127.0.0.1")];
+    for (name, address) in all {
+        rig.node(name, address, true);
+    }
+    let (rc, _, _, err) = rig.sync(&rig.inventory(&all), &[]);
+    assert_eq!(rc, 0, "{err}");
+    // Two of three leave: the default budget (25%, rounded up: 1) holds them both back.
+    let one = rig.inventory(&all[..1]);
+    let (rc, report, _, err) = rig.sync(&one, &["--prune-nodes"]);
+    assert_eq!(rc, 3, "{err}");
+    assert!(report["pruneRefused"].as_str().is_some_and(|w| w.contains("2 of the 3")), "{report}");
+    assert!(err.contains("not pruned") && err.contains("--max-prune"), "{err}");
+    assert!(rig.get("/api/v1/nodes/node-b").is_some() && rig.path("node-b/C/k/kubelet.conf").exists());
+    assert!(!rig.writes().iter().any(|w| w.starts_with("delete") || w.contains("eviction")), "{:?}", rig.writes());
+    // --dry-run says the same.
+    let (rc, report, _, _) = rig.sync(&one, &["--prune-nodes", "--dry-run"]);
+    assert_eq!(rc, 3);
+    assert!(report["pruneRefused"].is_string(), "{report}");
+    // Meant: raised for the change, both go.
+    let (rc, report, _, err) = rig.sync(&one, &["--prune-nodes", "--max-prune", "2"]);
+    assert_eq!(rc, 0, "{err}");
+    let pruned: Vec<&str> = report["pruned"].as_array().unwrap().iter().map(|p| p["status"].as_str().unwrap()).collect();
+    assert_eq!(pruned, ["pruned", "pruned"], "{report}");
+    assert!(rig.get("/api/v1/nodes/node-b").is_none() && rig.get("/api/v1/nodes/node-c").is_none());
+    // A budget that is neither a number nor a percentage is a usage error.
+    let (rc, _, _, err) = rig.sync(&one, &["--prune-nodes", "--max-prune", "half"]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("not a number of nodes or a percentage"), "{err}");
+}
+
 #[test]
 fn prune_nodes_without_kubeconfig_is_a_usage_error() {
     let o = wmrender(&["sync", "--rendered", "x", "--identity", "y", "--prune-nodes"]);

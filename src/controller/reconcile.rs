@@ -127,11 +127,12 @@ impl Leading {
             if self.news(&refusal.target, &refusal.why) {
                 let what = if refusal.refused { "refused" } else { "waiting" };
                 log(&refusal.target, what, &refusal.why);
+                // A Machine that waits (not provisioned yet, no address yet) is said as plainly as a refused one.
+                let kind = if refusal.refused { Kind::Warning } else { Kind::Normal };
                 if !ctx.opts.dry_run()
-                    && refusal.refused
                     && let Some(m) = refusal.machine.as_ref().and_then(|n| machines.iter().find(|m| &m.name == n))
                 {
-                    record_machine(ctx, m, Kind::Warning, "NotContacted", &refusal.why).await;
+                    record_machine(ctx, m, kind, "NotContacted", &format!("{what}: {}", refusal.why)).await;
                 }
             }
         }
