@@ -447,7 +447,8 @@ fn prune_nodes_over_the_budget_prunes_none() {
     // Meant: raised for the change, both go.
     let (rc, report, _, err) = rig.sync(&one, &["--prune-nodes", "--max-prune", "2"]);
     assert_eq!(rc, 0, "{err}");
-    let pruned: Vec<&str> = report["pruned"].as_array().unwrap().iter().map(|p| p["status"].as_str().unwrap()).collect();
+    let pruned: Vec<&str> =
+        report["pruned"].as_array().unwrap().iter().map(|p| p["status"].as_str().unwrap()).collect();
     assert_eq!(pruned, ["pruned", "pruned"], "{report}");
     assert!(rig.get("/api/v1/nodes/node-b").is_none() && rig.get("/api/v1/nodes/node-c").is_none());
     // A budget that is neither a number nor a percentage is a usage error.
