@@ -206,6 +206,27 @@ fn an_unreadable_desired_state_stops_every_step_and_is_said_until_it_reads_again
             });
         }
         rig.wait("ready", Duration::from_secs(10), || ready().starts_with("HTTP/1.1 200"));
+        // A configured host whose login record is lost (or that was configured before records were kept) gets it
+        // back from Git and its Node, without being contacted.
+        let record = |target: &str| {
+            format!("/api/v1/namespaces/wmrender/secrets/{}", wmrender::lifecycle::login::secret_name(target))
+        };
+        rig.cp.admin().delete(&record("127.0.0.4")).unwrap();
+        // Any change the controller watches wakes a pass (a label a user adds to b3's Node).
+        rig.cp
+            .admin()
+            .merge_patch("/api/v1/nodes/b3", &json!({"metadata": {"labels": {"example.com/team": "a"}}}))
+            .unwrap();
+        rig.wait("b3's login record back", Duration::from_secs(40), || {
+            rig.cp.admin().get(&record("127.0.0.4")).is_some()
+        });
+        let back = rig.cp.admin().get(&record("127.0.0.4")).unwrap();
+        use base64::Engine;
+        let login: Value = serde_json::from_slice(
+            &base64::engine::general_purpose::STANDARD.decode(back["data"]["login.json"].as_str().unwrap()).unwrap(),
+        )
+        .unwrap();
+        assert_eq!((login["nodeName"].as_str(), login["hostKeys"].as_array()), (Some("b3"), None), "{login}");
 
         // b1 leaves Git, and in the same commit the inventory breaks: nothing is pruned while the state cannot be
         // read, and it is said with the file and line.
@@ -262,20 +283,21 @@ fn an_unreadable_desired_state_stops_every_step_and_is_said_until_it_reads_again
         assert_eq!(held.len(), 2, "{fleet}");
 
         // A controller started afresh, with no known_hosts and without --accept-new, verifies every host's key from
-        // its login record: b2 and b3 are back in Git and synced again (its memory is new).
+        // its login record: b2 and b3 are back in Git and synced again (its memory is new). b2 is reached with the key
+        // its record holds; b3's record was rebuilt without one (lost with the record), so b3 is refused, not trusted.
         rig.render(&with_byoh(&["127.0.0.3", "127.0.0.4"]));
         let _ = a.0.kill();
         let _ = a.0.wait();
         let _ = std::fs::remove_file(rig.path("known_hosts"));
         let _b = rig.controller_with("b", free_port(), &[]);
-        rig.wait("b2 and b3 synced by the new controller", Duration::from_secs(60), || {
-            let log = std::fs::read_to_string(rig.path("b.log")).unwrap_or_default();
-            ["b2", "b3"]
-                .iter()
-                .all(|n| log.lines().any(|l| l.contains(&format!("wmrender-controller: {n} Configured"))))
+        let log = || std::fs::read_to_string(rig.path("b.log")).unwrap_or_default();
+        rig.wait("b2 synced and b3 refused by the new controller", Duration::from_secs(60), || {
+            log().lines().any(|l| l.contains("wmrender-controller: b2 Configured"))
+                && log()
+                    .lines()
+                    .any(|l| l.contains("wmrender-controller: b3 ConfigurationFailed") && l.contains("is not known"))
         });
-        let log = std::fs::read_to_string(rig.path("b.log")).unwrap_or_default();
-        assert!(!log.contains("is not known"), "{log}");
+        assert!(!log().lines().any(|l| l.contains("b2 ConfigurationFailed")), "{}", log());
     });
 }
 

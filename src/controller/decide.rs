@@ -149,6 +149,37 @@ impl std::fmt::Display for Action {
     }
 }
 
+/// Where a host stands, for the metrics (`wmrender_controller_nodes{state}`) and the status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum State {
+    /// Its Node is there, configured on the rendered bundle, untainted.
+    Configured,
+    /// Its Node is there, not (yet) known configured.
+    NotConfigured,
+    /// Its agent reports failing.
+    Failing,
+    /// Tainted, not failing.
+    Tainted,
+    /// A target without a Node yet.
+    NoNode,
+    /// Not contacted: refused (a hostile address, a conflict, no login record, over the prune budget).
+    Refused,
+    /// Not contacted yet: a Machine not provisioned far enough.
+    Waiting,
+    /// Left the desired state: being pruned.
+    Leaving,
+    /// The desired state could not be read.
+    Unknown,
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        f.write_str(&text)
+    }
+}
+
 /// One line of the fleet: where a target stands and what the controller does (or would do) next.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -166,13 +197,21 @@ pub struct Line {
     /// The agent's condition: `True`, `False`, `Unknown`, or empty when it never reported.
     pub configured: String,
     pub tainted: bool,
+    pub state: State,
     pub next: Action,
     pub why: String,
 }
 
 impl Line {
+    /// A line about a host whose Node is `node`; its state as the Node tells it until the decision says more.
     fn of(target: &str, machine: Option<String>, node: Option<&Value>, desired: &str) -> Line {
         let agent = node.and_then(configured);
+        let state = match (node, agent.as_ref().map(|a| a.status.as_str())) {
+            (None, _) => State::NoNode,
+            (Some(_), Some("False")) => State::Failing,
+            (Some(n), _) if tainted(n) => State::Tainted,
+            (Some(_), _) => State::NotConfigured,
+        };
         Line {
             target: target.to_string(),
             machine,
@@ -181,14 +220,21 @@ impl Line {
             desired: desired.to_string(),
             configured: agent.map(|a| a.status).unwrap_or_default(),
             tainted: node.is_some_and(tainted),
+            state,
             next: Action::Nothing,
             why: String::new(),
         }
     }
 
+    /// The line of a desired state that could not be read.
+    pub fn blocked(why: String) -> Line {
+        Line { state: State::Unknown, next: Action::Blocked, why, ..Line::of("", None, None, "") }
+    }
+
     /// A host not contacted.
     pub fn refused(r: &Refusal) -> Line {
         Line {
+            state: if r.refused { State::Refused } else { State::Waiting },
             next: if r.refused { Action::Refused } else { Action::Wait },
             why: r.why.clone(),
             ..Line::of(&r.target, r.machine.clone(), None, "")
@@ -267,6 +313,9 @@ pub fn fleet(f: &Fleet) -> Plan {
             }
             Next::Wait(why) => (Action::Wait, why),
         };
+        if next == Action::Nothing && line.state != State::NoNode {
+            line.state = State::Configured;
+        }
         line.next = next;
         line.why = why;
         plan.lines.push(line);
@@ -277,6 +326,7 @@ pub fn fleet(f: &Fleet) -> Plan {
     for orphan in &pruning.orphans {
         let node = f.nodes.iter().find(|n| name_of(n) == orphan);
         plan.lines.push(Line {
+            state: State::Refused,
             next: Action::Refused,
             why: "labelled wmrender.dev/managed, but no login record says how to reach it: never pruned; \
                   deconfigure it by hand and delete the Node"
@@ -289,11 +339,12 @@ pub fn fleet(f: &Fleet) -> Plan {
         pruning.leaving.into_iter().filter(|l| !f.in_flight.contains(&prune_key(&l.login.target))).collect();
     let budget = prune::budget(leaving.len(), f.logins.len(), max);
     for l in &leaving {
-        let (next, why) = match &budget {
-            Ok(()) => (Action::Prune, "no target names it any more".to_string()),
-            Err(why) => (Action::Refused, why.clone()),
+        let (state, next, why) = match &budget {
+            Ok(()) => (State::Leaving, Action::Prune, "no target names it any more".to_string()),
+            Err(why) => (State::Refused, Action::Refused, why.clone()),
         };
-        plan.lines.push(Line { next, why, ..Line::of(&l.login.target, l.login.machine.clone(), l.node.as_ref(), "") });
+        let line = Line::of(&l.login.target, l.login.machine.clone(), l.node.as_ref(), "");
+        plan.lines.push(Line { state, next, why, ..line });
     }
     match budget {
         Ok(()) => plan.prune = leaving,

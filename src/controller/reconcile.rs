@@ -5,7 +5,7 @@
 //! the controller's Lease), a metric, and a line of `wmrender status`.
 
 use super::ControllerOptions;
-use super::decide::{self, Action, Fleet, Line, Memory, prune_key};
+use super::decide::{self, Fleet, Line, Memory, State, prune_key};
 use super::metrics::Metrics;
 use super::queue::{Disruption, Queue};
 use super::view::View;
@@ -21,7 +21,7 @@ use crate::lifecycle::taint::{self, Fresh};
 use crate::lifecycle::targets::{self, Target};
 use crate::lifecycle::{self, join};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -96,7 +96,6 @@ impl Leading {
         };
         if self.said.remove(BLOCKED).is_some() {
             log("-", "the desired state reads again", "resuming");
-            ctx.metrics.set_blocked(None);
             self.record_on_lease(ctx, Kind::Normal, "DesiredStateRead", "the desired state reads again").await;
         }
         ctx.metrics.set_blocked(None);
@@ -166,6 +165,7 @@ impl Leading {
             }
         }
         self.approve(ctx, &desired.targets, &nodes).await;
+        keep_records_current(&logins, &desired.targets, &nodes, &running).await;
         for gone in &plan.forget {
             if let Err(e) = logins.remove(&gone.target).await {
                 log(&gone.target, "login record not removed", &e.to_string());
@@ -209,19 +209,8 @@ impl Leading {
                 self.record_on_lease(ctx, Kind::Warning, "DesiredStateUnreadable", &why).await;
             }
         }
-        let line = Line {
-            target: String::new(),
-            machine: None,
-            node: None,
-            applied: String::new(),
-            desired: String::new(),
-            configured: String::new(),
-            tainted: false,
-            next: Action::Blocked,
-            why,
-        };
         ctx.metrics.reconciled(&BTreeMap::new(), Duration::ZERO);
-        vec![line]
+        vec![Line::blocked(why)]
     }
 
     async fn record_on_lease(&self, ctx: &Context<'_>, kind: Kind, reason: &str, message: &str) {
@@ -381,26 +370,37 @@ impl Leading {
     }
 }
 
-/// The state each line counts under in the metrics.
+/// Every configured host keeps a login record that says how it is reached now: one configured before records were
+/// kept (or whose record was lost) gets one from Git's reach and its Node's name once its Node is wmrender's, and one
+/// whose reach changed in Git has it rewritten. A host being synced is left to its sync, which writes it anyway. At
+/// rest this writes nothing.
+async fn keep_records_current(logins: &Logins, targets: &[Target], nodes: &[Value], running: &BTreeSet<String>) {
+    use crate::cluster::MANAGED;
+    use crate::lifecycle::login::Login;
+    for t in targets.iter().filter(|t| !running.contains(&t.name)) {
+        let recorded = logins.get(&t.name);
+        let node = decide::node_of(nodes, t).filter(|n| n["metadata"]["labels"][MANAGED] == "true");
+        if recorded.is_none() && node.is_none() {
+            // Never configured (or not yet joined): its first contact writes the record.
+            continue;
+        }
+        let mut login = Login::of(&t.name, &t.reach, recorded.as_ref());
+        if login.node_name.is_none() {
+            login.node_name = node.map(|n| name_of(n).to_string());
+        }
+        if recorded.as_ref() != Some(&login)
+            && let Err(e) = logins.write(login).await
+        {
+            log(&t.reach.name, "login record not written", &e.to_string());
+        }
+    }
+}
+
+/// How many hosts are in each state, for the metrics.
 fn states(lines: &[Line]) -> BTreeMap<String, u64> {
     let mut states: BTreeMap<String, u64> = BTreeMap::new();
-    for l in lines {
-        let state = match (l.next, l.node.is_some(), l.configured.as_str(), l.tainted) {
-            (Action::Refused, _, _, _) => "refused",
-            (Action::Prune, _, _, _) => "leaving",
-            (Action::Blocked, _, _, _) => continue,
-            (Action::Wait, false, _, _)
-                if l.target == l.machine.clone().unwrap_or_default() && l.desired.is_empty() =>
-            {
-                "waiting"
-            }
-            (_, false, _, _) => "no-node",
-            (_, true, "False", _) => "failing",
-            (Action::Nothing, true, _, false) => "configured",
-            (_, true, _, true) => "tainted",
-            _ => "not-configured",
-        };
-        *states.entry(state.to_string()).or_default() += 1;
+    for l in lines.iter().filter(|l| l.state != State::Unknown) {
+        *states.entry(l.state.to_string()).or_default() += 1;
     }
     states
 }
