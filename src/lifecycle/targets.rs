@@ -166,14 +166,29 @@ pub struct Merge<'a> {
 /// One host while the sources merge.
 struct Entry {
     name: String,
+    /// The address its own source gave (a Machine's, a BYOH host's): what later sources are matched with, never a
+    /// reach an inventory entry put in its place.
+    address: String,
+    /// An inventory entry has said how to reach it: no other one may.
+    taken: bool,
     reach: Node,
     origin: Origin,
     /// A Machine on a platform without a user wmrender knows: only an inventory entry can say how to log in.
     needs_user: bool,
 }
 
-fn same_host(a: &Node, b: &Node) -> bool {
-    a.name == b.name || a.address == b.address
+impl Entry {
+    fn new(name: String, reach: Node, origin: Origin, needs_user: bool) -> Entry {
+        Entry { name, address: reach.address.clone(), taken: false, reach, origin, needs_user }
+    }
+}
+
+/// The entry of another source that `n` says how to reach: the one of its name, else the one at its address.
+fn entry_for<'a>(entries: &'a mut [Entry], n: &Node) -> Option<&'a mut Entry> {
+    let open = |e: &Entry| e.origin != Origin::Inventory && !e.taken;
+    let by_name = entries.iter().position(|e| open(e) && e.reach.name == n.name);
+    let at = by_name.or_else(|| entries.iter().position(|e| open(e) && e.address == n.address))?;
+    entries.get_mut(at)
 }
 
 /// Merges the sources (later wins for how a host is reached; the first names it): pure.
@@ -184,12 +199,9 @@ pub fn merge(m: Merge) -> Result<Targets, DesiredError> {
         out.machines = found.machines.clone();
         for (machine, candidate) in found.machines.iter().zip(super::machines::candidates(found)) {
             match candidate {
-                Candidate::Ready { node, user_known } => entries.push(Entry {
-                    name: machine.name.clone(),
-                    reach: node,
-                    origin: Origin::Machine(machine.clone()),
-                    needs_user: !user_known,
-                }),
+                Candidate::Ready { node, user_known } => {
+                    entries.push(Entry::new(machine.name.clone(), node, Origin::Machine(machine.clone()), !user_known))
+                }
                 Candidate::Skip(refusal) => out.refused.push(refusal),
             }
         }
@@ -197,14 +209,12 @@ pub fn merge(m: Merge) -> Result<Targets, DesiredError> {
     if !m.operator {
         for b in m.byoh.iter().cloned() {
             // A BYOH host at a Machine's address stays the Machine's: Git says how to log in.
-            match entries.iter_mut().find(|e| same_host(&e.reach, &b)) {
+            match entries.iter_mut().find(|e| e.reach.name == b.name || e.address == b.address) {
                 Some(e) => {
                     e.reach = Node { machine: e.reach.machine.clone(), name: e.reach.name.clone(), ..b };
                     e.needs_user = false;
                 }
-                None => {
-                    entries.push(Entry { name: b.address.clone(), reach: b, origin: Origin::Byoh, needs_user: false })
-                }
+                None => entries.push(Entry::new(b.address.clone(), b, Origin::Byoh, false)),
             }
         }
     }
@@ -215,20 +225,20 @@ pub fn merge(m: Merge) -> Result<Targets, DesiredError> {
                 n.address
             )));
         }
-        // An inventory entry says how to reach a host the cluster or Git also names; several entries may share an
-        // address (posix staging hosts on one machine), so only the other sources' entries take it in.
-        match entries.iter_mut().find(|e| e.origin != Origin::Inventory && same_host(&e.reach, &n)) {
+        // An inventory entry says how to reach a host the cluster or Git also names (one entry per host); several
+        // entries may share an address (posix staging hosts on one machine), so only the other sources' entries
+        // take it in.
+        match entry_for(&mut entries, &n) {
             Some(e) => {
                 let machine = e.reach.machine.clone();
                 e.reach = Node { machine, reach_only: false, ..n };
                 e.needs_user = false;
+                e.taken = true;
             }
             // An entry only saying how to reach a host is no host when no other source names it (yet, or any
             // more: a Machine not provisioned, a BYOH host removed from the render).
             None if n.reach_only => {}
-            None => {
-                entries.push(Entry { name: n.name.clone(), reach: n, origin: Origin::Inventory, needs_user: false })
-            }
+            None => entries.push(Entry::new(n.name.clone(), n, Origin::Inventory, false)),
         }
     }
     for e in entries {
