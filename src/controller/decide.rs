@@ -257,6 +257,8 @@ pub struct Plan {
     pub forget: Vec<Login>,
     /// Why none of the hosts that left is pruned (over `--max-prune`).
     pub prune_refused: Option<String>,
+    /// The hosts held back by the budget, by target name.
+    pub held_back: Vec<String>,
 }
 
 /// What a pass decides from.
@@ -348,7 +350,10 @@ pub fn fleet(f: &Fleet) -> Plan {
     }
     match budget {
         Ok(()) => plan.prune = leaving,
-        Err(why) => plan.prune_refused = Some(why),
+        Err(why) => {
+            plan.prune_refused = Some(why);
+            plan.held_back = leaving.iter().map(|l| l.login.target.clone()).collect();
+        }
     }
     plan
 }

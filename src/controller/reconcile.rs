@@ -307,7 +307,8 @@ impl Leading {
     async fn prune(&mut self, ctx: &Context<'_>, plan: &decide::Plan, session: &Arc<Session>, logins: &Arc<Logins>) {
         match &plan.prune_refused {
             Some(why) => {
-                if self.news(PRUNE_BUDGET, why) {
+                // Said again only when other hosts are held back, not as the fleet around them grows.
+                if self.news(PRUNE_BUDGET, &plan.held_back.join(" ")) {
                     log("-", "not pruned", why);
                     self.record_on_lease(ctx, Kind::Warning, "PruneRefused", why).await;
                 }
