@@ -140,6 +140,9 @@ pub async fn run(opts: ControllerOptions) -> Result<Fleet, Error> {
         let mut inputs = Inputs::read(&opts);
         let mut leading = Leading::new(&opts, prepare(&opts, &cluster).await);
         let mut resync_at = tokio::time::Instant::now() + opts.resync;
+        // A tick of its own, so that a busy cluster (a change every second) never keeps the inputs from being looked at.
+        let mut inputs_check = tokio::time::interval(INPUTS_CHECK);
+        inputs_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Reconcile on every change, every finished step, at least every --resync, until the Lease is lost.
         loop {
             let pass = leading.pass(&ctx);
@@ -169,7 +172,7 @@ pub async fn run(opts: ControllerOptions) -> Result<Fleet, Error> {
                         break false;
                     }
                     _ = tokio::time::sleep_until(resync_at) => break true,
-                    _ = tokio::time::sleep(INPUTS_CHECK) => {
+                    _ = inputs_check.tick() => {
                         let now = Inputs::read(&opts);
                         // A render that changed, or one that could not be prepared, is prepared again; an inventory
                         // that changed is read by the next pass; while the state cannot be read, every check is one.
