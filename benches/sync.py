@@ -114,7 +114,7 @@ def main():
                "-o", "StrictHostKeyChecking=yes"]
 
         # 1. 100 MB upload to a fresh node vs scp.
-        apply_step = open(os.path.join(ROOT, "src", "sync", "apply-posix.sh")).read()
+        apply_step = open(os.path.join(ROOT, "src", "delivery", "apply-posix.sh")).read()
         up, cp, ap = [], [], []
         for r in range(args.runs):
             wall, _ = sync(inventory(1, f"up{r}"), "--payload", f"{d}/payload")
