@@ -42,26 +42,6 @@ use support::sshd::Sshd;
 use support::{code, stderr, wmrender};
 use wmrender_contract::node_status::{BUNDLE_ANNOTATION, CONDITION_TYPE, TAINT_KEY};
 
-/// AWS without the operator; no BYOH host, the MachineSet at zero: the targets are the inventory's and the Machines'.
-const INPUTS: &str = "apiVersion: wmrender.dev/v1alpha1
-kind: ClusterInputs
-metadata:
-  name: bench
-spec:
-  infrastructureID: bench-00000
-  apiServerInternalURL: https://api-int.bench.example.com:6443
-  platform:
-    aws:
-      region: us-west-2
-      ami: ami-0123456789abcdef0
-  machineSets:
-  - zone: us-west-2a
-    replicas: 0
-  sshPublicKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEivnOQOwpFfgIiplCNH1jWkEmNppWw2KdSLHn7d3tKp wmrender-example
-  network:
-    hybridClusterNetwork: [10.132.0.0/14]
-";
-
 const AT_REST: usize = 500;
 const SCALE_UP: usize = 50;
 /// The nodes of the rollout, and the Machines provisioned at rest and then during it (each, one after the other).
@@ -649,8 +629,11 @@ fn rollout(rig: &Rig) -> Rollout {
             support::played::pdb_status(admin, "apps", "web", 0, ROLLOUT as i64);
             std::fs::write(payload.join("C/k/kubelet.exe"), b"kubelet v2").unwrap();
             let moved = "hybridClusterNetwork: [10.132.0.0/14]\n    serviceNetwork: [172.31.0.0/16]";
-            std::fs::write(rig.path("wmrender.yaml"), INPUTS.replace("hybridClusterNetwork: [10.132.0.0/14]", moved))
-                .unwrap();
+            std::fs::write(
+                rig.path("wmrender.yaml"),
+                support::controller_rig::inputs("bench", &[]).replace("hybridClusterNetwork: [10.132.0.0/14]", moved),
+            )
+            .unwrap();
             let rendered = Instant::now();
             let o = wmrender(&["render", "-f", &rig.p("wmrender.yaml"), "-o", &rig.p("rendered")]);
             assert_eq!(code(&o), 0, "{}", stderr(&o));
@@ -687,7 +670,8 @@ fn main() {
     rig.cp.namespace("wmrender");
     rig.cp.role_kubeconfig(&rig.path("controller.kubeconfig"), CONTROLLER_USER, "wmrender-controller");
     rig.cp.role_kubeconfig(&rig.path("sync.kubeconfig"), SYNC_USER, "wmrender-sync");
-    std::fs::write(rig.path("wmrender.yaml"), INPUTS).unwrap();
+    // AWS without the operator; no BYOH host, the MachineSet at zero: the targets are the inventory's and the Machines'.
+    std::fs::write(rig.path("wmrender.yaml"), support::controller_rig::inputs("bench", &[])).unwrap();
     let o = wmrender(&["render", "-f", &rig.p("wmrender.yaml"), "-o", &rig.p("rendered")]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let admin = rig.cp.admin();

@@ -142,10 +142,14 @@ pub enum Action {
     Blocked,
 }
 
+/// A unit enum's name as it is written in the JSON (`in-progress`), for the table and the metrics.
+fn written(value: &impl Serialize, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    f.write_str(serde_json::to_value(value).ok().as_ref().and_then(|v| v.as_str()).unwrap_or_default())
+}
+
 impl std::fmt::Display for Action {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let text = serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
-        f.write_str(&text)
+        written(self, f)
     }
 }
 
@@ -175,8 +179,7 @@ pub enum State {
 
 impl std::fmt::Display for State {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let text = serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
-        f.write_str(&text)
+        written(self, f)
     }
 }
 
