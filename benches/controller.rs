@@ -106,7 +106,13 @@ impl Rig {
             .args(["controller", "--kubeconfig", &self.p("controller.kubeconfig")])
             .args(self.access_args(inventory))
             .args(extra)
-            .args(["--replica", name, "--metrics-address", &format!("127.0.0.1:{metrics_port}")])
+            .args([
+                "--replica",
+                name,
+                "--metrics-address",
+                &format!("127.0.0.1:{metrics_port}"),
+                "--metrics-plain-http",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -66,7 +66,8 @@ Exit codes: 0 all rebooted; 2 invalid input or usage; 3 a node failed or did not
 wmrender controller --kubeconfig ~/.kube/config --rendered out --identity key.pem --payload payload   # beside the \
 cluster\n  \
 wmrender controller --rendered /etc/wmrender/rendered --identity /etc/wmrender/ssh/private-key.pem \\\n      \
---payload /var/lib/wmrender/payload --metrics-address 0.0.0.0:8080   # in the cluster, as its rendered Deployment \
+--payload /var/lib/wmrender/payload --metrics-address 0.0.0.0:8443 \\\n      \
+--metrics-cert /etc/wmrender/metrics-tls/tls.crt --metrics-key /etc/wmrender/metrics-tls/tls.key   # in the cluster, as its rendered Deployment \
 runs it (inputs `controller`)\n  \
 wmrender controller --kubeconfig kc --rendered out --identity key.pem --once --dry-run   # the fleet, and what it \
 would do (wmrender status)\n\n\
@@ -380,9 +381,22 @@ pub struct ControllerArgs {
     /// Seconds between two full reconciles when nothing changes; the cluster's credentials are fetched again then.
     #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(10..=86400))]
     pub resync: u64,
-    /// Serve Prometheus metrics (/metrics) and the probes (/healthz, /readyz) on this address, e.g. 0.0.0.0:8080.
+    /// Serve Prometheus metrics (/metrics) and the probes (/healthz, /readyz) on this address, e.g. 0.0.0.0:8443:
+    /// over HTTPS with --metrics-cert and --metrics-key, or plain HTTP with --metrics-plain-http (one is required).
     #[arg(long, value_name = "ADDR")]
     pub metrics_address: Option<std::net::SocketAddr>,
+    /// The metrics endpoint's serving certificate (PEM; in the cluster, the service CA's, from the Secret its
+    /// Service names). Served with the TLS versions and ciphers of the cluster's APIServer tlsSecurityProfile
+    /// (Intermediate when none is set); the certificate and the profile are read again every 10 s.
+    #[arg(long, value_name = "FILE", requires_all = ["metrics_key", "metrics_address"])]
+    pub metrics_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires_all = ["metrics_cert", "metrics_address"])]
+    pub metrics_key: Option<PathBuf>,
+    /// Serve the metrics and probes over plain HTTP (a private address, a test); by default they are served only
+    /// over HTTPS.
+    #[arg(long, requires = "metrics_address", conflicts_with = "metrics_cert")]
+    pub metrics_plain_http: bool,
     /// The namespace of the Lease the replicas elect their leader through.
     #[arg(long, value_name = "NS", default_value = "wmrender")]
     pub lease_namespace: String,

@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod controller;
 pub mod delivery;
 pub mod diagnostics;
+pub mod duration;
 pub mod emit;
 pub mod error;
 pub mod import;

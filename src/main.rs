@@ -271,6 +271,12 @@ fn controller(_: ControllerArgs, status: bool) -> Result<u8, Error> {
 fn controller(args: ControllerArgs, status: bool) -> Result<u8, Error> {
     use wmrender::controller::{self, Action, ControllerOptions};
     let (once, dry_run) = (args.once || status, args.dry_run || status);
+    if args.metrics_address.is_some() && args.metrics_cert.is_none() && !args.metrics_plain_http {
+        return Err(Error::Usage(
+            "--metrics-address serves over HTTPS: give --metrics-cert and --metrics-key, or --metrics-plain-http"
+                .into(),
+        ));
+    }
     let opts = ControllerOptions {
         rendered: args.access.rendered.clone(),
         inventory: args.access.inventory.clone(),
@@ -289,6 +295,7 @@ fn controller(args: ControllerArgs, status: bool) -> Result<u8, Error> {
         kubeconfig: args.kubeconfig,
         resync: std::time::Duration::from_secs(args.resync),
         metrics_address: args.metrics_address,
+        metrics_tls: args.metrics_cert.zip(args.metrics_key),
         lease_namespace: args.lease_namespace,
         lease_name: args.lease_name,
         lease_duration: std::time::Duration::from_secs(args.lease_duration),

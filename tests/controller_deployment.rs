@@ -193,6 +193,7 @@ fn collection(object: &Value) -> String {
         "ServiceAccount" => format!("/api/v1/namespaces/{ns}/serviceaccounts"),
         "ConfigMap" => format!("/api/v1/namespaces/{ns}/configmaps"),
         "Deployment" => format!("/apis/apps/v1/namespaces/{ns}/deployments"),
+        "Service" => format!("/api/v1/namespaces/{ns}/services"),
         other => panic!("not the controller's: {other}"),
     }
 }
@@ -206,9 +207,11 @@ fn the_api_server_takes_the_controllers_objects_and_its_rbac_is_enough_to_read_t
     }
     let (_tmp, out) = support::render_to_temp(&fixture());
     let objects = objects(&out);
+    // Its ServiceMonitor needs the prometheus-operator CRDs: tests/monitoring.rs applies it.
     let ours = |o: &&Value| {
         let name = o["metadata"]["name"].as_str().unwrap_or("");
-        name == "wmrender-controller" || name.starts_with("wmrender-bundle-") || o["kind"] == "Namespace"
+        (name == "wmrender-controller" || name.starts_with("wmrender-bundle-") || o["kind"] == "Namespace")
+            && o["kind"] != "ServiceMonitor"
     };
     let mut applied = 0;
     for order in [
@@ -220,6 +223,7 @@ fn the_api_server_takes_the_controllers_objects_and_its_rbac_is_enough_to_read_t
         "RoleBinding",
         "ConfigMap",
         "Deployment",
+        "Service",
     ] {
         for object in objects.values().filter(ours).filter(|o| o["kind"] == order) {
             let name = object["metadata"]["name"].as_str().unwrap();

@@ -5,7 +5,9 @@
 # - OpenSSH (the sync tests' sshd on 127.0.0.1), containerd, a registry, skopeo, umoci and a CA (tests/e2e/mirrors.sh),
 #   GNU time (the benchmarks' peak memory);
 # - Wine, MinGW-w64 and Rust's Windows target (the node agent under Wine: tests/e2e/wine-setup.sh);
-# - kube-apiserver and etcd, built from source at pinned releases (tests/apiserver/build.sh; the cluster tests).
+# - kube-apiserver and etcd, built from source at pinned releases (tests/apiserver/build.sh; the cluster tests);
+# - Prometheus and promtool (Debian's), kube-log-runner (built from its Go module), the prometheus-operator and
+#   APIServer CRDs (tests/monitoring/setup.sh; the monitoring tests).
 #
 # Safe to run again: it installs only what is missing, and rebuilds nothing that is current.
 set -euo pipefail
@@ -22,3 +24,4 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 bash tests/e2e/wine-setup.sh
 bash tests/apiserver/build.sh
+bash tests/monitoring/setup.sh

@@ -30,14 +30,15 @@ fn stdout_stream_is_the_cluster_objects_in_apply_order_and_nothing_else() {
         let files = support::read_tree(&out);
         let objects = files.iter().filter(|(p, _)| p.starts_with("cluster/") && !p.ends_with("kustomization.yaml"));
         assert_eq!(docs.len(), objects.count(), "{}: the stream holds every object file", path.display());
-        // Apply order: namespaces, node services' RBAC and the exporter's Service (without the operator), operator
+        // Apply order: namespaces, node services' RBAC, the exporter's and the controller's Services and their
+        // monitoring (without the operator), operator
         // objects, RuntimeClasses, the user-data Secret (without the operator), MachineSets, ConfigMaps, and the
         // controller's Deployment after the RBAC and the bundle ConfigMaps it reads.
         let rank = |kind: &str| {
             [
                 &["Namespace"][..],
                 &["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"],
-                &["Service"],
+                &["Service", "ServiceMonitor", "PrometheusRule"],
                 &["OperatorGroup"],
                 &["Subscription"],
                 &["RuntimeClass"],

@@ -31,6 +31,8 @@ pub mod node_object;
 #[cfg(feature = "cluster")]
 pub mod nodes;
 #[cfg(feature = "cluster")]
+pub mod tls_profile;
+#[cfg(feature = "cluster")]
 pub mod token;
 
 use std::path::PathBuf;

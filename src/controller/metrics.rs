@@ -1,13 +1,14 @@
 //! What the controller exposes on `--metrics-address`: Prometheus metrics (`GET /metrics`, the text exposition
 //! format 0.0.4) and the probes of its Deployment (`GET /healthz`: the process answers; `GET /readyz`: its first
-//! view of the cluster is complete and, on the leader, the desired state reads). A small HTTP/1.1 responder: one
-//! request per connection, bounded reads.
+//! view of the cluster is complete and, on the leader, the desired state reads), over HTTPS ([`super::tls`]) or,
+//! when asked for, plain HTTP. A small HTTP/1.1 responder: one request per connection, bounded reads.
 
+use super::tls::Tls;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// The controller's numbers, shared by its tasks.
@@ -106,33 +107,57 @@ impl Metrics {
     }
 }
 
-/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until the task is dropped: over TLS with `tls` (each
+/// connection with the certificate and profile loaded last), else plain HTTP (`--metrics-plain-http`).
+pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, tls: Option<Arc<Tls>>) {
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else { continue };
+        let Ok((stream, _)) = listener.accept().await else { continue };
         let metrics = metrics.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let mut buf = vec![0u8; 4096];
-            let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await;
-            let Ok(Ok(n)) = read else { return };
-            let request = String::from_utf8_lossy(&buf[..n]);
-            let path = request.split_whitespace().nth(1).unwrap_or("");
-            let (status, body) = match path {
-                "/metrics" => ("200 OK", metrics.render()),
-                "/healthz" => ("200 OK", "ok\n".to_string()),
-                "/readyz" => match metrics.ready() {
-                    Ok(()) => ("200 OK", "ok\n".to_string()),
-                    Err(why) => ("503 Service Unavailable", format!("{}\n", why.replace('\n', " "))),
-                },
-                _ => ("404 Not Found", "not found\n".to_string()),
-            };
-            let response = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = tokio::time::timeout(Duration::from_secs(5), stream.write_all(response.as_bytes())).await;
+            match tls {
+                None => respond(stream, &metrics).await,
+                Some(tls) => {
+                    // Not loaded yet (the certificate's Secret not mounted): the connection is closed.
+                    let Some(acceptor) = tls.acceptor() else { return };
+                    // A client that refuses the profile's versions or ciphers ends here, at the handshake.
+                    if let Ok(Ok(stream)) = tokio::time::timeout(IO_TIMEOUT, acceptor.accept(stream)).await {
+                        respond(stream, &metrics).await;
+                    }
+                }
+            }
         });
     }
+}
+
+/// How long a client may take to send its request or read the answer.
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One request, one answer, then the connection is closed.
+async fn respond<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, metrics: &Metrics) {
+    let mut buf = vec![0u8; 4096];
+    let read = tokio::time::timeout(IO_TIMEOUT, stream.read(&mut buf)).await;
+    let Ok(Ok(n)) = read else { return };
+    let request = String::from_utf8_lossy(&buf[..n]);
+    let path = request.split_whitespace().nth(1).unwrap_or("");
+    let (status, body) = match path {
+        "/metrics" => ("200 OK", metrics.render()),
+        "/healthz" => ("200 OK", "ok\n".to_string()),
+        "/readyz" => match metrics.ready() {
+            Ok(()) => ("200 OK", "ok\n".to_string()),
+            Err(why) => ("503 Service Unavailable", format!("{}\n", why.replace('\n', " "))),
+        },
+        _ => ("404 Not Found", "not found\n".to_string()),
+    };
+    let response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(IO_TIMEOUT, async {
+        stream.write_all(response.as_bytes()).await?;
+        stream.shutdown().await
+    })
+    .await;
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ pub mod decide;
 pub mod metrics;
 pub mod queue;
 pub mod reconcile;
+pub mod tls;
 pub mod view;
 
 use crate::cluster::Cluster;
@@ -54,6 +55,8 @@ pub struct ControllerOptions {
     /// Decide for every host at least this often, and fetch the cluster's credentials again (rotation).
     pub resync: Duration,
     pub metrics_address: Option<SocketAddr>,
+    /// The serving certificate and key (PEM) the metrics are served over HTTPS with; `None`: plain HTTP.
+    pub metrics_tls: Option<(PathBuf, PathBuf)>,
     /// The Lease replicas elect their leader through.
     pub lease_namespace: String,
     pub lease_name: String,
@@ -77,6 +80,41 @@ async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<Cluster, Error>
     })
 }
 
+/// The metrics endpoint's TLS: the cluster's profile and the certificate, loaded now (neither readable: the
+/// controller does not start, rather than serve weaker or not at all) and again every [`tls::RELOAD`]. A profile
+/// that cannot be read later keeps the one served; each change is logged.
+async fn serve_tls(cluster: &Cluster, cert: &std::path::Path, key: &std::path::Path) -> Result<Arc<tls::Tls>, Error> {
+    let tls = Arc::new(tls::Tls::new(cert.to_path_buf(), key.to_path_buf()));
+    let mut profile = crate::cluster::tls_profile::fetch(cluster).await?;
+    let what = tls.reload(&profile).map_err(|why| Error::Operational(format!("the metrics endpoint's TLS: {why}")))?;
+    if let Some(what) = what {
+        reconcile::log("-", "metrics served over HTTPS with", &what);
+    }
+    let (cluster, reloading) = (cluster.clone(), tls.clone());
+    tokio::spawn(async move {
+        // The last failure said, so that one that lasts is said once.
+        let mut said: Option<String> = None;
+        loop {
+            tokio::time::sleep(tls::RELOAD).await;
+            let fetched = crate::cluster::tls_profile::fetch(&cluster).await.map_err(|e| e.to_string());
+            let outcome = fetched.and_then(|p| {
+                profile = p;
+                reloading.reload(&profile)
+            });
+            match &outcome {
+                Ok(Some(what)) => reconcile::log("-", "metrics now served over HTTPS with", what),
+                Ok(None) => {}
+                Err(why) if said.as_ref() != Some(why) => {
+                    reconcile::log("-", "metrics TLS not reloaded (the last one loaded is served)", why)
+                }
+                Err(_) => {}
+            }
+            said = outcome.err();
+        }
+    });
+    Ok(tls)
+}
+
 /// Runs the controller until it is stopped (SIGTERM or SIGINT: it lets the Lease go), or for one reconcile with
 /// `once`.
 pub async fn run(opts: ControllerOptions) -> Result<Fleet, Error> {
@@ -86,7 +124,11 @@ pub async fn run(opts: ControllerOptions) -> Result<Fleet, Error> {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| Error::io(format!("listening on --metrics-address {addr}"), e))?;
-        tokio::spawn(metrics::serve(listener, metrics.clone()));
+        let tls = match &opts.metrics_tls {
+            Some((cert, key)) => Some(serve_tls(&cluster, cert, key).await?),
+            None => None,
+        };
+        tokio::spawn(metrics::serve(listener, metrics.clone(), tls));
     }
     let changed = Arc::new(Notify::new());
     let failed_metrics = metrics.clone();

@@ -369,6 +369,14 @@ schema! {
         /// `wmrender controller` in the cluster (mode without the operator): its Deployment, RBAC and the node
         /// bundle as ConfigMaps, rendered into `cluster/`.
         controller: Option<Controller> = optional("controller"),
+        /// How the node services' log files are rotated.
+        node_logs: Option<NodeLogs> = optional("nodeLogs"),
+    }
+
+    pub struct NodeLogs {
+        max_size: Option<Located<String>> = optional("maxSize"),
+        max_age: Option<Located<String>> = optional("maxAge"),
+        flush_interval: Option<Located<String>> = optional("flushInterval"),
     }
 
     pub struct Controller {

@@ -28,6 +28,8 @@ pub struct NodePlan {
     /// The cluster's custom hybrid-overlay VXLAN port, when it has one (vSphere always does).
     pub vxlan_port: Option<u32>,
     pub proxy: ProxyPlan,
+    /// How the services' log files are rotated.
+    pub logs: crate::validate::checked::NodeLogs,
 }
 
 /// Machine-level proxy variables; `None` removes the variable from the node.
@@ -91,6 +93,7 @@ pub fn plan(checked: &Checked) -> Plan {
             cluster_dns: checked.cluster_dns.to_string(),
             vxlan_port: checked.vxlan_port,
             proxy: proxy.unwrap_or_default(),
+            logs: checked.node_logs,
         },
         ssh_public_key: checked.ssh_public_key.clone(),
         controller: checked.controller.clone(),

@@ -1,6 +1,8 @@
 //! `wmrender controller` in the cluster (mode without the operator, when the inputs ask for it with `controller`):
 //! its ServiceAccount, the least RBAC it needs (the same rules docs/without-operator.md lists as the role
-//! `wmrender-controller`), the node bundle as ConfigMaps, and its Deployment.
+//! `wmrender-controller`), the node bundle as ConfigMaps, its Deployment, and its metrics: a Service whose
+//! annotation has the service CA issue the endpoint's serving certificate (mounted from the Secret it writes, the
+//! endpoint served over HTTPS under the cluster's TLS profile), and a ServiceMonitor that scrapes it.
 //!
 //! The bundle reaches the controller the GitOps way: the rendered node files (no secret, no binary: neither is
 //! ever rendered) and the BYOH ConfigMap it reads its hosts from, with a `manifest.json` of exactly those files, in
@@ -11,6 +13,7 @@
 
 use super::Artifact;
 use super::cloud_node_manager::NAMESPACE;
+use super::exporter::SERVING_CERT_ANNOTATION;
 use super::object::{ClusterObject, Order, annotations, labels, object_meta};
 use crate::plan::{ControllerPlan, Plan};
 use k8s_openapi::ByteString;
@@ -18,8 +21,8 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, ConfigMapProjection, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
     HTTPGetAction, KeyToPath, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    ProjectedVolumeSource, ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, ServiceAccount,
-    Volume, VolumeMount, VolumeProjection,
+    ProjectedVolumeSource, ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, Service,
+    ServiceAccount, ServicePort, ServiceSpec, Volume, VolumeMount, VolumeProjection,
 };
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -44,7 +47,12 @@ pub const BUNDLE_MANIFEST_ANNOTATION: &str = "wmrender.dev/bundle-manifest";
 const RENDERED_DIR: &str = "/etc/wmrender/rendered";
 const SSH_DIR: &str = "/etc/wmrender/ssh";
 const STATE_DIR: &str = "/var/lib/wmrender";
-const METRICS_PORT: i32 = 8080;
+const METRICS_PORT: i32 = 8443;
+/// The metrics port's name, on the container, the Service and in the ServiceMonitor.
+const METRICS_PORT_NAME: &str = "https";
+/// The Secret the service CA writes the metrics endpoint's serving certificate to (`tls.crt`, `tls.key`).
+pub const METRICS_TLS_SECRET: &str = "wmrender-controller-metrics-tls";
+const METRICS_TLS_DIR: &str = "/etc/wmrender/metrics-tls";
 
 /// What one namespace (or, with `None`, the whole cluster) grants the controller: (API group, resources, resource
 /// names, verbs). docs/without-operator.md lists the same rules; a test holds the two equal.
@@ -52,6 +60,8 @@ type Rules = &'static [(&'static str, &'static [&'static str], &'static [&'stati
 
 const CLUSTER_RULES: Rules = &[
     ("config.openshift.io", &["infrastructures", "proxies"], &["cluster"], &["get"]),
+    // The TLS security profile the metrics endpoint serves by.
+    ("config.openshift.io", &["apiservers"], &["cluster"], &["get"]),
     ("machineconfiguration.openshift.io", &["controllerconfigs"], &[], &["list"]),
     ("", &["nodes"], &[], &["get", "list", "watch", "patch", "delete"]),
     ("certificates.k8s.io", &["certificatesigningrequests"], &[], &["get", "list", "watch"]),
@@ -157,7 +167,37 @@ pub fn render(plan: &Plan, files: &[Artifact]) -> Vec<ClusterObject> {
         objects.push(ClusterObject::new("ConfigMap", name, Order::ConfigMap, map));
     }
     objects.push(ClusterObject::new("Deployment", NAME, Order::Controller, &deployment));
+    objects.push(ClusterObject::new("Service", NAME, Order::Service, &metrics_service()));
+    let monitor = super::monitoring::service_monitor(NAME, METRICS_PORT_NAME);
+    objects.push(ClusterObject::new("ServiceMonitor", NAME, Order::Service, &monitor));
+    objects.extend(super::monitoring::prometheus_access());
     objects
+}
+
+/// The Service of the controller's metrics: what Prometheus finds the replicas by, and what the service CA issues
+/// the endpoint's certificate for (`wmrender-controller.wmrender.svc`).
+fn metrics_service() -> Service {
+    let selector = BTreeMap::from([("app.kubernetes.io/name".to_string(), NAME.to_string())]);
+    Service {
+        metadata: object_meta(
+            NAME,
+            Some(NAMESPACE),
+            labels([("app.kubernetes.io/name", NAME)]),
+            annotations(Order::Service, [(SERVING_CERT_ANNOTATION, METRICS_TLS_SECRET)]),
+        ),
+        spec: Some(ServiceSpec {
+            selector: Some(selector),
+            ports: Some(vec![ServicePort {
+                name: Some(METRICS_PORT_NAME.into()),
+                port: METRICS_PORT,
+                protocol: Some("TCP".into()),
+                target_port: Some(IntOrString::String(METRICS_PORT_NAME.into())),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        status: None,
+    }
 }
 
 /// The files the controller reads as its rendered directory, and their manifest.
@@ -255,6 +295,10 @@ fn deployment(controller: &ControllerPlan, maps: &[(String, ConfigMap, Vec<KeyTo
         "--accept-new",
         "--metrics-address",
         &format!("0.0.0.0:{METRICS_PORT}"),
+        "--metrics-cert",
+        &format!("{METRICS_TLS_DIR}/tls.crt"),
+        "--metrics-key",
+        &format!("{METRICS_TLS_DIR}/tls.key"),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -276,6 +320,8 @@ fn deployment(controller: &ControllerPlan, maps: &[(String, ConfigMap, Vec<KeyTo
         http_get: Some(HTTPGetAction {
             path: Some(path.into()),
             port: IntOrString::Int(METRICS_PORT),
+            // The kubelet does not verify a probe's certificate: the probes answer as soon as the endpoint serves.
+            scheme: Some("HTTPS".into()),
             ..Default::default()
         }),
         period_seconds: Some(10),
@@ -295,7 +341,7 @@ fn deployment(controller: &ControllerPlan, maps: &[(String, ConfigMap, Vec<KeyTo
             value: None,
         }]),
         ports: Some(vec![ContainerPort {
-            name: Some("metrics".into()),
+            name: Some(METRICS_PORT_NAME.into()),
             container_port: METRICS_PORT,
             protocol: Some("TCP".into()),
             ..Default::default()
@@ -307,6 +353,7 @@ fn deployment(controller: &ControllerPlan, maps: &[(String, ConfigMap, Vec<KeyTo
         volume_mounts: Some(vec![
             mount("bundle", RENDERED_DIR, true),
             mount("ssh-key", SSH_DIR, true),
+            mount("metrics-tls", METRICS_TLS_DIR, true),
             mount("state", STATE_DIR, false),
         ]),
         ..Default::default()
@@ -334,6 +381,15 @@ fn deployment(controller: &ControllerPlan, maps: &[(String, ConfigMap, Vec<KeyTo
                     ..Default::default()
                 }]),
                 // Read by the pod's user through its group (OpenShift runs it under an arbitrary UID).
+                default_mode: Some(0o440),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        Volume {
+            name: "metrics-tls".into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(METRICS_TLS_SECRET.into()),
                 default_mode: Some(0o440),
                 ..Default::default()
             }),

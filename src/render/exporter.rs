@@ -33,8 +33,15 @@ pub fn namespace(plan: &Plan) -> Vec<ClusterObject> {
     if !applies(plan) {
         return Vec::new();
     }
+    // Platform monitoring reads the ServiceMonitors and PrometheusRules of the namespaces labelled so
+    // (render/monitoring.rs).
     let namespace = Namespace {
-        metadata: object_meta(NAMESPACE, None, labels([]), annotations(Order::Namespace, [])),
+        metadata: object_meta(
+            NAMESPACE,
+            None,
+            labels([super::monitoring::NAMESPACE_LABEL]),
+            annotations(Order::Namespace, []),
+        ),
         ..Default::default()
     };
     vec![ClusterObject::new("Namespace", NAMESPACE, Order::Namespace, &namespace)]

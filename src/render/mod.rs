@@ -9,6 +9,7 @@ pub mod exporter;
 mod kustomization;
 pub mod machineset;
 pub mod manifest;
+pub mod monitoring;
 pub mod node;
 mod object;
 mod operator;
@@ -48,6 +49,7 @@ pub fn render(plan: &Plan) -> ArtifactSet {
     objects.extend(byoh::render(plan));
     objects.extend(exporter::namespace(plan));
     objects.extend(exporter::render(plan));
+    objects.extend(monitoring::render(plan));
     objects.extend(cloud_node_manager::render(plan));
 
     let cluster_files = |objects: &[ClusterObject]| -> Vec<Artifact> {

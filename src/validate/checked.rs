@@ -5,6 +5,7 @@
 use super::machinesets::derived_machine_set_name;
 pub use super::ssh_key::AuthorizedKey;
 use crate::diagnostics::Diagnostics;
+use crate::duration::Duration;
 use crate::inputs::Loaded;
 use crate::inputs::schema::{self, Platform, PlatformKind, Replicas};
 use crate::inputs::yaml::Located;
@@ -77,7 +78,26 @@ pub struct Checked {
     pub ssh_public_key: Option<AuthorizedKey>,
     /// `wmrender controller` in the cluster, when the inputs ask for it.
     pub controller: Option<ControllerPlan>,
+    pub node_logs: NodeLogs,
     pub warnings: Diagnostics,
+}
+
+/// How the node services' log files are rotated (`nodeLogs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeLogs {
+    /// A log file is rotated once it reaches this size; zero: never.
+    pub max_size: Quantity,
+    /// Rotated files older than this are removed; zero: kept.
+    pub max_age: Duration,
+    /// How often kube-log-runner flushes what it wrote.
+    pub flush_interval: Duration,
+}
+
+impl NodeLogs {
+    /// WMCO's suggestion (docs/log-rotation-managed-services.md): 100M, a week, 5 s.
+    pub const DEFAULT_SIZE: &str = "100M";
+    pub const DEFAULT_AGE: &str = "7d";
+    pub const DEFAULT_FLUSH: &str = "5s";
 }
 
 /// The in-cluster controller's Deployment: its image, where the node payload comes from, how many replicas.
@@ -243,6 +263,23 @@ fn text(v: &Option<Located<String>>, default: impl Into<String>) -> String {
 
 fn num(v: &Option<Located<u32>>, default: u32) -> u32 {
     v.as_ref().map(|l| l.value).unwrap_or(default)
+}
+
+/// `nodeLogs` with its defaults; validation has read every value, so a value it refused cannot reach here.
+fn node_logs(logs: Option<&crate::inputs::schema::NodeLogs>) -> NodeLogs {
+    let text = |v: Option<&Option<Located<String>>>, default: &str| {
+        v.and_then(|v| v.as_ref()).map(|l| l.value.clone()).unwrap_or_else(|| default.to_string())
+    };
+    let duration = |v, default: &str| {
+        Duration::parse(&text(v, default)).or_else(|_| Duration::parse(default)).unwrap_or(Duration::from_seconds(0))
+    };
+    let size = Quantity::parse(&text(logs.map(|l| &l.max_size), NodeLogs::DEFAULT_SIZE))
+        .unwrap_or(Quantity::from_bytes(100_000_000, false));
+    NodeLogs {
+        max_size: size,
+        max_age: duration(logs.map(|l| &l.max_age), NodeLogs::DEFAULT_AGE),
+        flush_interval: duration(logs.map(|l| &l.flush_interval), NodeLogs::DEFAULT_FLUSH),
+    }
 }
 
 /// A size as the API server stores it; validation has read it already, so a value it refused cannot reach here
@@ -436,6 +473,7 @@ pub(super) fn resolve(
             payload_image: c.payload_image.as_ref().map(|p| p.value.clone()),
             replicas: c.replicas.as_ref().map(|r| r.value).unwrap_or(DEFAULT_CONTROLLER_REPLICAS),
         }),
+        node_logs: node_logs(spec.node_logs.as_ref()),
         warnings,
         loaded,
     }

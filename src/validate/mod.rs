@@ -5,6 +5,7 @@
 mod byoh;
 pub mod checked;
 mod cluster;
+pub mod logs;
 mod machinesets;
 pub mod matrix;
 mod mirrors;
@@ -89,6 +90,7 @@ pub fn check(loaded: Loaded) -> Result<Checked, Diagnostics> {
     machinesets::check(inputs, &decoded, &mut d);
     let networks = network::check(inputs, &decoded, &mut d);
     byoh::check(inputs, &decoded, &mut d);
+    logs::check(inputs, &decoded, &mut d);
     let ssh_public_key = ssh_key::check(inputs, &decoded, &mut d);
     let registries = mirrors::check(&loaded, &mut d);
     let mut all = loaded.diagnostics.clone();

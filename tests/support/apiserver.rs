@@ -287,12 +287,17 @@ impl ControlPlane {
 
     fn install_crds(&self) {
         let dir = super::root().join("../shared/schemas/crds");
-        let mut names = Vec::new();
         let mut files: Vec<PathBuf> =
             std::fs::read_dir(&dir).expect("../shared/schemas/crds").map(|e| e.expect("entry").path()).collect();
         files.sort();
+        self.install_crd_files(&files);
+    }
+
+    /// Creates the CRDs of these YAML files and waits until the API server serves each (Established).
+    pub fn install_crd_files(&self, files: &[PathBuf]) {
+        let mut names = Vec::new();
         for file in files {
-            let text = std::fs::read_to_string(&file).expect("CRD file");
+            let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
             let crd: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
             names.push(crd["metadata"]["name"].as_str().expect("CRD name").to_string());
             self.admin

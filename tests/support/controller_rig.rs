@@ -109,7 +109,8 @@ impl Rig {
         self.controller_with(name, metrics_port, &["--accept-new"])
     }
 
-    /// A replica with these flags besides the rig's (e.g. `--accept-new`, `--max-prune`).
+    /// A replica with these flags besides the rig's (e.g. `--accept-new`, `--max-prune`); its metrics over plain HTTP
+    /// unless they give `--metrics-cert`.
     pub fn controller_with(&self, name: &str, metrics_port: u16, extra: &[&str]) -> Replica {
         let log =
             std::fs::OpenOptions::new().create(true).append(true).open(self.path(&format!("{name}.log"))).unwrap();
@@ -121,6 +122,7 @@ impl Rig {
             .args(extra)
             .args(["--lease-duration", "4", "--resync", "30", "--replica", name, "--drain-timeout", "30"])
             .args(["--metrics-address", &format!("127.0.0.1:{metrics_port}")])
+            .args(if extra.contains(&"--metrics-cert") { &[][..] } else { &["--metrics-plain-http"][..] })
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -12,6 +12,7 @@ use super::paths::{self, node};
 use super::settings::NETWORK_STEP;
 use crate::plan::{Plan, PlatformPlan};
 use crate::render::Artifact;
+use crate::validate::logs::ROTATING_LOG_RUNNER;
 use wmrender_contract::{NodeVariable, Service, ServicesFile};
 
 fn service(name: &str, command: String) -> Service {
@@ -35,9 +36,29 @@ fn nodes(list: &[&str]) -> Vec<wmrender_contract::NodePath> {
     list.iter().map(|p| node(p)).collect()
 }
 
-/// `kube-log-runner.exe` writes the service's log file and hands the SCM handshake to the child.
-fn with_log_runner(log: &str, exe: &str, args: &str) -> String {
-    format!(r"C:\k\kube-log-runner.exe -log-file={log} {exe} {args}")
+/// `kube-log-runner.exe` writes the service's log file and hands the SCM handshake to the child; from Kubernetes
+/// 1.34 on it also rotates it (`-log-file-size`, then removes rotated files older than `-log-file-age`) and flushes
+/// it every `-flush-interval`, as WMCO 10.22 runs it when its log rotation is asked for.
+fn with_log_runner(plan: &Plan, log: &str, exe: &str, args: &str) -> String {
+    let logs = &plan.node.logs;
+    let mut runner = format!(r"C:\k\kube-log-runner.exe -log-file={log}");
+    if plan.node.kubernetes.minor >= ROTATING_LOG_RUNNER {
+        if logs.max_size.bytes() > 0 {
+            runner.push_str(&format!(" -log-file-size={}", logs.max_size.canonical()));
+            if logs.max_age.seconds() > 0 {
+                runner.push_str(&format!(" -log-file-age={}", logs.max_age.go()));
+            }
+        }
+        if logs.flush_interval.seconds() > 0 {
+            runner.push_str(&format!(" -flush-interval={}", logs.flush_interval.go()));
+        }
+    }
+    format!("{runner} {exe} {args}")
+}
+
+/// A size in whole mebibytes, rounded up: what hybrid-overlay-node (lumberjack) and csi-proxy (klog) count in.
+fn mebibytes(bytes: u64) -> u64 {
+    bytes.div_ceil(1 << 20)
 }
 
 pub fn services(plan: &Plan) -> Vec<Service> {
@@ -83,7 +104,7 @@ pub fn services(plan: &Plan) -> Vec<Service> {
         kubelet_binaries.push(r"C:\k\ecr-credential-provider.exe");
     }
     let mut kubelet =
-        service("kubelet", with_log_runner(r"C:\var\log\kubelet\kubelet.log", r"C:\k\kubelet.exe", &args));
+        service("kubelet", with_log_runner(plan, r"C:\var\log\kubelet\kubelet.log", r"C:\k\kubelet.exe", &args));
     kubelet.dependencies = vec!["containerd".into()];
     kubelet.node_variables = kubelet_vars;
     kubelet.files = nodes(&kubelet_files);
@@ -122,6 +143,15 @@ pub fn services(plan: &Plan) -> Vec<Service> {
     if let Some(port) = plan.node.vxlan_port {
         hybrid.push_str(&format!(" --hybrid-overlay-vxlan-port {port}"));
     }
+    // Its own rotation (lumberjack, on whenever `--logfile` is given): the size in MiB and the age in days, both
+    // rounded up; it keeps its default of 5 rotated files, compressed.
+    let logs = &plan.node.logs;
+    if logs.max_size.bytes() > 0 {
+        hybrid.push_str(&format!(" --logfile-maxsize {}", mebibytes(logs.max_size.bytes())));
+        if logs.max_age.seconds() > 0 {
+            hybrid.push_str(&format!(" --logfile-maxage {}", logs.max_age.days_rounded_up()));
+        }
+    }
     let mut hybrid = service("hybrid-overlay-node", hybrid);
     hybrid.dependencies = vec!["kubelet".into()];
     hybrid.node_variables = vec![NodeVariable::NodeName];
@@ -132,11 +162,14 @@ pub fn services(plan: &Plan) -> Vec<Service> {
     hybrid.requires = nodes(&[paths::KUBECONFIG]);
     all.push(hybrid);
 
-    let mut csi = service(
-        "csi-proxy",
-        r"C:\k\csi-proxy.exe -log_file=C:\var\log\csi-proxy\csi-proxy.log -logtostderr=false -windows-service --v=2"
-            .into(),
-    );
+    // klog's own limit: past it, the file is started again (klog keeps no rotated copy).
+    let mut csi_command =
+        r"C:\k\csi-proxy.exe -log_file=C:\var\log\csi-proxy\csi-proxy.log -logtostderr=false".to_string();
+    if logs.max_size.bytes() > 0 {
+        csi_command.push_str(&format!(" -log_file_max_size={}", mebibytes(logs.max_size.bytes())));
+    }
+    csi_command.push_str(" -windows-service --v=2");
+    let mut csi = service("csi-proxy", csi_command);
     csi.binaries = nodes(&[r"C:\k\csi-proxy.exe"]);
     csi.requires = nodes(&[paths::KUBECONFIG]);
     // A storage helper: only pods with CSI volumes need it.
@@ -145,6 +178,7 @@ pub fn services(plan: &Plan) -> Vec<Service> {
     let mut proxy = service(
         "kube-proxy",
         with_log_runner(
+            plan,
             r"C:\var\log\kube-proxy\kube-proxy.log",
             r"C:\k\kube-proxy.exe",
             &format!("--config {} --windows-service", paths::KUBE_PROXY_CONF),
