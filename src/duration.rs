@@ -54,7 +54,8 @@ impl Duration {
         if self.seconds == 0 {
             return "0s".into();
         }
-        let (unit, per) = UNITS[1..].iter().find(|(_, per)| self.seconds.is_multiple_of(*per)).copied().unwrap_or(("s", 1));
+        let (unit, per) =
+            UNITS[1..].iter().find(|(_, per)| self.seconds.is_multiple_of(*per)).copied().unwrap_or(("s", 1));
         format!("{}{unit}", self.seconds / per)
     }
 }

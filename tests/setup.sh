@@ -7,7 +7,9 @@
 # - Wine, MinGW-w64 and Rust's Windows target (the node agent under Wine: tests/e2e/wine-setup.sh);
 # - kube-apiserver and etcd, built from source at pinned releases (tests/apiserver/build.sh; the cluster tests);
 # - Prometheus and promtool (Debian's), kube-log-runner (built from its Go module), the prometheus-operator and
-#   APIServer CRDs (tests/monitoring/setup.sh; the monitoring tests).
+#   APIServer CRDs (tests/monitoring/setup.sh; the monitoring tests), and upstream's Prometheus 3.5 with Kubernetes
+#   service discovery, built from its Go module (tests/monitoring/prometheus/build.sh; a first build takes about 3
+#   minutes on 2 cores).
 #
 # Safe to run again: it installs only what is missing, and rebuilds nothing that is current.
 set -euo pipefail
@@ -25,3 +27,4 @@ fi
 bash tests/e2e/wine-setup.sh
 bash tests/apiserver/build.sh
 bash tests/monitoring/setup.sh
+bash tests/monitoring/prometheus/build.sh

@@ -56,6 +56,9 @@ pub struct Leading {
     pub queue: Queue<Done>,
     /// What was said last about each target refused, the desired state and the prune budget.
     said: BTreeMap<String, String>,
+    /// The Windows Machines as the desired state last read them: the Machine an Event is about. Not the view's,
+    /// which lags behind while the Machines' watch fails and the desired state lists them afresh.
+    machines: Vec<Machine>,
 }
 
 /// What a pass needs besides the leader's own state.
@@ -76,6 +79,7 @@ impl Leading {
             memories: BTreeMap::new(),
             queue: Queue::new(opts.parallel, opts.delivery.max_unavailable),
             said: BTreeMap::new(),
+            machines: Vec::new(),
         }
     }
 
@@ -107,7 +111,7 @@ impl Leading {
             }
         }
         let nodes = ctx.view.nodes();
-        let machines: Vec<Machine> = ctx.view.machines().iter().map(Machine::from_object).collect();
+        self.machines = desired.machines.clone();
         let digest = session.bundle_digest();
         let records = logins.all();
         let running = self.queue.running();
@@ -129,7 +133,7 @@ impl Leading {
                 // A Machine that waits (not provisioned yet, no address yet) is said as plainly as a refused one.
                 let kind = if refusal.refused { Kind::Warning } else { Kind::Normal };
                 if !ctx.opts.dry_run()
-                    && let Some(m) = refusal.machine.as_ref().and_then(|n| machines.iter().find(|m| &m.name == n))
+                    && let Some(m) = refusal.machine.as_ref().and_then(|n| self.machines.iter().find(|m| &m.name == n))
                 {
                     record_machine(ctx, m, kind, "NotContacted", &format!("{what}: {}", refusal.why)).await;
                 }
@@ -260,12 +264,9 @@ impl Leading {
                 match node {
                     Some(n) => record_node(ctx, n, kind, reason, &message).await,
                     None => {
-                        let machine = report
-                            .machine
-                            .as_ref()
-                            .and_then(|m| ctx.view.machines().iter().map(Machine::from_object).find(|x| &x.name == m));
+                        let machine = report.machine.as_ref().and_then(|m| self.machines.iter().find(|x| &x.name == m));
                         if let Some(m) = machine {
-                            record_machine(ctx, &m, kind, reason, &message).await;
+                            record_machine(ctx, m, kind, reason, &message).await;
                         }
                     }
                 }

@@ -136,7 +136,9 @@ pub struct RuleGroup {
 #[derive(Clone, Debug, Serialize)]
 pub struct Rule {
     pub record: &'static str,
-    pub expr: &'static str,
+    /// The expression and a line end, as WMCO writes them (`expr: |`): a block YAML tools keep as it is, where a
+    /// long plain line would be folded, and folded again differently by the next tool (kpt).
+    pub expr: String,
 }
 
 /// WMCO's recording rules (record, expression), as its newest bundle has them. Two quirks are kept, so that the
@@ -277,7 +279,10 @@ pub fn rules() -> PrometheusRule {
         spec: RuleSpec {
             groups: vec![RuleGroup {
                 name: "windows.rules",
-                rules: RECORDING_RULES.iter().map(|(record, expr)| Rule { record, expr }).collect(),
+                rules: RECORDING_RULES
+                    .iter()
+                    .map(|(record, expr)| Rule { record, expr: format!("{expr}\n") })
+                    .collect(),
             }],
         },
     }

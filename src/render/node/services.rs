@@ -133,8 +133,18 @@ pub fn services(plan: &Plan) -> Vec<Service> {
     // Monitoring: the node works without it.
     exporter.optional = true;
 
+    // Its own rotation beside its log file (lumberjack, on whenever `--logfile` is given): the size in MiB and the
+    // age in days, both rounded up; it keeps its default of 5 rotated files, compressed.
+    let logs = &plan.node.logs;
+    let mut rotation = String::new();
+    if logs.max_size.bytes() > 0 {
+        rotation.push_str(&format!(" --logfile-maxsize {}", mebibytes(logs.max_size.bytes())));
+        if logs.max_age.seconds() > 0 {
+            rotation.push_str(&format!(" --logfile-maxage {}", logs.max_age.days_rounded_up()));
+        }
+    }
     let mut hybrid = format!(
-        r"C:\k\hybrid-overlay-node.exe --node {} --bootstrap-kubeconfig={} --cert-dir=C:\k\cni\config --cert-duration=24h --windows-service --logfile C:\var\log\hybrid-overlay\hybrid-overlay.log --k8s-apiserver={} --k8s-cacert {}",
+        r"C:\k\hybrid-overlay-node.exe --node {} --bootstrap-kubeconfig={} --cert-dir=C:\k\cni\config --cert-duration=24h --windows-service --logfile C:\var\log\hybrid-overlay\hybrid-overlay.log{rotation} --k8s-apiserver={} --k8s-cacert {}",
         NodeVariable::NodeName.placeholder(),
         paths::KUBECONFIG,
         plan.node.api_server_url,
@@ -142,15 +152,6 @@ pub fn services(plan: &Plan) -> Vec<Service> {
     );
     if let Some(port) = plan.node.vxlan_port {
         hybrid.push_str(&format!(" --hybrid-overlay-vxlan-port {port}"));
-    }
-    // Its own rotation (lumberjack, on whenever `--logfile` is given): the size in MiB and the age in days, both
-    // rounded up; it keeps its default of 5 rotated files, compressed.
-    let logs = &plan.node.logs;
-    if logs.max_size.bytes() > 0 {
-        hybrid.push_str(&format!(" --logfile-maxsize {}", mebibytes(logs.max_size.bytes())));
-        if logs.max_age.seconds() > 0 {
-            hybrid.push_str(&format!(" --logfile-maxage {}", logs.max_age.days_rounded_up()));
-        }
     }
     let mut hybrid = service("hybrid-overlay-node", hybrid);
     hybrid.dependencies = vec!["kubelet".into()];
