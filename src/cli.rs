@@ -50,6 +50,10 @@ owns them), --inventory, and with --kubeconfig the nodes of the Windows Machines
 unchanged or pending; 1 --dry-run found changes; 2 invalid input or usage; 3 a node, the cluster or a join \
 failed.")]
     Sync(Box<SyncArgs>),
+    /// The Windows programs a node runs (the payload `sync --payload` delivers): pull them out of the WMCO
+    /// operator image of the cluster's release, or list a directory assembled by hand.
+    #[command(subcommand)]
+    Payload(PayloadCommand),
     /// Reboot nodes gracefully: cordon, drain through the Eviction API, reboot over SSH, wait, uncordon.
     #[command(after_help = "Examples:\n  \
 wmrender reboot win-a win-b --kubeconfig ~/.kube/config --rendered out --identity key.pem\n  \
@@ -132,6 +136,62 @@ wmrender completions zsh > \"${fpath[1]}/_wmrender\"\n  wmrender completions fis
     Validate(ValidateArgs),
 }
 
+#[derive(Subcommand, Debug)]
+pub enum PayloadCommand {
+    /// Extract the payload from an OCI image (the WMCO operator image of the cluster's OpenShift release) into a
+    /// directory laid out by node path, with its digest list payload.json.
+    #[command(after_help = "Examples:\n  \
+wmrender payload pull registry.redhat.io/openshift4-wincw/windows-machine-config-rhel9-operator@sha256:<digest> \\\n      \
+-o payload --registry-config pull-secret.json -f wmrender.yaml\n  \
+wmrender sync --rendered out --payload payload ...\n\n\
+With -f, the image is fetched through the inputs' mirrors (the IDMS/ITMS rules hosts.toml renders: the mirrors in \
+order, then the source unless NeverContactSource) and the payload is checked against the inputs' \
+kubernetesVersion and platform before anything is written. Every manifest and layer is checked against its digest, \
+and every file against the image's /payload/sha256sum where it has one (WMCO 10.21.1 and later). The directory is \
+written all at once, or not at all. Exit codes: 0 pulled; 2 the image, reference, credentials or inputs are refused; \
+3 no registry could be reached.")]
+    Pull(PayloadPullArgs),
+    /// Write DIR/payload.json: every file under DIR/C with its sha256, size and the version the program carries.
+    #[command(after_help = "Examples:\n  wmrender payload list payload\n  \
+wmrender payload list payload -f wmrender.yaml   # and check it against the inputs' kubernetesVersion\n\n\
+sync --payload checks the directory against payload.json when it has one (a changed, missing or unlisted file is \
+refused), and every payload against the rendered bundle's Kubernetes version. A program that carries no version \
+(a test build) gets none in the list: write its `version` in by hand for the check to hold.")]
+    List(PayloadListArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct PayloadPullArgs {
+    /// The image, best by digest: registry/repository@sha256:<hex> (a :tag is resolved to its digest).
+    #[arg(value_name = "IMAGE")]
+    pub image: String,
+    /// Write the payload here (created; an empty directory or a payload written before is replaced as a whole).
+    #[arg(short = 'o', long = "output-dir", value_name = "DIR")]
+    pub output_dir: PathBuf,
+    /// The cluster-inputs file: its mirrors, kubernetesVersion and platform (optional).
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Registry credentials: a .dockerconfigjson such as the cluster's pull secret
+    /// (`oc get secret/pull-secret -n openshift-config -o jsonpath='{.data.\.dockerconfigjson}' | base64 -d`).
+    /// Default: $REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json, $DOCKER_CONFIG/config.json or
+    /// ~/.docker/config.json, the first that exists.
+    #[arg(long, value_name = "FILE")]
+    pub registry_config: Option<PathBuf>,
+    /// A PEM file of CA certificates to trust for the registries besides the system's (repeatable).
+    #[arg(long = "registry-ca", value_name = "FILE")]
+    pub registry_ca: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct PayloadListArgs {
+    /// The payload directory (DIR/C/k/kubelet.exe is C:\\k\\kubelet.exe).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// The cluster-inputs file: the payload is checked against its kubernetesVersion (optional).
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+}
+
 #[derive(Args, Debug)]
 pub struct KrmArgs {
     /// kustomize's legacy exec generator plugin protocol: the path of kustomize's copy of the generator config.
@@ -185,6 +245,10 @@ pub enum OnlyPart {
 pub struct ValidateArgs {
     #[command(flatten)]
     pub inputs: InputsArg,
+    /// Also check a payload directory against the inputs' kubernetesVersion (the version skew policy; its
+    /// payload.json when it has one).
+    #[arg(long, value_name = "DIR")]
+    pub payload: Option<PathBuf>,
     /// How to print the diagnostics: `human` (on stderr) or `json` (on stdout, for tools).
     #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
     pub output: OutputFormat,

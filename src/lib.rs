@@ -18,6 +18,7 @@ pub mod import;
 pub mod inputs;
 pub mod lifecycle;
 pub mod net;
+pub mod payload;
 pub mod plan;
 pub mod quantity;
 pub mod registries;
@@ -35,10 +36,9 @@ use std::path::Path;
 /// The result of compiling an inputs file: the rendered artifacts and the warnings met on the way.
 pub struct Compiled {
     pub artifacts: ArtifactSet,
-    /// `sha256:…` of the inputs, for `manifest.json`.
-    pub inputs_digest: String,
-    /// Who configures the nodes, for `manifest.json` (sync reads it).
-    pub mode: wmrender_contract::Mode,
+    /// What `manifest.json` says besides the files: the inputs digest, who configures the nodes, the cluster's
+    /// Kubernetes minor.
+    pub stamp: render::manifest::Stamp,
     pub warnings: Diagnostics,
 }
 
@@ -71,7 +71,7 @@ impl Compiled {
             .filter(|f| only.is_none_or(|p| f.path.starts_with(p.prefix())))
             .cloned()
             .collect();
-        files.push(render::manifest::render(&files, &self.inputs_digest, self.mode));
+        files.push(render::manifest::render(&files, &self.stamp));
         files.sort_by(|a, b| a.path.cmp(&b.path));
         files
     }
@@ -103,8 +103,11 @@ pub fn compile(path: &Path, strict: bool) -> Result<Compiled, Error> {
     let artifacts = render::render(&plan);
     Ok(Compiled {
         artifacts,
-        inputs_digest: checked.loaded.digest(),
-        mode: plan.operator.mode(),
+        stamp: render::manifest::Stamp {
+            inputs_digest: checked.loaded.digest(),
+            mode: plan.operator.mode(),
+            kubernetes_minor: plan.node.kubernetes.minor,
+        },
         warnings: checked.warnings,
     })
 }

@@ -6,8 +6,8 @@ mod progress;
 use clap::CommandFactory;
 use clap::Parser;
 use cli::{
-    Cli, Command, ControllerArgs, DiffArgs, ImportArgs, KrmArgs, OnlyPart, OutputFormat, RebootArgs, RenderArgs,
-    SyncArgs, ValidateArgs,
+    Cli, Command, ControllerArgs, DiffArgs, ImportArgs, KrmArgs, OnlyPart, OutputFormat, PayloadCommand,
+    PayloadListArgs, PayloadPullArgs, RebootArgs, RenderArgs, SyncArgs, ValidateArgs,
 };
 use std::io::Write;
 use std::process::ExitCode;
@@ -26,6 +26,8 @@ fn main() -> ExitCode {
         Command::Render(args) => render(args),
         Command::Validate(args) => validate(args),
         Command::Sync(args) => sync(*args),
+        Command::Payload(PayloadCommand::Pull(args)) => payload_pull(args),
+        Command::Payload(PayloadCommand::List(args)) => payload_list(args),
         Command::Reboot(args) => reboot(*args),
         Command::Controller(args) => controller(*args, false),
         Command::Status(args) => controller(*args, true),
@@ -118,7 +120,15 @@ fn render(args: RenderArgs) -> Result<u8, Error> {
 fn validate(args: ValidateArgs) -> Result<u8, Error> {
     let result = wmrender::check_inputs(&args.inputs.file, args.inputs.strict);
     let (diags, code) = match result {
-        Ok(checked) => (checked.warnings, OK),
+        Ok(checked) => {
+            if let Some(dir) = &args.payload {
+                let list = wmrender::payload::list::checked(dir)?;
+                for note in wmrender::payload::list::fits(&list, checked.kubernetes.minor, dir)? {
+                    eprintln!("note: {note}");
+                }
+            }
+            (checked.warnings, OK)
+        }
         Err(Error::Invalid(diags)) => (diags, INVALID),
         Err(e) => return Err(e),
     };
@@ -130,6 +140,73 @@ fn validate(args: ValidateArgs) -> Result<u8, Error> {
         OutputFormat::Human => eprint!("{}", diags.render_for_stderr()),
     }
     Ok(code)
+}
+
+/// The inputs' mirrors, Kubernetes minor and the platform's own programs, for `payload pull -f` and `payload list -f`.
+fn payload_inputs(file: Option<&std::path::Path>) -> Result<Option<wmrender::validate::Checked>, Error> {
+    file.map(|f| wmrender::check_inputs(f, false)).transpose()
+}
+
+fn payload_pull(args: PayloadPullArgs) -> Result<u8, Error> {
+    #[cfg(feature = "registry")]
+    {
+        use wmrender::validate::checked::PlatformPlan;
+        let checked = payload_inputs(args.file.as_deref())?;
+        let platform_files = checked.as_ref().map(|c| match c.platform {
+            PlatformPlan::Aws(_) => vec![r"C:\k\ecr-credential-provider.exe"],
+            PlatformPlan::Azure(_) => vec![r"C:\k\azure-cloud-node-manager.exe"],
+            _ => vec![],
+        });
+        let opts = wmrender::payload::pull::PullOptions {
+            image: args.image,
+            out: args.output_dir.clone(),
+            registry_config: args.registry_config,
+            ca_files: args.registry_ca,
+            mirrors: checked.as_ref().map(|c| c.registries.clone()).unwrap_or_default(),
+            kubernetes: checked.as_ref().map(|c| c.kubernetes.minor),
+            platform_files,
+        };
+        let pulled = runtime()?.block_on(wmrender::payload::pull::pull(&opts))?;
+        for note in &pulled.notes {
+            eprintln!("note: {note}");
+        }
+        let from = if pulled.from.is_empty() { String::new() } else { format!(" (from the mirror {})", pulled.from) };
+        eprintln!(
+            "pulled {}{from}: {} files, {} bytes, in {}",
+            pulled.image,
+            pulled.files,
+            pulled.bytes,
+            args.output_dir.display()
+        );
+        Ok(OK)
+    }
+    #[cfg(not(feature = "registry"))]
+    {
+        let _ = (args, payload_inputs);
+        Err(wmrender::payload::PayloadError::NotBuilt("registry").into())
+    }
+}
+
+fn payload_list(args: PayloadListArgs) -> Result<u8, Error> {
+    let checked = payload_inputs(args.file.as_deref())?;
+    // A list written before keeps its source and the versions written in by hand, for files that did not change.
+    let before = wmrender::payload::list::read_list(&args.dir)?;
+    let mut list = wmrender::payload::list::make(&args.dir, before.as_ref().and_then(|b| b.source.clone()))?;
+    if let Some(before) = &before {
+        for f in list.files.iter_mut().filter(|f| f.version.is_none()) {
+            f.version =
+                before.files.iter().find(|b| b.path == f.path && b.sha256 == f.sha256).and_then(|b| b.version.clone());
+        }
+    }
+    if let Some(c) = &checked {
+        for note in wmrender::payload::list::fits(&list, c.kubernetes.minor, &args.dir)? {
+            eprintln!("note: {note}");
+        }
+    }
+    wmrender::payload::write::write_list(&args.dir, &list)?;
+    let file = args.dir.join(wmrender_contract::payload::PAYLOAD_LIST);
+    eprintln!("wrote {} ({} files)", file.display(), list.files.len());
+    Ok(OK)
 }
 
 /// The lowest layer of the node options, shared by `sync`, `reboot` and `controller`: how nodes are reached.

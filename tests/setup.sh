@@ -9,7 +9,9 @@
 # - Prometheus and promtool (Debian's), kube-log-runner (built from its Go module), the prometheus-operator and
 #   APIServer CRDs (tests/monitoring/setup.sh; the monitoring tests), and upstream's Prometheus 3.5 with Kubernetes
 #   service discovery, built from its Go module (tests/monitoring/prometheus/build.sh; a first build takes about 3
-#   minutes on 2 cores).
+#   minutes on 2 cores);
+# - the real Windows programs of the payload tests (kubelet, kube-proxy, kube-log-runner, the CNI plugins), built from
+#   their Go modules (tests/payload/build.sh; about 5 minutes the first time on 2 cores).
 #
 # Safe to run again: it installs only what is missing, and rebuilds nothing that is current.
 set -euo pipefail
@@ -28,3 +30,4 @@ bash tests/e2e/wine-setup.sh
 bash tests/apiserver/build.sh
 bash tests/monitoring/setup.sh
 bash tests/monitoring/prometheus/build.sh
+bash tests/payload/build.sh

@@ -89,18 +89,7 @@ pub enum SecretsError {
     CaBundle { file: PathBuf, why: String },
 }
 
-/// What is wrong inside a pull secret; never its values.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum PullSecretProblem {
-    #[error("it is not JSON")]
-    NotJson,
-    #[error("it has no `auths` object")]
-    NoAuths,
-    #[error("the `auth` of `{host}` is not base64")]
-    NotBase64 { host: String },
-    #[error("the credentials of `{host}` are not `user:password`")]
-    NotUserPassword { host: String },
-}
+pub use crate::secret::PullSecretProblem;
 
 /// The one place that says which of these is the user's input (exit 2) and which a failure (exit 3).
 impl From<PlanError> for Error {

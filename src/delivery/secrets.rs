@@ -2,10 +2,9 @@
 //! node, and never printed, logged or written locally. Values here are wrapped so that a stray `{:?}` cannot
 //! print them.
 
-use super::error::{PullSecretProblem, SecretsError};
+use super::error::SecretsError;
 pub use crate::secret::Secret;
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
+use crate::secret::parse_pull_secret;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use wmrender_contract::paths;
@@ -118,37 +117,10 @@ impl Secrets {
     }
 }
 
-/// `.dockerconfigjson` → `host[:port]` → `Basic <base64>`. Keys written with a scheme or a path are normalised to
-/// the host; `auth` is decoded and re-encoded with standard padded base64; `username`/`password` are used when
-/// `auth` is absent.
-fn parse_pull_secret(bytes: &[u8]) -> Result<BTreeMap<String, Secret>, PullSecretProblem> {
-    // serde_json's message may quote the text it read: never shown.
-    let doc: serde_json::Value = serde_json::from_slice(bytes).map_err(|_| PullSecretProblem::NotJson)?;
-    let auths = doc.get("auths").and_then(|a| a.as_object()).ok_or(PullSecretProblem::NoAuths)?;
-    let mut out = BTreeMap::new();
-    for (key, entry) in auths {
-        let host = key.split("://").last().unwrap_or(key).split('/').next().unwrap_or("").to_string();
-        let user_pass = match (entry.get("auth").and_then(|a| a.as_str()), entry.get("username"), entry.get("password"))
-        {
-            (Some(auth), _, _) => {
-                STANDARD.decode(auth.trim()).map_err(|_| PullSecretProblem::NotBase64 { host: host.clone() })?
-            }
-            (None, Some(u), Some(p)) => {
-                format!("{}:{}", u.as_str().unwrap_or(""), p.as_str().unwrap_or("")).into_bytes()
-            }
-            _ => continue, // an entry without credentials (e.g. only an identity token) adds no header
-        };
-        if !user_pass.contains(&b':') {
-            return Err(PullSecretProblem::NotUserPassword { host });
-        }
-        out.insert(host, Secret::new(format!("Basic {}", STANDARD.encode(&user_pass)).into_bytes()));
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::secret::PullSecretProblem;
 
     const HOSTS: &str = "server = \"https://quay.io/v2\"\n\noverride_path = true\n\n[host.\"https://mirror.example.com:5000/v2/quay\"]\n  capabilities = [\"pull\"]\n  override_path = true\n\n[host.\"https://other.example.com/v2\"]\n  capabilities = [\"pull\"]\n  override_path = true\n";
 

@@ -69,7 +69,15 @@ pub async fn session(
         let fetched = crate::cluster::credentials::fetch(c, without_operator).await?;
         files.fetched = Fetched { files: fetched.files, pull_secret: fetched.pull_secret, notes: fetched.notes };
     }
-    let notes = files.fetched.notes.clone();
+    let mut notes = files.fetched.notes.clone();
+    if let Some(dir) = &opts.payload {
+        // The payload as its list says, and fit for the cluster the bundle is rendered for: refused before any node
+        // is contacted.
+        let list = crate::payload::list::checked(dir)?;
+        if let Some(minor) = rendered.manifest.kubernetes_minor() {
+            notes.extend(crate::payload::list::fits(&list, minor, dir)?);
+        }
+    }
     let pull_secret = files.has_pull_secret();
     let mut secrets = Secrets::load(&files)?;
     #[cfg(feature = "cluster")]

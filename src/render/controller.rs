@@ -210,7 +210,12 @@ struct Bundle<'a> {
 fn bundle<'a>(plan: &Plan, files: &'a [Artifact]) -> Bundle<'a> {
     let byoh = super::byoh::PATH;
     let files: Vec<&Artifact> = files.iter().filter(|f| f.path.starts_with("node/") || f.path == byoh).collect();
-    let manifest = super::manifest::of(files.iter().copied(), &plan.inputs_digest, Mode::WithoutOperator);
+    let stamp = super::manifest::Stamp {
+        inputs_digest: plan.inputs_digest.clone(),
+        mode: Mode::WithoutOperator,
+        kubernetes_minor: plan.node.kubernetes.minor,
+    };
+    let manifest = super::manifest::of(files.iter().copied(), &stamp);
     Bundle { files, manifest: manifest.to_json() }
 }
 

@@ -13,6 +13,7 @@ pub mod played;
 pub mod powershell;
 #[cfg(feature = "cluster")]
 pub mod rbac;
+pub mod registry;
 pub mod sshd;
 pub mod wine;
 pub mod wine_bundle;

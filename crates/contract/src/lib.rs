@@ -4,10 +4,12 @@
 
 pub mod ca_bundle;
 pub mod cluster_names;
+pub mod compat;
 pub mod machine;
 pub mod manifest;
 pub mod node_status;
 pub mod path;
+pub mod payload;
 pub mod result;
 pub mod services;
 pub mod settings;

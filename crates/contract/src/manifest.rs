@@ -26,7 +26,18 @@ pub struct BundleManifest {
     /// Always written; `None` only in a manifest of an older wmrender, which `sync` refuses (render again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<Mode>,
+    /// The cluster's Kubernetes minor the bundle is rendered for (`"1.35"`): a payload is checked against it. `None`
+    /// in a manifest of an older wmrender.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<String>,
     pub files: Vec<BundleEntry>,
+}
+
+impl BundleManifest {
+    /// The minor of [`BundleManifest::kubernetes`] (`35` for `"1.35"`), when it reads as one.
+    pub fn kubernetes_minor(&self) -> Option<u32> {
+        self.kubernetes.as_deref()?.strip_prefix("1.")?.parse().ok()
+    }
 }
 
 impl BundleManifest {

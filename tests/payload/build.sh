@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Builds the real Windows programs of the WMCO payload tests from their Go modules (go.mod beside this file), for
+# windows/amd64 (CGO_ENABLED=0), into target/payload-programs of this checkout (or $PAYLOAD_PROGRAMS):
+#   kubelet.exe, kube-proxy.exe   k8s.io/kubernetes v1.36.3 (cmd/kubelet, cmd/kube-proxy)
+#   kube-log-runner.exe           k8s.io/component-base v0.36.3 (logs/kube-log-runner)
+#   win-bridge.exe, win-overlay.exe, host-local.exe
+#                                 github.com/containernetworking/plugins v1.9.1 (plugins/main/windows/*, plugins/ipam)
+# wmco-image.sh lays them out as WMCO's /payload. Everything else WMCO ships there (containerd and its runhcs shim,
+# hybrid-overlay-node, windows_exporter, csi-proxy, WICD, the cloud providers' programs) is not built here: that script
+# writes stand-in files for them. Does nothing when the programs are there for this go.mod, go.sum and script. Needs Go
+# (see go.mod) and the Go module proxy.
+#
+# Versions are stamped as the projects' release builds stamp them: Kubernetes' hack/lib/version.sh sets gitVersion,
+# gitMajor, gitMinor and buildDate in both k8s.io/component-base/version and k8s.io/client-go/pkg/version (buildDate
+# here is the tag's time, as with SOURCE_DATE_EPOCH; gitCommit and gitTreeState are left unset, as that script does
+# when it knows no commit: a Go module carries none); the CNI plugins' release script sets
+# pkg/utils/buildversion.BuildVersion to the tag.
+#
+# The first build took 5 min 5 s on a 2-core machine busy with another job (340 CPU-seconds, 1.8 GB peak memory; the
+# modules were already downloaded, Go's build cache held nothing for windows/amd64); with Go's module and build caches
+# kept (~/go/pkg/mod, ~/.cache/go-build) building them again takes about 1 s, and when they are current nothing runs.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+out=${PAYLOAD_PROGRAMS:-$root/target/payload-programs}
+programs=(kubelet kube-proxy kube-log-runner win-bridge win-overlay host-local)
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "payload/build.sh: Go is needed to build kubelet, kube-proxy, kube-log-runner and the CNI plugins for Windows ($(sed -n 's/^go //p' "$here/go.mod") or newer)" >&2
+  exit 1
+fi
+stamp=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" | sha256sum | cut -c1-16)
+current=yes
+for p in "${programs[@]}"; do [ -f "$out/$p.exe" ] || current=; done
+if [ -n "$current" ] && [ "$(cat "$out/.stamp" 2>/dev/null)" = "$stamp" ]; then
+  exit 0
+fi
+mkdir -p "$out"
+rm -f "$out/.stamp"
+cd "$here"
+start=$(date +%s)
+export GOOS=windows GOARCH=amd64 CGO_ENABLED=0
+
+# The pinned versions and tag times, read from go.mod (and the module cache) so the stamps follow a pin change.
+read -r kube kube_date < <(go list -m -f '{{.Version}} {{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
+cni=$(go list -m -f '{{.Version}}' github.com/containernetworking/plugins)
+major=${kube#v}; major=${major%%.*}
+minor=${kube#v*.}; minor=${minor%%.*}
+kflags=
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  kflags+=" -X $pkg.gitVersion=$kube -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.buildDate=$kube_date"
+done
+
+# -trimpath: the same binaries whatever the checkout's path. GOFLAGS from the caller (e.g. -mod=mod) are kept.
+go build -trimpath -o "$out/" -ldflags "${kflags# }" \
+  k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy k8s.io/component-base/logs/kube-log-runner
+p=github.com/containernetworking/plugins
+go build -trimpath -o "$out/" -ldflags "-X $p/pkg/utils/buildversion.BuildVersion=$cni" \
+  $p/plugins/main/windows/win-bridge $p/plugins/main/windows/win-overlay $p/plugins/ipam/host-local
+for p in "${programs[@]}"; do
+  [ -f "$out/$p.exe" ] || { echo "payload/build.sh: go build made no $out/$p.exe" >&2; exit 1; }
+done
+echo "$stamp" > "$out/.stamp"
+echo "payload/build.sh: ${programs[*]/%/.exe} for windows/amd64 in $out ($(( $(date +%s) - start )) s)" >&2

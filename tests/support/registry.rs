@@ -1,0 +1,146 @@
+//! Debian's `docker-registry` (the CNCF distribution registry) on 127.0.0.1 with TLS from a throwaway CA, and
+//! optionally htpasswd authentication; stopped when dropped. Images are pushed to it with the real `skopeo`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A CA and a serving certificate for 127.0.0.1, made with `openssl`.
+pub struct Ca {
+    pub dir: PathBuf,
+}
+
+impl Ca {
+    pub fn new(dir: &Path) -> Ca {
+        let run = |args: &[&str]| {
+            let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl runs");
+            assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        run(&["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=wmrender test CA"]
+            .iter()
+            .chain(&["-keyout", "ca.key", "-out", "ca.pem"])
+            .copied()
+            .collect::<Vec<_>>());
+        run(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            "reg.key",
+            "-out",
+            "reg.csr",
+        ]);
+        std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            "reg.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            "san.ext",
+            "-out",
+            "reg.pem",
+        ]);
+        Ca { dir: dir.to_path_buf() }
+    }
+
+    pub fn pem(&self) -> PathBuf {
+        self.dir.join("ca.pem")
+    }
+}
+
+pub struct Registry {
+    pub addr: String,
+    pub data: PathBuf,
+    pub log: PathBuf,
+    child: Child,
+}
+
+impl Registry {
+    /// A registry at a free port, its storage under `dir`; with `user` it asks for that user's password.
+    pub fn start(dir: &Path, ca: &Ca, user: Option<(&str, &str)>) -> Registry {
+        std::fs::create_dir_all(dir).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let addr = format!("127.0.0.1:{port}");
+        let data = dir.join("data");
+        let auth = match user {
+            Some((name, password)) => {
+                let hash = bcrypt::hash(password, 4).unwrap();
+                std::fs::write(dir.join("htpasswd"), format!("{name}:{hash}\n")).unwrap();
+                format!("auth: {{htpasswd: {{realm: test, path: {}}}}}\n", dir.join("htpasswd").display())
+            }
+            None => String::new(),
+        };
+        let config = format!(
+            "version: 0.1\nlog: {{level: info, accesslog: {{disabled: false}}}}\n\
+             storage: {{filesystem: {{rootdirectory: {}}}, delete: {{enabled: true}}}}\n\
+             http: {{addr: {addr}, tls: {{certificate: {}, key: {}}}}}\n{auth}",
+            data.display(),
+            ca.dir.join("reg.pem").display(),
+            ca.dir.join("reg.key").display()
+        );
+        std::fs::write(dir.join("config.yml"), config).unwrap();
+        let log = dir.join("log");
+        let out = std::fs::File::create(&log).unwrap();
+        let child = Command::new("docker-registry")
+            .args(["serve", dir.join("config.yml").to_str().unwrap()])
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("docker-registry runs (bash tests/setup.sh installs it)");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(Instant::now() < deadline, "docker-registry did not listen on {addr}: {}", read(&log));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Registry { addr, data, log, child }
+    }
+
+    /// Pushes `oci:<layout>:<tag>` to `<addr>/<repository>`; returns the manifest's digest.
+    pub fn push(&self, layout: &Path, tag: &str, repository: &str, user: Option<(&str, &str)>) -> String {
+        let digest_file = self.data.with_file_name(format!("digest-{}", repository.replace('/', "_")));
+        let mut cmd = Command::new("skopeo");
+        cmd.args(["copy", "--quiet", "--dest-tls-verify=false", "--digestfile", digest_file.to_str().unwrap()]);
+        if let Some((u, p)) = user {
+            cmd.args(["--dest-creds", &format!("{u}:{p}")]);
+        }
+        cmd.arg(format!("oci:{}:{tag}", layout.display()));
+        cmd.arg(format!("docker://{}/{repository}:{tag}", self.addr));
+        let out = cmd.output().expect("skopeo runs");
+        assert!(out.status.success(), "skopeo copy: {}", String::from_utf8_lossy(&out.stderr));
+        std::fs::read_to_string(digest_file).unwrap().trim().to_string()
+    }
+
+    /// The requests the registry logged.
+    pub fn requests(&self) -> Vec<String> {
+        read(&self.log).lines().filter(|l| l.contains("\"GET ") || l.contains("\"HEAD ")).map(str::to_string).collect()
+    }
+
+    /// The stored blob of `digest` (`sha256:…`), as the filesystem driver lays it out.
+    pub fn blob(&self, digest: &str) -> PathBuf {
+        let hex = digest.strip_prefix("sha256:").unwrap();
+        self.data.join("docker/registry/v2/blobs/sha256").join(&hex[..2]).join(hex).join("data")
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
