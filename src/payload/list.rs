@@ -10,6 +10,11 @@ use wmrender_contract::payload::{PAYLOAD_LIST, PayloadFile, PayloadList};
 
 /// The list of the files under `dir/C`, each hashed and asked its version.
 pub fn make(dir: &Path, source: Option<String>) -> Result<PayloadList, PayloadError> {
+    walk(dir, source, |_| true)
+}
+
+/// The list of the files under `dir/C` that `keep` keeps (by their `C/…` path).
+fn walk(dir: &Path, source: Option<String>, keep: impl Fn(&str) -> bool) -> Result<PayloadList, PayloadError> {
     let root = dir.join("C");
     if !root.is_dir() {
         return Err(PayloadError::NoRoot { dir: dir.to_path_buf() });
@@ -25,8 +30,11 @@ pub fn make(dir: &Path, source: Option<String>) -> Result<PayloadList, PayloadEr
         }
         let below = entry.path().strip_prefix(dir).unwrap_or(entry.path());
         let parts: Vec<String> = below.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
-        let bytes = read(entry.path())?;
-        files.push(describe(parts.join("/"), &bytes));
+        let path = parts.join("/");
+        if keep(&path) {
+            let bytes = read(entry.path())?;
+            files.push(describe(path, &bytes));
+        }
     }
     let list = PayloadList { source, files };
     // What was made is what a reader accepts: a name that is no node path is refused here already.
@@ -54,10 +62,15 @@ pub fn read_list(dir: &Path) -> Result<Option<PayloadList>, PayloadError> {
 }
 
 /// The payload of `dir` as it is, checked against its `payload.json` when it has one: every listed file there with
-/// its digest, no file that is not listed. Versions are the list's (a user may state one a program does not carry).
+/// its digest, no file that is not listed; versions are then the list's (a user may state one a program does not
+/// carry). Without a list, the programs the compatibility table has a rule for, with the versions they carry.
 pub fn checked(dir: &Path) -> Result<PayloadList, PayloadError> {
+    let Some(listed) = read_list(dir)? else {
+        // No list: only the programs the table has a rule for are read (for their versions); the delivery hashes
+        // the rest anyway.
+        return walk(dir, None, |path| Component::of_file(path).is_some());
+    };
     let found = make(dir, None)?;
-    let Some(listed) = read_list(dir)? else { return Ok(found) };
     let file = dir.join(PAYLOAD_LIST);
     for l in &listed.files {
         match found.files.iter().find(|f| f.path == l.path) {
