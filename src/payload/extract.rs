@@ -12,6 +12,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use wmrender_contract::NodePath;
 
+/// The largest file taken from an image: WMCO's largest program is about 120 MB; a file past this is refused rather
+/// than unpacked (an image is input: a layer of a few megabytes can hold terabytes of zeros).
+pub const MAX_FILE: u64 = 1 << 30;
+
 /// How a layer is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Compression {
@@ -168,14 +172,18 @@ fn apply(layer: &Layer, n: usize, scratch: &Path, staged: &mut Staged) -> Result
         }
         if rel == SHA256SUM {
             let mut bytes = Vec::new();
-            entry.read_to_end(&mut bytes).map_err(|e| format!("/payload/{rel}: {e}"))?;
+            (&mut entry).take(1 << 20).read_to_end(&mut bytes).map_err(|e| format!("/payload/{rel}: {e}"))?;
             staged.sha256sum = Some(bytes);
             continue;
+        }
+        let size = entry.header().size().map_err(|e| format!("/payload/{rel}: {e}"))?;
+        if size > MAX_FILE {
+            return Err(format!("/payload/{rel} is {size} bytes, more than any payload file ({MAX_FILE})"));
         }
         let copy = scratch.join(format!("layer{n}-entry{i}"));
         let mut out =
             std::fs::File::create(&copy).map_err(|e| format!("{}: {}", copy.display(), crate::error::io_reason(&e)))?;
-        std::io::copy(&mut entry, &mut out).map_err(|e| format!("/payload/{rel}: {e}"))?;
+        std::io::copy(&mut (&mut entry).take(MAX_FILE), &mut out).map_err(|e| format!("/payload/{rel}: {e}"))?;
         staged.files.insert(rel.to_string(), copy);
     }
     Ok(())
@@ -197,7 +205,13 @@ fn unpack_one(archive: &Path, name: &str) -> Result<Vec<u8>, String> {
             return Err(format!("holds `{}`, not only {name}", base.escape_debug()));
         }
         let mut bytes = Vec::new();
-        entry.read_to_end(&mut bytes).map_err(|e| format!("not a gzipped tar archive: {e}"))?;
+        (&mut entry)
+            .take(MAX_FILE + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("not a gzipped tar archive: {e}"))?;
+        if bytes.len() as u64 > MAX_FILE {
+            return Err(format!("{name} unpacks to more than any payload file ({MAX_FILE} bytes)"));
+        }
         if found.replace(bytes).is_some() {
             return Err(format!("holds {name} twice"));
         }

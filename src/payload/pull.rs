@@ -187,10 +187,13 @@ async fn fetch(
         let file = tokio::fs::File::create(&path)
             .await
             .map_err(|source| Attempt::Final(PayloadError::Write { file: path.clone(), source }))?;
+        // A registry may send more than the manifest says; no more is written than that.
+        let size = layer["size"].as_u64().unwrap_or(0);
+        let file = Limited { inner: file, left: size };
         let descriptor = media::OciDescriptor {
             media_type: media_type.to_string(),
             digest: layer_digest.to_string(),
-            size: layer["size"].as_i64().unwrap_or(0),
+            size: size as i64,
             ..Default::default()
         };
         client.pull_blob(from, &descriptor, file).await.map_err(|e| match attempt(e) {
@@ -218,6 +221,44 @@ async fn fetch(
         bytes,
         notes,
     })
+}
+
+/// A writer that refuses to take more than `left` bytes: the blob's size as its manifest states it.
+struct Limited<W> {
+    inner: W,
+    left: u64,
+}
+
+impl<W: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Limited<W> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if buf.len() as u64 > self.left {
+            let e = std::io::Error::other("the registry sent more than the layer's size in the manifest");
+            return std::task::Poll::Ready(Err(e));
+        }
+        let polled = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let std::task::Poll::Ready(Ok(n)) = polled {
+            self.left -= n as u64;
+        }
+        polled
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 /// `registry/repository`, as the user wrote the image (without tag or digest).
@@ -248,6 +289,8 @@ fn attempt(e: OciDistributionError) -> Attempt {
             Attempt::Refused("the registry refused the credentials (or asks for some): check --registry-config".into())
         }
         E::ServerError { code, .. } if *code == 404 => Attempt::Refused("no such image".into()),
+        // What Limited refuses: more bytes than the manifest said.
+        E::IoError(io) if io.kind() == std::io::ErrorKind::Other => Attempt::Refused(io.to_string()),
         E::RequestError(r) => Attempt::Failed(request_reason(r)),
         _ => Attempt::Failed(e.to_string()),
     }
@@ -357,6 +400,16 @@ mod tests {
             names,
             ["other.example.com/openshift4-wincw/wmco:v10.21.1", "registry.redhat.io/openshift4-wincw/wmco:v10.21.1"]
         );
+    }
+
+    #[tokio::test]
+    async fn no_more_is_written_than_the_manifest_says() {
+        use tokio::io::AsyncWriteExt;
+        let mut w = Limited { inner: Vec::new(), left: 4 };
+        w.write_all(b"abcd").await.unwrap();
+        let e = w.write_all(b"e").await.unwrap_err();
+        assert!(e.to_string().contains("more than the layer's size"));
+        assert_eq!(w.inner, b"abcd");
     }
 
     #[test]
