@@ -175,7 +175,7 @@ pub struct PayloadPullArgs {
     /// (`oc get secret/pull-secret -n openshift-config -o jsonpath='{.data.\.dockerconfigjson}' | base64 -d`).
     /// Default: $REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json, $DOCKER_CONFIG/config.json or
     /// ~/.docker/config.json, the first that exists.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, visible_alias = "pull-secret", value_name = "FILE")]
     pub registry_config: Option<PathBuf>,
     /// A PEM file of CA certificates to trust for the registries besides the system's (repeatable).
     #[arg(long = "registry-ca", value_name = "FILE")]

@@ -194,7 +194,7 @@ fn pulls_the_payload_by_digest_through_the_mirror_with_the_pull_secret() {
     assert_eq!(std::fs::read(out.join("payload.json")).unwrap(), before);
     let o = support::wmrender(&["validate", "-f", inputs.to_str().unwrap(), "--payload", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let o = w.pull(&image, &out, &["--registry-config", secret.to_str().unwrap(), "-f", inputs.to_str().unwrap()]);
+    let o = w.pull(&image, &out, &["--pull-secret", secret.to_str().unwrap(), "-f", inputs.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "a payload written before is replaced: {}", stderr(&o));
 }
 
