@@ -59,16 +59,31 @@ const ACCEPTED: &[&str] = &[
 ];
 
 pub async fn pull(opts: &PullOptions) -> Result<Pulled, PayloadError> {
-    let source: Reference = opts.image.parse().map_err(|e| {
-        PayloadError::Reference(format!("`{}` is not an image reference: {e}", opts.image.escape_debug()))
+    let source: Reference = opts.image.parse().map_err(|_| {
+        PayloadError::Reference(format!(
+            "`{}` is not an image reference: expected registry/repository@sha256:<64 hex digits> (or \
+             registry/repository:tag), e.g. registry.redhat.io/openshift4-wincw/windows-machine-config-rhel9-operator@sha256:…",
+            opts.image.escape_debug()
+        ))
     })?;
     let auths = credentials(opts.registry_config.as_deref())?;
     let client = client(&opts.ca_files)?;
     write::check_destination(&opts.out)?;
 
+    let places = candidates(&source, &opts.mirrors);
+    if places.is_empty() {
+        return Err(PayloadError::Image {
+            image: opts.image.clone(),
+            why: format!(
+                "nowhere to fetch it from: the inputs say NeverContactSource for {} and list no mirror that may \
+                 resolve a tag (an ImageTagMirrorSet's); name the image by digest",
+                source.registry()
+            ),
+        });
+    }
     let mut failures = Vec::new();
     let mut refused = false;
-    for candidate in candidates(&source, &opts.mirrors) {
+    for candidate in places {
         let auth = auth_for(&auths, candidate.resolve_registry());
         match fetch(&client, &source, &candidate, &auth, opts).await {
             Ok(pulled) => return Ok(pulled),
@@ -400,6 +415,8 @@ mod tests {
             names,
             ["other.example.com/openshift4-wincw/wmco:v10.21.1", "registry.redhat.io/openshift4-wincw/wmco:v10.21.1"]
         );
+        // … and with only digest mirrors and NeverContactSource a tag has nowhere to go (pull says so).
+        assert!(candidates(&tagged, &never).is_empty());
     }
 
     #[tokio::test]
