@@ -150,12 +150,11 @@ fn payload_inputs(file: Option<&std::path::Path>) -> Result<Option<wmrender::val
 fn payload_pull(args: PayloadPullArgs) -> Result<u8, Error> {
     #[cfg(feature = "registry")]
     {
-        use wmrender::validate::checked::PlatformPlan;
         let checked = payload_inputs(args.file.as_deref())?;
-        let platform_files = checked.as_ref().map(|c| match c.platform {
-            PlatformPlan::Aws(_) => vec![r"C:\k\ecr-credential-provider.exe"],
-            PlatformPlan::Azure(_) => vec![r"C:\k\azure-cloud-node-manager.exe"],
-            _ => vec![],
+        // What the rendered services run: the programs the payload must hold for these inputs.
+        let runs = checked.as_ref().map(|c| {
+            let services = wmrender::render::node::services::services(&wmrender::plan::plan(c));
+            services.iter().flat_map(|s| s.binaries.iter().map(|b| b.to_string())).collect::<Vec<_>>()
         });
         let opts = wmrender::payload::pull::PullOptions {
             image: args.image,
@@ -164,7 +163,7 @@ fn payload_pull(args: PayloadPullArgs) -> Result<u8, Error> {
             ca_files: args.registry_ca,
             mirrors: checked.as_ref().map(|c| c.registries.clone()).unwrap_or_default(),
             kubernetes: checked.as_ref().map(|c| c.kubernetes.minor),
-            platform_files,
+            runs,
         };
         let pulled = runtime()?.block_on(wmrender::payload::pull::pull(&opts))?;
         for note in &pulled.notes {
@@ -189,15 +188,7 @@ fn payload_pull(args: PayloadPullArgs) -> Result<u8, Error> {
 
 fn payload_list(args: PayloadListArgs) -> Result<u8, Error> {
     let checked = payload_inputs(args.file.as_deref())?;
-    // A list written before keeps its source and the versions written in by hand, for files that did not change.
-    let before = wmrender::payload::list::read_list(&args.dir)?;
-    let mut list = wmrender::payload::list::make(&args.dir, before.as_ref().and_then(|b| b.source.clone()))?;
-    if let Some(before) = &before {
-        for f in list.files.iter_mut().filter(|f| f.version.is_none()) {
-            f.version =
-                before.files.iter().find(|b| b.path == f.path && b.sha256 == f.sha256).and_then(|b| b.version.clone());
-        }
-    }
+    let list = wmrender::payload::list::remake(&args.dir)?;
     if let Some(c) = &checked {
         for note in wmrender::payload::list::fits(&list, c.kubernetes.minor, &args.dir)? {
             eprintln!("note: {note}");

@@ -41,15 +41,15 @@ struct Staged {
 }
 
 /// Lays the payload of `layers` out in `out` (`out/C/k/kubelet.exe`, …), using `scratch` for what it unpacks.
-/// `platform_files` are the platform's own programs this cluster needs (Azure's cloud-node-manager, AWS's credential
-/// provider): required, and the other platforms' left out; `None` (the platform is not known) takes every one the
-/// image has. Returns the node paths written, and what the caller should say (no checksums, say).
+/// `runs` are the node paths of the programs the rendered services run, when the cluster is known: each the image
+/// holds a file for is required, and a platform's own program the services do not run (another platform's
+/// cloud-node-manager or credential provider) is left out; `None` takes every file the image has. Returns the node paths written, and what the caller should say (no checksums, say).
 pub fn payload(
     image: &str,
     layers: &[Layer],
     scratch: &Path,
     out: &Path,
-    platform_files: Option<&[&str]>,
+    runs: Option<&[String]>,
 ) -> Result<(Vec<NodePath>, Vec<String>), PayloadError> {
     let fail = |why: String| PayloadError::Image { image: image.to_string(), why };
     let mut staged = Staged::default();
@@ -75,8 +75,9 @@ pub fn payload(
     let mut missing = Vec::new();
     let mut written = Vec::new();
     for t in wmco::FILES {
-        let needed = t.required || platform_files.is_some_and(|p| p.contains(&t.node));
-        if !needed && platform_files.is_some() {
+        let run = runs.is_some_and(|r| r.iter().any(|p| p.eq_ignore_ascii_case(t.node)));
+        let needed = t.required || run;
+        if !needed && runs.is_some() {
             continue;
         }
         let Some((stored, compressed)) = find(&staged, t) else {
@@ -313,10 +314,15 @@ mod tests {
         let files = all_required();
         let entries: Vec<(&str, &[u8])> = files.iter().map(|(p, b)| (p.as_str(), b.as_slice())).collect();
         let l = layer(tmp.path(), "a", &entries);
-        let err =
-            payload("img", &[l], tmp.path(), &tmp.path().join("out"), Some(&[r"C:\k\azure-cloud-node-manager.exe"]))
-                .unwrap_err()
-                .to_string();
+        let err = payload(
+            "img",
+            &[l],
+            tmp.path(),
+            &tmp.path().join("out"),
+            Some(&[r"C:\k\azure-cloud-node-manager.exe".to_string()]),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("/payload/azure-cloud-node-manager.exe missing"), "{err}");
     }
 }

@@ -44,6 +44,20 @@ fn walk(dir: &Path, source: Option<String>, keep: impl Fn(&str) -> bool) -> Resu
     Ok(list)
 }
 
+/// The list of `dir` made anew, keeping from the list written before its source and the versions written in by
+/// hand for files that did not change.
+pub fn remake(dir: &Path) -> Result<PayloadList, PayloadError> {
+    let before = read_list(dir)?;
+    let mut list = make(dir, before.as_ref().and_then(|b| b.source.clone()))?;
+    if let Some(before) = &before {
+        for f in list.files.iter_mut().filter(|f| f.version.is_none()) {
+            let same = before.files.iter().find(|b| b.path == f.path && b.sha256 == f.sha256);
+            f.version = same.and_then(|b| b.version.clone());
+        }
+    }
+    Ok(list)
+}
+
 /// One file's line: its digest, size and version.
 pub fn describe(path: String, bytes: &[u8]) -> PayloadFile {
     let version = GoBuild::read(bytes).and_then(|b| b.version(Component::of_file(&path)));

@@ -34,9 +34,9 @@ pub struct PullOptions {
     pub mirrors: Vec<RegistryHost>,
     /// The cluster's Kubernetes minor: the payload is checked against it before anything is written.
     pub kubernetes: Option<u32>,
-    /// Node paths of the platform's own programs the cluster needs (Azure's cloud-node-manager, AWS's credential
-    /// provider), when the platform is known: the others are left out. `None`: every one the image has is taken.
-    pub platform_files: Option<Vec<&'static str>>,
+    /// The node paths of the programs the rendered services run, when the inputs are given: each is required, and a
+    /// platform's own program they do not run is left out. `None`: every file the image has is taken.
+    pub runs: Option<Vec<String>>,
 }
 
 /// What was pulled.
@@ -220,7 +220,7 @@ async fn fetch(
 
     let by_digest = format!("{}@{digest}", source_name(source));
     let (written, notes) =
-        extract::payload(&by_digest, &on_disk, staging.scratch(), staging.payload(), opts.platform_files.as_deref())
+        extract::payload(&by_digest, &on_disk, staging.scratch(), staging.payload(), opts.runs.as_deref())
             .map_err(Attempt::Final)?;
     let listed = list::make(staging.payload(), Some(by_digest.clone())).map_err(Attempt::Final)?;
     let mut notes = notes;

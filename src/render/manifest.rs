@@ -1,6 +1,6 @@
-//! `manifest.json`: every output file with its sha256 and size, the wmrender version, the inputs digest, the
-//! mode (with or without the operator) and the cluster's Kubernetes minor (a payload is checked against it). `sync` reads it to verify the directory and to know whether it may touch
-//! BYOH hosts; reviewers can see at a glance what a render produced. The controller's bundle ConfigMaps carry one
+//! `manifest.json`: every output file with its sha256 and size, the wmrender version, the inputs digest, the mode
+//! (with or without the operator) and the cluster's Kubernetes minor (a payload is checked against it). `sync` reads
+//! it to verify the directory and to know whether it may touch BYOH hosts; reviewers can see at a glance what a render produced. The controller's bundle ConfigMaps carry one
 //! of their own, for the files they hold. The type is the node contract's.
 
 use super::Artifact;
