@@ -75,7 +75,12 @@ impl TlsProfile {
     /// The profile an `APIServer` object asks for (none set: `Intermediate`).
     pub fn of_apiserver(apiserver: &Value) -> Result<TlsProfile, String> {
         let profile = &apiserver["spec"]["tlsSecurityProfile"];
-        let kind = profile["type"].as_str().unwrap_or("");
+        // Read from the cluster: a value of the wrong type is refused, never read as a looser default.
+        let kind = match &profile["type"] {
+            Value::Null => "",
+            Value::String(k) => k.as_str(),
+            _ => return Err("the TLS security profile's `type` is not a string".into()),
+        };
         if kind.is_empty() && profile.get("custom").is_none() {
             return Ok(TlsProfile::named("Intermediate").unwrap_or_else(unreachable_profile));
         }
@@ -85,21 +90,33 @@ impl TlsProfile {
             });
         }
         let custom = &profile["custom"];
-        let min_version = custom["minTLSVersion"].as_str().unwrap_or("VersionTLS12").to_string();
+        let min_version = match &custom["minTLSVersion"] {
+            Value::Null => "VersionTLS12".to_string(),
+            Value::String(v) => v.clone(),
+            _ => return Err("the Custom profile's `minTLSVersion` is not a string".into()),
+        };
         if !VERSIONS.contains(&min_version.as_str()) {
             return Err(format!("`{}` is not a TLS version OpenShift has", min_version.escape_debug()));
         }
-        let ciphers: Vec<String> =
-            custom["ciphers"].as_array().into_iter().flatten().filter_map(|c| c.as_str().map(str::to_string)).collect();
+        let ciphers = strings_of(&custom["ciphers"], "ciphers")?;
         if ciphers.is_empty() {
             return Err("the Custom TLS security profile lists no cipher".into());
         }
-        let groups: Vec<String> =
-            custom["groups"].as_array().into_iter().flatten().filter_map(|g| g.as_str().map(str::to_string)).collect();
+        let groups = strings_of(&custom["groups"], "groups")?;
         if let Some(unknown) = groups.iter().find(|g| !GROUPS.contains(&g.as_str())) {
             return Err(format!("`{}` is not a TLS group OpenShift has", unknown.escape_debug()));
         }
         Ok(TlsProfile { kind: "Custom".into(), min_version, ciphers, groups })
+    }
+}
+
+/// A list of strings of the Custom profile (absent: empty); anything else is refused.
+fn strings_of(value: &Value, field: &str) -> Result<Vec<String>, String> {
+    let not = || format!("the Custom profile's `{field}` is not a list of strings");
+    match value {
+        Value::Null => Ok(vec![]),
+        Value::Array(items) => items.iter().map(|i| i.as_str().map(str::to_string).ok_or_else(not)).collect(),
+        _ => Err(not()),
     }
 }
 
@@ -118,6 +135,20 @@ pub async fn fetch(cluster: &Cluster) -> Result<TlsProfile, ClusterError> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_refused_never_loosened() {
+        let profile = |p: Value| TlsProfile::of_apiserver(&json!({"spec": {"tlsSecurityProfile": p}}));
+        assert!(profile(json!({"type": 7})).unwrap_err().contains("`type` is not a string"));
+        let custom = |c: Value| profile(json!({"type": "Custom", "custom": c}));
+        assert!(custom(json!({"minTLSVersion": 13, "ciphers": ["TLS_AES_128_GCM_SHA256"]})).is_err());
+        assert!(custom(json!({"ciphers": ["TLS_AES_128_GCM_SHA256", 5]})).unwrap_err().contains("`ciphers`"));
+        assert!(
+            custom(json!({"ciphers": ["TLS_AES_128_GCM_SHA256"], "groups": [1]})).unwrap_err().contains("`groups`")
+        );
+        assert!(custom(json!({"ciphers": ["TLS_AES_128_GCM_SHA256"], "groups": "X25519"})).is_err());
+        assert!(custom(json!({"ciphers": ["TLS_AES_128_GCM_SHA256"]})).is_ok());
+    }
 
     #[test]
     fn the_profile_is_the_apiservers_and_intermediate_when_none_is_set() {

@@ -102,10 +102,10 @@ pub fn server_config(profile: &TlsProfile, cert_pem: &[u8], key_pem: &[u8]) -> R
         PrivateKeyDer::from_pem_slice(key_pem).map_err(|_| "the key file is not a PEM private key".to_string())?;
     let config = ServerConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(versions)
-        .map_err(|e| format!("the profile's TLS versions: {e}"))?
+        .map_err(|_| "the profile's TLS versions cannot be served with the ciphers it leaves".to_string())?
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| format!("the certificate and key do not go together: {e}"))?;
+        .map_err(|_| "the key does not belong to the certificate (or is of a kind not served)".to_string())?;
     Ok(Served { config, left_out })
 }
 

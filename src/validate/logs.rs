@@ -50,7 +50,8 @@ pub fn check(inputs: &ClusterInputs, decoded: &Decoded, d: &mut Diagnostics) {
         .as_ref()
         .and_then(|v| super::checked::KubernetesVersion::parse(v))
         .map(|v| v.minor);
-    if let (Some(minor), Some(first)) = (minor, logs.max_size.as_ref().or(logs.max_age.as_ref()))
+    if let (Some(minor), Some(first)) =
+        (minor, logs.max_size.as_ref().or(logs.max_age.as_ref()).or(logs.flush_interval.as_ref()))
         && minor < ROTATING_LOG_RUNNER
     {
         d.push(first.warning(format!(
