@@ -13,6 +13,9 @@
 //! - `env NAME…`, `setenv NAME VALUE`, `unsetenv NAME`: machine-level environment variables (HKLM).
 //! - `roots`: the sha256 (of the DER) of every certificate in the LocalMachine Root store, through crypt32 as the
 //!   agent reads it; `add-root FILE`: adds a DER certificate there, as an administrator would (not the agent).
+//! - `exec SECONDS COMMANDLINE [UNTIL]`: runs a command line as the SCM runs a service's (one string, handed to
+//!   CreateProcess as it is: the program is its first word, or its first quoted string), ends it after SECONDS or
+//!   once the file UNTIL exists; its exit code (null when it was ended), whether it was ended, what it printed.
 
 #[cfg(windows)]
 mod probe {
@@ -322,8 +325,55 @@ mod probe {
                 roots::add(&der)?;
                 Ok(json!({ "added": rest[0] }))
             }
-            _ => Err("usage: wine-probe services NAME… | list | remove NAME… | reset [NAME=VALUE]… | kill PID | alive PID | env NAME… | setenv NAME VALUE | unsetenv NAME | roots | add-root FILE".into()),
+            Some("exec") if rest.len() == 2 || rest.len() == 3 => {
+                let seconds = rest[0].parse().map_err(|_| "usage: exec SECONDS COMMANDLINE [UNTIL]")?;
+                exec(Duration::from_secs(seconds), &rest[1], rest.get(2).map(std::path::Path::new))
+            }
+            _ => Err("usage: wine-probe services NAME… | list | remove NAME… | reset [NAME=VALUE]… | kill PID | alive PID | env NAME… | setenv NAME VALUE | unsetenv NAME | roots | add-root FILE | exec SECONDS COMMANDLINE [UNTIL]".into()),
         }
+    }
+
+    /// A service's command line, run as CreateProcess runs it: the program is the first quoted string or the first
+    /// word, and the rest reaches the program's own parser exactly as written (`raw_arg`, no quoting added).
+    fn exec(limit: Duration, line: &str, until: Option<&std::path::Path>) -> Res<Value> {
+        use std::io::Read;
+        use std::os::windows::process::CommandExt;
+        use std::process::{Command, Stdio};
+        let line = line.trim_start();
+        let (program, args) = match line.strip_prefix('"') {
+            Some(quoted) => quoted.split_once('"').ok_or("the program's quote is not closed")?,
+            None => line.split_once([' ', '\t']).unwrap_or((line, "")),
+        };
+        let mut child = Command::new(program)
+            .raw_arg(args.trim_start())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start {program}: {e}"))?;
+        let reader = |mut pipe: Box<dyn Read + Send>| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                let _ = pipe.read_to_end(&mut bytes);
+                String::from_utf8_lossy(&bytes).into_owned()
+            })
+        };
+        let out = reader(Box::new(child.stdout.take().ok_or("no stdout")?));
+        let err = reader(Box::new(child.stderr.take().ok_or("no stderr")?));
+        let deadline = Instant::now() + limit;
+        let (code, ended) = loop {
+            if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+                break (status.code(), false);
+            }
+            if Instant::now() > deadline || until.is_some_and(|f| f.exists()) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break (None, true);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let (stdout, stderr) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
+        Ok(json!({ "code": code, "ended": ended, "stdout": stdout, "stderr": stderr }))
     }
 
     /// The LocalMachine Root store through crypt32 (the same calls as the agent's, written again here so the

@@ -1,0 +1,369 @@
+//! The real Windows programs read what wmrender renders. kubelet.exe, kube-proxy.exe and kube-log-runner.exe
+//! v1.36.3, built from their Go modules (tests/payload/build.sh), run under Wine (the rig of tests/support/wine.rs)
+//! on the node bundle of every shipped example and every fixture that renders one:
+//!
+//! - **Every flag** of every service that runs them passes the program's own parser: the service's command line,
+//!   exactly as the SCM hands it to CreateProcess (its node variables substituted as the agent does), with
+//!   `--version` added at the end, which kubelet and kube-proxy act on right after parsing (print, exit 0) and
+//!   before anything else runs; through kube-log-runner, whose flags come first, the version lands in its log file.
+//! - **kubelet.conf**: kubelet loads it strictly (an unknown field, which kubelet only warns about and then ignores,
+//!   fails here), validates it, and starts its TLS bootstrap with the bootstrap kubeconfig and kubelet CA that
+//!   `sync --kubeconfig` delivers (fetched by wmrender's own code from a real kube-apiserver): its client CSR
+//!   arrives at that API server as the bootstrap token's user. The service's flags are the rendered ones but
+//!   `--windows-service` (outside the SCM kubelet would stop at connecting to it; the flag itself passed above).
+//! - **kube-proxy's configuration**, as the network step (`network-conf.ps1`) writes it with a node's values,
+//!   loads strictly and validates: `kube-proxy --write-config-to` loads, validates and writes it, then exits.
+//! - **Controls**: a misspelt kubelet field, a kubelet value out of range, an unknown flag and an invalid kube-proxy
+//!   mode are each refused by the same checks, so the checks can fail.
+//!
+//! Not run here, and why: containerd.exe (with its runhcs shim), hybrid-overlay-node.exe, windows_exporter.exe,
+//! csi-proxy.exe and Azure's cloud-node-manager.exe are not built by tests/payload/build.sh; their services are listed in [`NOT_BUILT`] and any other
+//! service fails this test until it is decided. How far each program gets under Wine is in docs/wine-rig.md.
+//!
+//! Needs Wine and the Windows target (`bash tests/setup.sh`), Go for the programs and the API server.
+#![cfg(feature = "cluster")]
+
+mod support;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use support::apiserver::ControlPlane;
+use support::wine::{Wine, rig};
+use support::wine_bundle::write_whole;
+use wmrender::cluster::Cluster;
+use wmrender::cluster::credentials::{self, NodeCredentials};
+use wmrender_contract::{NodePath, ServicesFile, paths};
+
+/// The version every built program reports.
+const VERSION: &str = "Kubernetes v1.36.3";
+/// Programs this test runs for real, and where the payload puts them.
+const BUILT: [(&str, &str); 3] = [
+    ("kubelet.exe", r"C:\k\kubelet.exe"),
+    ("kube-proxy.exe", r"C:\k\kube-proxy.exe"),
+    ("kube-log-runner.exe", r"C:\k\kube-log-runner.exe"),
+];
+/// Services whose program is not built here (see the header).
+const NOT_BUILT: [&str; 5] =
+    ["containerd", "hybrid-overlay-node", "windows_exporter", "csi-proxy", "cloud-node-manager"];
+/// The node's values, as the agent would compute them and the network step would find them.
+const NODE_NAME: &str = "win-real-programs";
+const NODE_IP: &str = "10.0.128.7";
+const NODE_SUBNET: &str = "10.132.1.0/24";
+const SOURCE_VIP: &str = "10.132.1.2";
+/// The bootstrap token's user: the node-bootstrapper ServiceAccount the played token controller fills in.
+const BOOTSTRAPPER: &str = "system:serviceaccount:openshift-machine-config-operator:node-bootstrapper";
+
+/// The inputs whose node bundles are checked: every example, every fixture that renders.
+fn inputs() -> Vec<PathBuf> {
+    let root = support::root();
+    let mut all = Vec::new();
+    for dir in ["examples", "fixtures"] {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path().join("wmrender.yaml"))
+            .filter(|p| p.is_file())
+            .collect();
+        found.sort();
+        all.extend(found);
+    }
+    all
+}
+
+/// The rendered node bundle of `inputs`, or None where the inputs render none (or are meant to fail).
+fn render(inputs: &Path, out: &Path) -> Option<PathBuf> {
+    let o = support::wmrender(&["render", "-f", inputs.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let node = out.join("node");
+    (o.status.code() == Some(0) && node.join("C/k/wmrender/services.json").is_file()).then_some(node)
+}
+
+/// A real API server as OpenShift's holds the nodes' credentials, and those credentials as `sync --kubeconfig`
+/// pushes them, fetched by its own code.
+fn cluster() -> (ControlPlane, NodeCredentials) {
+    let cp = ControlPlane::start();
+    support::openshift::infrastructure(&cp, "AWS", &cp.url);
+    support::openshift::controller_config(&cp, &support::certificate("kubelet-ca"), &[]);
+    support::openshift::proxy(&cp, None);
+    support::openshift::pull_secret(&cp, r#"{"auths":{}}"#);
+    support::played::bootstrap_token(&cp);
+    let admin_kubeconfig = cp.path("admin.kubeconfig");
+    let credentials = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let cluster = Cluster::connect(&admin_kubeconfig).await.expect("the API server");
+        credentials::fetch(&cluster, false).await.expect("the node credentials")
+    });
+    (cp, credentials)
+}
+
+/// A fresh `C:\k` and `C:\var` holding the node bundle, the credentials sync pushes, the built programs and the
+/// folders node.json lists (the agent creates them before any service starts).
+fn install(wine: &Wine, node: &Path, credentials: &NodeCredentials) -> ServicesFile {
+    for dir in [r"C:\k", r"C:\var"] {
+        let _ = std::fs::remove_dir_all(wine.c(dir));
+    }
+    copy_tree(&node.join("C"), &wine.c(r"C:\"));
+    let programs = support::root().join("target/payload-programs");
+    for (built, at) in BUILT {
+        let bytes = std::fs::read(programs.join(built))
+            .unwrap_or_else(|e| panic!("{built}: {e} (tests/payload/build.sh builds it; tests/setup.sh runs it)"));
+        write_whole(&wine.c(at), &bytes);
+    }
+    for (path, secret) in &credentials.files {
+        write_whole(&wine.c(path), secret.bytes());
+    }
+    let settings: Value =
+        serde_json::from_slice(&std::fs::read(wine.node(&NodePath::known(paths::SETTINGS_JSON))).unwrap()).unwrap();
+    for dir in settings["directories"].as_array().unwrap() {
+        std::fs::create_dir_all(wine.c(dir.as_str().unwrap())).unwrap();
+    }
+    ServicesFile::parse(&std::fs::read(wine.node(&NodePath::known(paths::SERVICES_JSON))).unwrap()).unwrap()
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// The node variables, substituted as the agent does.
+fn with_node_values(command: &str) -> String {
+    command.replace("HOSTNAME_OVERRIDE", NODE_NAME).replace("NODE_NAME", NODE_NAME).replace("NODE_IP", NODE_IP)
+}
+
+/// What a command line did under Wine, run by the rig's probe as the SCM would start it.
+struct Ran {
+    code: Option<i64>,
+    ended: bool,
+    output: String,
+}
+
+fn exec(wine: &Wine, seconds: u64, line: &str, until: Option<&str>) -> Ran {
+    let mut args = vec!["exec".to_string(), seconds.to_string(), line.to_string()];
+    args.extend(until.map(str::to_string));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let v = wine.probe(&refs);
+    Ran {
+        code: v["code"].as_i64(),
+        ended: v["ended"].as_bool().unwrap_or(false),
+        output: format!("{}{}", v["stdout"].as_str().unwrap_or(""), v["stderr"].as_str().unwrap_or("")),
+    }
+}
+
+/// The program a command line runs (its first word), by file name.
+fn program(command: &str) -> String {
+    let first = command.split_whitespace().next().unwrap_or("");
+    first.rsplit('\\').next().unwrap_or(first).to_ascii_lowercase()
+}
+
+/// Check 1: the whole command line parses, with `--version` added. Through kube-log-runner the child's output
+/// goes to the file its `-log-file=` names.
+fn flags_pass(wine: &Wine, command: &str) -> Result<(), String> {
+    let line = format!("{} --version", with_node_values(command));
+    let log = command
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("-log-file="))
+        .filter(|_| program(command) == "kube-log-runner.exe")
+        .map(|p| wine.c(p));
+    if let Some(log) = &log {
+        let _ = std::fs::remove_file(log);
+    }
+    let ran = exec(wine, 60, &line, None);
+    let logged = log.as_ref().and_then(|l| std::fs::read_to_string(l).ok()).unwrap_or_default();
+    if ran.code == Some(0) && (ran.output.contains(VERSION) || logged.contains(VERSION)) {
+        Ok(())
+    } else {
+        Err(format!("`{line}` was refused (exit {:?}):\n{}{logged}", ran.code, ran.output))
+    }
+}
+
+/// The kubelet part of the kubelet service's command (after kube-log-runner's own flags), without
+/// `--windows-service`.
+fn kubelet_line(command: &str) -> String {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let start = words
+        .iter()
+        .position(|w| w.to_ascii_lowercase().ends_with(r"\kubelet.exe"))
+        .expect("kubelet.exe in the kubelet service");
+    let kept: Vec<&str> = words[start..].iter().copied().filter(|w| *w != "--windows-service").collect();
+    with_node_values(&kept.join(" "))
+}
+
+/// Check 2: kubelet loads kubelet.conf strictly, validates it and posts its bootstrap CSR to the API server.
+fn kubelet_bootstraps(wine: &Wine, cp: &ControlPlane, command: &str) -> Result<(), String> {
+    let csrs = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+    for csr in cp.admin().list(csrs) {
+        let _ = cp.admin().delete(&format!("{csrs}/{}", csr["metadata"]["name"].as_str().unwrap()));
+    }
+    let stop = r"C:\wine-fakes\stop-kubelet";
+    let _ = std::fs::remove_file(wine.c(stop));
+    // kubelet checks its CRI endpoint right after it starts the bootstrap in the background, and stops when
+    // nothing answers there. No containerd runs here, so a TCP endpoint on loopback that accepts and never answers
+    // stands in for the rendered named pipe; kubelet waits on it (up to its runtime request timeout) while the
+    // bootstrap goes on. This is the only change to the rendered command (a flag overrides the file).
+    let cri = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let line = format!("{} --container-runtime-endpoint=tcp://{}", kubelet_line(command), cri.local_addr().unwrap());
+    cri.set_nonblocking(true).unwrap();
+    let over = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut held = Vec::new();
+            while !over.load(std::sync::atomic::Ordering::SeqCst) {
+                if let Ok((c, _)) = cri.accept() {
+                    held.push(c);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let run = s.spawn(|| exec(wine, 90, &line, Some(stop)));
+        let deadline = Instant::now() + Duration::from_secs(80);
+        let posted = loop {
+            let found = cp.admin().list(csrs).into_iter().find(|c| c["spec"]["username"] == BOOTSTRAPPER);
+            if found.is_some() || run.is_finished() || Instant::now() > deadline {
+                break found;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        write_whole(&wine.c(stop), b"");
+        let ran = run.join().unwrap();
+        over.store(true, std::sync::atomic::Ordering::SeqCst);
+        let strict = ran.output.lines().find(|l| l.contains("strict decoding error")).map(str::to_string);
+        // kubelet prints every flag's value first; what matters comes after.
+        let said: Vec<&str> = ran.output.lines().filter(|l| !l.contains("] FLAG: --")).collect();
+        match (posted, strict) {
+            (_, Some(warning)) => Err(format!("kubelet did not read kubelet.conf strictly: {warning}")),
+            (Some(csr), None) if csr["spec"]["signerName"] == "kubernetes.io/kube-apiserver-client-kubelet" => Ok(()),
+            (Some(csr), None) => Err(format!("kubelet's CSR is not a client CSR: {csr}")),
+            (None, None) => Err(format!(
+                "kubelet posted no CSR (exit {:?}, ended by the test: {}):\n`{line}`\n{}",
+                ran.code,
+                ran.ended,
+                said.join("\n")
+            )),
+        }
+    })
+}
+
+/// The configuration the network step writes: its template, with the values the step finds on a node.
+fn kube_proxy_conf(network_conf: &str) -> String {
+    let start =
+        network_conf.find("$kubeProxy = @'\n").expect("network-conf.ps1 writes kube-proxy's configuration") + 16;
+    let len = network_conf[start..].find("\n'@").expect("the here-string ends");
+    let replaced = network_conf[start + len..]
+        .lines()
+        .find(|l| l.starts_with("$kubeProxy = $kubeProxy.Replace("))
+        .expect("the values are put in");
+    let mut text = network_conf[start..start + len].to_string();
+    for (placeholder, value) in
+        [("__NODE_NAME__", NODE_NAME), ("__NODE_SUBNET__", NODE_SUBNET), ("__SOURCE_VIP__", SOURCE_VIP)]
+    {
+        if text.contains(placeholder) {
+            assert!(replaced.contains(&format!("'{placeholder}'")), "{placeholder} is never replaced: {replaced}");
+            text = text.replace(placeholder, value);
+        }
+    }
+    assert!(!text.contains("__"), "a placeholder this test does not know:\n{text}");
+    text + "\n"
+}
+
+/// Check 3: kube-proxy loads its configuration strictly and validates it (the service's own flags, with
+/// `--write-config-to`: load, validate, write, exit).
+fn kube_proxy_accepts(wine: &Wine, command: &str, conf: &str) -> Result<(), String> {
+    write_whole(&wine.c(r"C:\k\kube-proxy.conf"), conf.as_bytes());
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let start =
+        words.iter().position(|w| w.to_ascii_lowercase().ends_with(r"\kube-proxy.exe")).expect("kube-proxy.exe");
+    let written = r"C:\var\log\kube-proxy\written.yaml";
+    let kept: Vec<&str> = words[start..].iter().copied().filter(|w| *w != "--windows-service").collect();
+    let line = format!("{} --write-config-to={written}", with_node_values(&kept.join(" ")));
+    let ran = exec(wine, 60, &line, None);
+    let lenient = ran.output.lines().find(|l| l.contains("lenient decoding")).map(str::to_string);
+    match (ran.code, lenient) {
+        (_, Some(warning)) => Err(format!("kube-proxy did not read its configuration strictly: {warning}")),
+        (Some(0), None) if wine.c(written).is_file() => Ok(()),
+        (code, None) => Err(format!("`{line}` was refused (exit {code:?}):\n{}\n{conf}", ran.output)),
+    }
+}
+
+#[test]
+fn the_real_kubelet_kube_proxy_and_kube_log_runner_accept_every_rendered_flag_and_configuration() {
+    let wine = rig();
+    let (cp, credentials) = cluster();
+
+    let work = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for (i, inputs) in inputs().iter().enumerate() {
+        let Some(node) = render(inputs, &work.path().join(i.to_string())) else { continue };
+        let name = inputs.parent().unwrap().strip_prefix(support::root()).unwrap().display().to_string();
+        let services = install(&wine, &node, &credentials);
+        let mut failures = Vec::new();
+        for service in &services.services {
+            let runs = program(&service.command);
+            if !BUILT.iter().any(|(p, _)| *p == runs) {
+                assert!(
+                    NOT_BUILT.contains(&service.name.as_str()),
+                    "{name}: service {} runs {runs}, which this test neither builds nor lists as not built",
+                    service.name
+                );
+                continue;
+            }
+            if let Err(e) = flags_pass(&wine, &service.command) {
+                failures.push(format!("service {}: {e}", service.name));
+            }
+        }
+        let kubelet = services.get("kubelet").expect("a kubelet service");
+        if let Err(e) = kubelet_bootstraps(&wine, &cp, &kubelet.command) {
+            failures.push(e);
+        }
+        let network = std::fs::read_to_string(wine.c(r"C:\k\wmrender\network-conf.ps1")).unwrap();
+        let proxy = services.get("kube-proxy").expect("a kube-proxy service");
+        if let Err(e) = kube_proxy_accepts(&wine, &proxy.command, &kube_proxy_conf(&network)) {
+            failures.push(e);
+        }
+        assert!(failures.is_empty(), "{name}:\n{}", failures.join("\n\n"));
+        checked += 1;
+    }
+    assert!(checked >= 8, "every example and the fixtures that render a node bundle: {checked}");
+}
+
+/// The checks above refuse what the real programs refuse, or what they would only warn about.
+#[test]
+fn a_misspelt_field_a_bad_value_an_unknown_flag_and_a_bad_mode_are_caught() {
+    let wine = rig();
+    let (cp, credentials) = cluster();
+    let work = tempfile::tempdir().unwrap();
+    let node =
+        render(&support::root().join("examples/aws/wmrender.yaml"), work.path()).expect("the AWS example renders");
+    let services = install(&wine, &node, &credentials);
+    let kubelet = services.get("kubelet").unwrap().command.clone();
+    let proxy = services.get("kube-proxy").unwrap().command.clone();
+    let conf_path = wine.c(r"C:\k\kubelet.conf");
+    let conf: Value = serde_json::from_slice(&std::fs::read(&conf_path).unwrap()).unwrap();
+
+    let unknown = flags_pass(&wine, &kubelet.replace("--v=2", "--v=2 --node-lables=a=b")).unwrap_err();
+    assert!(unknown.contains("unknown flag: --node-lables"), "{unknown}");
+    let runner = flags_pass(&wine, &kubelet.replace("-flush-interval=", "-flush-intervall=")).unwrap_err();
+    assert!(runner.contains("flag provided but not defined: -flush-intervall"), "{runner}");
+
+    for (field, value, expected) in [
+        ("maxPodz", serde_json::json!(3), "unknown field \\\"maxPodz\\\""),
+        ("maxPods", serde_json::json!(-3), "must not be a negative number"),
+    ] {
+        let mut bad = conf.clone();
+        bad[field] = value;
+        std::fs::write(&conf_path, serde_json::to_vec(&bad).unwrap()).unwrap();
+        let e = kubelet_bootstraps(&wine, &cp, &kubelet).unwrap_err();
+        assert!(e.contains(expected), "{field}: {e}");
+    }
+
+    let network = std::fs::read_to_string(wine.c(r"C:\k\wmrender\network-conf.ps1")).unwrap();
+    let good = kube_proxy_conf(&network);
+    let e = kube_proxy_accepts(&wine, &proxy, &good.replace("mode: kernelspace", "mode: userspace")).unwrap_err();
+    assert!(e.contains("must be kernelspace"), "{e}");
+    let e = kube_proxy_accepts(&wine, &proxy, &good.replace("enableDSR:", "enableDsr:")).unwrap_err();
+    assert!(e.contains("unknown field \\\"winkernel.enableDsr\\\""), "{e}");
+}
