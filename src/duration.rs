@@ -12,14 +12,7 @@ const UNITS: [(&str, u64); 4] = [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1
 impl Duration {
     /// Reads `7d`, `168h`, `90m`, `5s` or `0`; says what is wrong otherwise.
     pub fn parse(s: &str) -> Result<Duration, String> {
-        let digits_end = s.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(s.len());
-        let (digits, unit) = s.split_at(digits_end);
-        if digits.is_empty() {
-            return Err("it does not start with a whole number".into());
-        }
-        if unit.starts_with('.') {
-            return Err("fractions are not accepted; use a smaller unit (1.5h is 90m)".into());
-        }
+        let (digits, unit) = crate::quantity::split_whole(s, "1.5h is 90m")?;
         let per = match unit {
             "" if digits.bytes().all(|b| b == b'0') => 1,
             "" => return Err("it has no unit (s, m, h or d)".into()),
@@ -76,6 +69,8 @@ mod tests {
         for bad in ["", "d", "5", "1.5h", "5 s", "5sec", "-5s", "99999999999999999999d", "10y"] {
             assert!(Duration::parse(bad).is_err(), "{bad}");
         }
+        assert_eq!(Duration::parse("1.5h"), Err("fractions are not accepted; use a smaller unit (1.5h is 90m)".into()));
+        assert_eq!(Duration::parse("h"), Err("it does not start with a whole number".into()));
         assert_eq!(Duration::parse("36h").unwrap().days_rounded_up(), 2);
         assert_eq!(Duration::parse("1s").unwrap().days_rounded_up(), 1);
     }

@@ -25,14 +25,7 @@ pub struct Quantity {
 impl Quantity {
     /// Reads `16Gi`, `4096Mi`, `2G` or `17179869184`; says what is wrong otherwise.
     pub fn parse(s: &str) -> Result<Quantity, String> {
-        let digits_end = s.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(s.len());
-        let (digits, suffix) = s.split_at(digits_end);
-        if digits.is_empty() {
-            return Err("it does not start with a whole number".into());
-        }
-        if suffix.starts_with('.') {
-            return Err("fractions are not accepted; use a smaller unit (1.5Gi is 1536Mi)".into());
-        }
+        let (digits, suffix) = split_whole(s, "1.5Gi is 1536Mi")?;
         let (base, power, binary): (u128, usize, bool) = if suffix.is_empty() {
             (1000, 0, false)
         } else if let Some(i) = BINARY.iter().position(|u| *u == suffix) {
@@ -70,6 +63,21 @@ impl Quantity {
             p => format!("{n}{}", units[p - 1]),
         }
     }
+}
+
+/// `s` split into its leading whole number and what follows (`16Gi` → `16`, `Gi`), refused when it starts with
+/// no digit or the number goes on as a fraction; `fraction_hint` shows the smaller unit to write instead
+/// (`1.5Gi is 1536Mi`). Durations ([`crate::duration`]) are written the same way and split here too.
+pub fn split_whole<'a>(s: &'a str, fraction_hint: &str) -> Result<(&'a str, &'a str), String> {
+    let digits_end = s.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, rest) = s.split_at(digits_end);
+    if digits.is_empty() {
+        return Err("it does not start with a whole number".into());
+    }
+    if rest.starts_with('.') {
+        return Err(format!("fractions are not accepted; use a smaller unit ({fraction_hint})"));
+    }
+    Ok((digits, rest))
 }
 
 /// The canonical spelling of a size, or `None` if it is not one (`16GB`, `1.5Gi`, `-1Gi`).

@@ -27,7 +27,8 @@ const NAMED_GROUPS: [&str; 4] = ["X25519MLKEM768", "X25519", "secp256r1", "secp3
 const GROUPS: [&str; 7] =
     ["X25519", "secp256r1", "secp384r1", "secp521r1", "X25519MLKEM768", "SecP256r1MLKEM768", "SecP384r1MLKEM1024"];
 
-const TLS13: [&str; 3] = ["TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"];
+/// TLS 1.3's ciphers (IANA names), which every profile lists and none chooses among.
+pub const TLS13: [&str; 3] = ["TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"];
 
 const INTERMEDIATE_TLS12: [&str; 6] = [
     "ECDHE-ECDSA-AES128-GCM-SHA256",
@@ -57,6 +58,12 @@ const OLD_MORE: [&str; 15] = [
 ];
 
 const VERSIONS: [&str; 4] = ["VersionTLS10", "VersionTLS11", "VersionTLS12", "VersionTLS13"];
+
+/// The most names a Custom profile's `ciphers` or `groups` may list: the `Old` profile, the longest, lists 24
+/// ciphers and openshift/api knows 7 groups, so a far longer list is no profile but an object to be wary of.
+const MAX_NAMES: usize = 64;
+/// The longest cipher or group name read: OpenSSL's cipher names run to about 30 bytes, IANA's to about 50.
+const MAX_NAME_BYTES: usize = 64;
 
 impl TlsProfile {
     /// One of the named profiles (openshift/api's `TLSProfiles`, `config/v1/types_tlssecurityprofile.go` of 2026-07).
@@ -110,14 +117,39 @@ impl TlsProfile {
     }
 }
 
-/// A list of strings of the Custom profile (absent: empty); anything else is refused.
+/// A list of names of the Custom profile (absent: empty); anything else is refused, as are more names than
+/// [`MAX_NAMES`], longer ones than [`MAX_NAME_BYTES`] and any but printable ASCII: they end up in log lines.
 fn strings_of(value: &Value, field: &str) -> Result<Vec<String>, String> {
     let not = || format!("the Custom profile's `{field}` is not a list of strings");
-    match value {
-        Value::Null => Ok(vec![]),
-        Value::Array(items) => items.iter().map(|i| i.as_str().map(str::to_string).ok_or_else(not)).collect(),
-        _ => Err(not()),
+    let items = match value {
+        Value::Null => return Ok(vec![]),
+        Value::Array(items) => items,
+        _ => return Err(not()),
+    };
+    if items.len() > MAX_NAMES {
+        return Err(format!(
+            "the Custom profile's `{field}` lists {} names, more than the {MAX_NAMES} wmrender reads",
+            items.len()
+        ));
     }
+    let mut names = Vec::with_capacity(items.len());
+    for item in items {
+        let name = item.as_str().ok_or_else(not)?;
+        if name.len() > MAX_NAME_BYTES {
+            return Err(format!(
+                "the Custom profile's `{field}` holds a name of {} bytes, longer than the {MAX_NAME_BYTES} wmrender reads",
+                name.len()
+            ));
+        }
+        if !name.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+            return Err(format!(
+                "the Custom profile's `{field}` holds `{}`, which is not a name of printable ASCII characters",
+                name.escape_default()
+            ));
+        }
+        names.push(name.to_string());
+    }
+    Ok(names)
 }
 
 fn unreachable_profile() -> TlsProfile {
@@ -168,5 +200,35 @@ mod tests {
         let grouped = json!({"type": "Custom", "custom": {"ciphers": ["X"], "minTLSVersion": "VersionTLS12", "groups": ["secp384r1"]}});
         assert_eq!(of(grouped).unwrap().groups, ["secp384r1"]);
         assert!(of(json!({"type": "Custom", "custom": {"ciphers": ["X"], "groups": ["brainpool"]}})).is_err());
+    }
+
+    #[test]
+    fn a_custom_profiles_names_are_capped_in_number_and_length() {
+        let custom = |c: Value| {
+            TlsProfile::of_apiserver(&json!({"spec": {"tlsSecurityProfile": {"type": "Custom", "custom": c}}}))
+        };
+        let many = |n: usize| vec!["ECDHE-RSA-AES128-GCM-SHA256"; n];
+        assert_eq!(custom(json!({"ciphers": many(MAX_NAMES)})).unwrap().ciphers.len(), MAX_NAMES);
+        let err = custom(json!({"ciphers": many(MAX_NAMES + 1)})).unwrap_err();
+        assert!(err.contains("`ciphers` lists 65 names"), "{err}");
+        let err = custom(json!({"ciphers": ["X"], "groups": vec!["X25519"; MAX_NAMES + 1]})).unwrap_err();
+        assert!(err.contains("`groups` lists 65 names"), "{err}");
+        let long = "A".repeat(MAX_NAME_BYTES + 1);
+        let err = custom(json!({"ciphers": [long]})).unwrap_err();
+        assert!(err.contains("`ciphers` holds a name of 65 bytes"), "{err}");
+        assert!(custom(json!({"ciphers": ["A".repeat(MAX_NAME_BYTES)]})).is_ok());
+    }
+
+    #[test]
+    fn a_custom_profiles_names_are_printable_ascii_and_unknown_ciphers_are_kept() {
+        let custom = |c: Value| {
+            TlsProfile::of_apiserver(&json!({"spec": {"tlsSecurityProfile": {"type": "Custom", "custom": c}}}))
+        };
+        let err = custom(json!({"ciphers": ["ECDHE-RSA-AES128-GCM-SHA256", "AES\u{2011}GCM"]})).unwrap_err();
+        assert!(err.contains("`ciphers` holds `AES\\u{2011}GCM`, which is not a name of printable ASCII"), "{err}");
+        let err = custom(json!({"ciphers": ["X"], "groups": ["X25519\n"]})).unwrap_err();
+        assert!(err.contains("`groups` holds `X25519\\n`"), "{err}");
+        // A well-formed name wmrender does not know is the server's to leave out, as before.
+        assert_eq!(custom(json!({"ciphers": ["NOT-A-CIPHER"]})).unwrap().ciphers, ["NOT-A-CIPHER"]);
     }
 }

@@ -118,8 +118,7 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, tls: Option<Arc
             match tls {
                 None => respond(stream, &metrics).await,
                 Some(tls) => {
-                    // Not loaded yet (the certificate's Secret not mounted): the connection is closed.
-                    let Some(acceptor) = tls.acceptor() else { return };
+                    let acceptor = tls.acceptor();
                     // A client that refuses the profile's versions or ciphers ends here, at the handshake.
                     if let Ok(Ok(stream)) = tokio::time::timeout(IO_TIMEOUT, acceptor.accept(stream)).await {
                         respond(stream, &metrics).await;

@@ -84,23 +84,22 @@ async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<Cluster, Error>
 /// controller does not start, rather than serve weaker or not at all) and again every [`tls::RELOAD`]. A profile
 /// that cannot be read later keeps the one served; each change is logged.
 async fn serve_tls(cluster: &Cluster, cert: &std::path::Path, key: &std::path::Path) -> Result<Arc<tls::Tls>, Error> {
-    let tls = Arc::new(tls::Tls::new(cert.to_path_buf(), key.to_path_buf()));
-    let mut profile = crate::cluster::tls_profile::fetch(cluster).await?;
-    let what = tls.reload(&profile).map_err(|why| Error::Operational(format!("the metrics endpoint's TLS: {why}")))?;
-    if let Some(what) = what {
-        reconcile::log("-", "metrics served over HTTPS with", &what);
-    }
+    let profile = crate::cluster::tls_profile::fetch(cluster).await?;
+    let (tls, what) = tls::Tls::load(cert.to_path_buf(), key.to_path_buf(), &profile)
+        .await
+        .map_err(|why| Error::Operational(format!("the metrics endpoint's TLS: {why}")))?;
+    reconcile::log("-", "metrics served over HTTPS with", &what);
+    let tls = Arc::new(tls);
     let (cluster, reloading) = (cluster.clone(), tls.clone());
     tokio::spawn(async move {
         // The last failure said, so that one that lasts is said once.
         let mut said: Option<String> = None;
         loop {
             tokio::time::sleep(tls::RELOAD).await;
-            let fetched = crate::cluster::tls_profile::fetch(&cluster).await.map_err(|e| e.to_string());
-            let outcome = fetched.and_then(|p| {
-                profile = p;
-                reloading.reload(&profile)
-            });
+            let outcome = match crate::cluster::tls_profile::fetch(&cluster).await {
+                Ok(profile) => reloading.reload(&profile).await,
+                Err(e) => Err(e.to_string()),
+            };
             match &outcome {
                 Ok(Some(what)) => reconcile::log("-", "metrics now served over HTTPS with", what),
                 Ok(None) => {}

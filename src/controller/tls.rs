@@ -10,14 +10,16 @@
 //! rustls has (not the post-quantum hybrids), and TLS 1.3's ciphers, which, as in Go's TLS (what OpenShift's own
 //! components serve with), a profile does not choose.
 
-use crate::cluster::tls_profile::TlsProfile;
+use crate::cluster::tls_profile::{TLS13, TlsProfile};
+use crate::secret::Secret;
 use rustls::crypto::ring::{cipher_suite as suite, default_provider};
 use rustls::{ServerConfig, SupportedCipherSuite};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::io::AsyncReadExt;
 use tokio_rustls::TlsAcceptor;
 
 /// How often the profile and the certificate are read again.
@@ -35,8 +37,6 @@ fn tls12(openssl: &str) -> Option<SupportedCipherSuite> {
         _ => return None,
     })
 }
-
-const TLS13_NAMES: [&str; 3] = ["TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"];
 
 /// The key exchange groups rustls has (ring), by openshift/api's names.
 fn group(name: &str) -> Option<&'static dyn rustls::crypto::SupportedKxGroup> {
@@ -64,7 +64,7 @@ pub fn server_config(profile: &TlsProfile, cert_pem: &[u8], key_pem: &[u8]) -> R
         for name in &profile.ciphers {
             match tls12(name) {
                 Some(s) => suites.push(s),
-                None if TLS13_NAMES.contains(&name.as_str()) => {}
+                None if TLS13.contains(&name.as_str()) => {}
                 None => left_out.push(name.clone()),
             }
         }
@@ -109,51 +109,83 @@ pub fn server_config(profile: &TlsProfile, cert_pem: &[u8], key_pem: &[u8]) -> R
     Ok(Served { config, left_out })
 }
 
+/// The largest certificate or key file read: the service CA's chain and key take a few KiB, and the files are
+/// read again every [`RELOAD`], so a file past this is refused rather than read whole.
+pub const MAX_PEM_BYTES: u64 = 1 << 20;
+
+/// A certificate or key file, at most [`MAX_PEM_BYTES`] of it, read through tokio's blocking pool: the reload runs
+/// on the runtime's workers, which a slow volume must not hold up.
+async fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
+    let failed = |e: std::io::Error| format!("{}: {}", path.display(), crate::error::io_reason(&e));
+    let file = tokio::fs::File::open(path).await.map_err(failed)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_PEM_BYTES + 1).read_to_end(&mut bytes).await.map_err(failed)?;
+    if bytes.len() as u64 > MAX_PEM_BYTES {
+        return Err(format!(
+            "{}: larger than {MAX_PEM_BYTES} bytes (1 MiB), more than any certificate or key file",
+            path.display()
+        ));
+    }
+    Ok(bytes)
+}
+
 /// The certificate and key files, and what they and the profile were when last loaded.
 pub struct Tls {
     pub cert: PathBuf,
     pub key: PathBuf,
-    current: Mutex<Option<Current>>,
+    current: Mutex<Current>,
 }
 
 struct Current {
     acceptor: TlsAcceptor,
     profile: TlsProfile,
     cert: Vec<u8>,
-    key: Vec<u8>,
+    key: Secret,
 }
 
-impl Tls {
-    pub fn new(cert: PathBuf, key: PathBuf) -> Tls {
-        Tls { cert, key, current: Mutex::new(None) }
-    }
-
-    /// What new connections are served with; `None` until a certificate could be loaded.
-    pub fn acceptor(&self) -> Option<TlsAcceptor> {
-        self.current.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|c| c.acceptor.clone())
-    }
-
-    /// Loads the files and applies `profile` when either or it changed. `Ok(Some(what))` says what changed (and
-    /// the profile's ciphers left out), `Ok(None)` that nothing did.
-    pub fn reload(&self, profile: &TlsProfile) -> Result<Option<String>, String> {
-        let read =
-            |p: &PathBuf| std::fs::read(p).map_err(|e| format!("{}: {}", p.display(), crate::error::io_reason(&e)));
-        let (cert, key) = (read(&self.cert)?, read(&self.key)?);
-        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        if current.as_ref().is_some_and(|c| c.profile == *profile && c.cert == cert && c.key == key) {
-            return Ok(None);
-        }
-        let served = server_config(profile, &cert, &key)?;
-        let renewed = current.as_ref().is_some_and(|c| c.cert != cert || c.key != key);
+impl Current {
+    /// `profile` served with this certificate and key, and what that comes to in words (the profile's ciphers left
+    /// out included).
+    fn new(profile: &TlsProfile, cert: Vec<u8>, key: Secret) -> Result<(Current, String), String> {
+        let served = server_config(profile, &cert, key.bytes())?;
         let mut what = format!("the {} TLS profile, minimum {}", profile.kind, profile.min_version);
-        if renewed {
-            what.insert_str(0, "a new certificate, ");
-        }
         if !served.left_out.is_empty() {
             what.push_str(&format!(" (not served, rustls has none such: {})", served.left_out.join(", ")));
         }
-        *current =
-            Some(Current { acceptor: TlsAcceptor::from(Arc::new(served.config)), profile: profile.clone(), cert, key });
+        let acceptor = TlsAcceptor::from(Arc::new(served.config));
+        Ok((Current { acceptor, profile: profile.clone(), cert, key }, what))
+    }
+}
+
+impl Tls {
+    /// Loads the files and serves `profile` with them; says what is served. A `Tls` exists only loaded: the
+    /// controller does not start without its certificate.
+    pub async fn load(cert: PathBuf, key: PathBuf, profile: &TlsProfile) -> Result<(Tls, String), String> {
+        let (cert_pem, key_pem) = (read_bounded(&cert).await?, Secret::new(read_bounded(&key).await?));
+        let (current, what) = Current::new(profile, cert_pem, key_pem)?;
+        Ok((Tls { cert, key, current: Mutex::new(current) }, what))
+    }
+
+    /// What new connections are served with (a `Tls` is only made loaded, see [`Tls::load`]).
+    pub fn acceptor(&self) -> TlsAcceptor {
+        self.current.lock().unwrap_or_else(|p| p.into_inner()).acceptor.clone()
+    }
+
+    /// Loads the files again and applies `profile` when either or it changed. `Ok(Some(what))` says what changed
+    /// (and the profile's ciphers left out), `Ok(None)` that nothing did; on an error the last loaded is served.
+    pub async fn reload(&self, profile: &TlsProfile) -> Result<Option<String>, String> {
+        let (cert, key) = (read_bounded(&self.cert).await?, Secret::new(read_bounded(&self.key).await?));
+        // Taken only now: a std Mutex is not held across the reads' awaits.
+        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if current.profile == *profile && current.cert == cert && current.key == key {
+            return Ok(None);
+        }
+        let renewed = current.cert != cert || current.key != key;
+        let (next, mut what) = Current::new(profile, cert, key)?;
+        if renewed {
+            what.insert_str(0, "a new certificate, ");
+        }
+        *current = next;
         Ok(Some(what))
     }
 }
@@ -169,7 +201,23 @@ mod tests {
         assert_eq!(names.iter().filter(|s| s.is_some()).count(), 6, "every TLS 1.2 cipher of Intermediate");
         let old = TlsProfile::named("Old").unwrap();
         let missing: Vec<&String> =
-            old.ciphers.iter().filter(|c| tls12(c).is_none() && !TLS13_NAMES.contains(&c.as_str())).collect();
+            old.ciphers.iter().filter(|c| tls12(c).is_none() && !TLS13.contains(&c.as_str())).collect();
         assert_eq!(missing.len(), 15, "CBC, RSA key exchange and 3DES: {missing:?}");
+    }
+
+    #[tokio::test]
+    async fn a_certificate_or_key_file_past_1_mib_is_refused_not_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fits, past) = (dir.path().join("fits.pem"), dir.path().join("past.pem"));
+        std::fs::write(&fits, vec![b'A'; MAX_PEM_BYTES as usize]).unwrap();
+        std::fs::write(&past, vec![b'A'; MAX_PEM_BYTES as usize + 1]).unwrap();
+        assert_eq!(read_bounded(&fits).await.unwrap().len() as u64, MAX_PEM_BYTES);
+        let err = read_bounded(&past).await.unwrap_err();
+        assert!(err.contains("past.pem: larger than 1048576 bytes (1 MiB)"), "{err}");
+        let profile = TlsProfile::named("Intermediate").unwrap();
+        let err = Tls::load(fits.clone(), past, &profile).await.err().unwrap();
+        assert!(err.contains("past.pem: larger than"), "{err}");
+        let err = read_bounded(&dir.path().join("absent.pem")).await.unwrap_err();
+        assert!(err.contains("absent.pem: "), "{err}");
     }
 }

@@ -18,9 +18,7 @@
 //! certificate is named after. Each object is typed below; the prometheus-operator CRDs are not in k8s-openapi.
 
 use super::cloud_node_manager::NAMESPACE;
-#[cfg(test)]
-use super::exporter::PORT;
-use super::exporter::SERVICE;
+use super::exporter::{PORT, SERVICE};
 use super::object::{ClusterObject, Order, annotations, labels, object_meta};
 use crate::plan::Plan;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
@@ -96,7 +94,7 @@ pub struct Relabeling {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub regex: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub replacement: Option<&'static str>,
+    pub replacement: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target_label: Option<&'static str>,
 }
@@ -183,9 +181,10 @@ fn relabel(
     action: &'static str,
     source: &[&'static str],
     regex: Option<&'static str>,
-    replacement: Option<&'static str>,
+    replacement: Option<&str>,
     target: Option<&'static str>,
 ) -> Relabeling {
+    let replacement = replacement.map(str::to_string);
     Relabeling { action, source_labels: source.to_vec(), regex, replacement, target_label: target }
 }
 
@@ -215,7 +214,7 @@ pub fn exporter_monitor() -> ServiceMonitor {
             ),
             // Only the Windows nodes: the kubelet Service lists every node.
             relabel("keep", &["__meta_kubernetes_node_label_kubernetes_io_os"], Some("windows"), None, None),
-            relabel("replace", &["__address__"], Some(r"(.+)(?::\d+)"), Some(EXPORTER_ADDRESS), Some("__address__")),
+            relabel("replace", &["__address__"], Some(r"(.+)(?::\d+)"), Some(&exporter_address()), Some("__address__")),
             relabel("replace", &[], None, Some("windows-exporter"), Some("job")),
         ],
     };
@@ -262,8 +261,10 @@ pub fn service_monitor(service: &str, port: &str) -> ServiceMonitor {
     }
 }
 
-/// The node's address with windows_exporter's port ([`PORT`]; a test holds the two equal).
-const EXPORTER_ADDRESS: &str = "$1:9182";
+/// The node's address (the relabeling regex's first group) with windows_exporter's port.
+fn exporter_address() -> String {
+    format!("$1:{PORT}")
+}
 
 /// WMCO's recording rules.
 pub fn rules() -> PrometheusRule {
@@ -351,7 +352,7 @@ mod tests {
         let e = &m.spec.endpoints[0];
         assert_eq!(e.tls_config.server_name, "windows-exporter.wmrender.svc");
         let port = e.relabelings.iter().find(|r| r.target_label == Some("__address__")).unwrap();
-        assert_eq!(port.replacement, Some(format!("$1:{PORT}").as_str()));
+        assert_eq!(port.replacement.as_deref(), Some("$1:9182"));
         assert!(e.relabelings.iter().any(|r| r.action == "keep" && r.regex == Some("windows")));
     }
 }
