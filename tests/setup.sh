@@ -10,8 +10,9 @@
 #   APIServer CRDs (tests/monitoring/setup.sh; the monitoring tests), and upstream's Prometheus 3.5 with Kubernetes
 #   service discovery, built from its Go module (tests/monitoring/prometheus/build.sh; a first build takes about 3
 #   minutes on 2 cores);
-# - the real Windows programs of the payload tests (kubelet, kube-proxy, kube-log-runner, the CNI plugins), built from
-#   their Go modules (tests/payload/build.sh; about 5 minutes the first time on 2 cores).
+# - the real Windows programs of the payload and Wine tests (kubelet, kube-proxy, kube-log-runner, the CNI plugins,
+#   containerd and ctr), built from their Go modules (tests/payload/build.sh; about 6 minutes the first time on 2
+#   cores).
 #
 # Safe to run again: it installs only what is missing, and rebuilds nothing that is current.
 set -euo pipefail

@@ -1,24 +1,32 @@
 //! The real Windows programs read what wmrender renders. kubelet.exe, kube-proxy.exe and kube-log-runner.exe
-//! v1.36.3, built from their Go modules (tests/payload/build.sh), run under Wine (the rig of tests/support/wine.rs)
-//! on the node bundle of every shipped example and every fixture that renders one:
+//! v1.36.3 and containerd.exe v1.7.27 (WMCO's pins), built from their Go modules (tests/payload/build.sh), run under
+//! Wine (the rig of tests/support/wine.rs) on the node bundle of every shipped example and every fixture that
+//! renders one:
 //!
 //! - **Every flag** of every service that runs them passes the program's own parser: the service's command line,
 //!   exactly as the SCM hands it to CreateProcess (its node variables substituted as the agent does), with
-//!   `--version` added at the end, which kubelet and kube-proxy act on right after parsing (print, exit 0) and
-//!   before anything else runs; through kube-log-runner, whose flags come first, the version lands in its log file.
+//!   `--version` added at the end, which each acts on right after parsing (print, exit 0) and before anything else
+//!   runs; through kube-log-runner, whose flags come first, the version lands in its log file.
 //! - **kubelet.conf**: kubelet loads it strictly (an unknown field, which kubelet only warns about and then ignores,
 //!   fails here), validates it, and starts its TLS bootstrap with the bootstrap kubeconfig and kubelet CA that
 //!   `sync --kubeconfig` delivers (fetched by wmrender's own code from a real kube-apiserver): its client CSR
-//!   arrives at that API server as the bootstrap token's user. The service's flags are the rendered ones but
-//!   `--windows-service` (outside the SCM kubelet would stop at connecting to it; the flag itself passed above).
+//!   arrives at that API server as the bootstrap token's user. Outside the SCM `--windows-service` would stop it
+//!   (the flag itself passed above), and without a CRI server kubelet stops right after starting the bootstrap;
+//!   Wine 8 breaks kubelet's gRPC over containerd's named pipe (docs/wine-rig.md quotes the error), so a loopback
+//!   TCP endpoint that accepts and never answers is the one change to its command: kubelet waits there while the
+//!   bootstrap goes on.
+//! - **containerd_conf.toml**: containerd ignores keys it does not know, so every rendered key and value must be in
+//!   what containerd made of the file (`config dump`); started with the service's command, containerd serves CRI on
+//!   the pipe kubelet.conf names (asked by containerd's own `ctr`, whose dialer works under Wine).
 //! - **kube-proxy's configuration**, as the network step (`network-conf.ps1`) writes it with a node's values,
 //!   loads strictly and validates: `kube-proxy --write-config-to` loads, validates and writes it, then exits.
-//! - **Controls**: a misspelt kubelet field, a kubelet value out of range, an unknown flag and an invalid kube-proxy
-//!   mode are each refused by the same checks, so the checks can fail.
+//! - **Controls**: a misspelt kubelet field, a kubelet value out of range, unknown flags (kubelet's,
+//!   kube-log-runner's, containerd's), a misspelt containerd key and an invalid kube-proxy mode are each refused by
+//!   the same checks, so the checks can fail.
 //!
-//! Not run here, and why: containerd.exe (with its runhcs shim), hybrid-overlay-node.exe, windows_exporter.exe,
-//! csi-proxy.exe and Azure's cloud-node-manager.exe are not built by tests/payload/build.sh; their services are listed in [`NOT_BUILT`] and any other
-//! service fails this test until it is decided. How far each program gets under Wine is in docs/wine-rig.md.
+//! Not run here: hybrid-overlay-node.exe, windows_exporter.exe, csi-proxy.exe and Azure's cloud-node-manager.exe are
+//! not built by tests/payload/build.sh; their services are listed in [`NOT_BUILT`], and a service running any
+//! other program fails this test until it is decided.
 //!
 //! Needs Wine and the Windows target (`bash tests/setup.sh`), Go for the programs and the API server.
 #![cfg(feature = "cluster")]
@@ -35,17 +43,24 @@ use wmrender::cluster::Cluster;
 use wmrender::cluster::credentials::{self, NodeCredentials};
 use wmrender_contract::{NodePath, ServicesFile, paths};
 
-/// The version every built program reports.
-const VERSION: &str = "Kubernetes v1.36.3";
+/// What each built program prints for `--version`.
+fn version_said(program: &str) -> &'static str {
+    match program {
+        "containerd.exe" => "containerd github.com/containerd/containerd v1.7.27",
+        _ => "Kubernetes v1.36.3",
+    }
+}
+/// containerd's own client, the rig's way to ask containerd what it serves (it is no part of the payload).
+const CTR: &str = r"C:\wine-fakes\ctr.exe";
 /// Programs this test runs for real, and where the payload puts them.
-const BUILT: [(&str, &str); 3] = [
+const BUILT: [(&str, &str); 4] = [
     ("kubelet.exe", r"C:\k\kubelet.exe"),
     ("kube-proxy.exe", r"C:\k\kube-proxy.exe"),
     ("kube-log-runner.exe", r"C:\k\kube-log-runner.exe"),
+    ("containerd.exe", r"C:\k\containerd\containerd.exe"),
 ];
 /// Services whose program is not built here (see the header).
-const NOT_BUILT: [&str; 5] =
-    ["containerd", "hybrid-overlay-node", "windows_exporter", "csi-proxy", "cloud-node-manager"];
+const NOT_BUILT: [&str; 4] = ["hybrid-overlay-node", "windows_exporter", "csi-proxy", "cloud-node-manager"];
 /// The node's values, as the agent would compute them and the network step would find them.
 const NODE_NAME: &str = "win-real-programs";
 const NODE_IP: &str = "10.0.128.7";
@@ -107,6 +122,7 @@ fn install(wine: &Wine, node: &Path, credentials: &NodeCredentials) -> ServicesF
             .unwrap_or_else(|e| panic!("{built}: {e} (tests/payload/build.sh builds it; tests/setup.sh runs it)"));
         write_whole(&wine.c(at), &bytes);
     }
+    write_whole(&wine.c(CTR), &std::fs::read(programs.join("ctr.exe")).expect("ctr.exe (tests/payload/build.sh)"));
     for (path, secret) in &credentials.files {
         write_whole(&wine.c(path), secret.bytes());
     }
@@ -139,6 +155,8 @@ fn with_node_values(command: &str) -> String {
 struct Ran {
     code: Option<i64>,
     ended: bool,
+    stdout: String,
+    /// stdout and stderr.
     output: String,
 }
 
@@ -150,6 +168,7 @@ fn exec(wine: &Wine, seconds: u64, line: &str, until: Option<&str>) -> Ran {
     Ran {
         code: v["code"].as_i64(),
         ended: v["ended"].as_bool().unwrap_or(false),
+        stdout: v["stdout"].as_str().unwrap_or("").to_string(),
         output: format!("{}{}", v["stdout"].as_str().unwrap_or(""), v["stderr"].as_str().unwrap_or("")),
     }
 }
@@ -172,25 +191,16 @@ fn flags_pass(wine: &Wine, command: &str) -> Result<(), String> {
     if let Some(log) = &log {
         let _ = std::fs::remove_file(log);
     }
+    // The program asked: kube-log-runner hands `--version` to the program it runs, the first other one named.
+    let asked = command.split_whitespace().map(program).find(|p| p.ends_with(".exe") && p != "kube-log-runner.exe");
+    let version = version_said(&asked.unwrap_or_default());
     let ran = exec(wine, 60, &line, None);
     let logged = log.as_ref().and_then(|l| std::fs::read_to_string(l).ok()).unwrap_or_default();
-    if ran.code == Some(0) && (ran.output.contains(VERSION) || logged.contains(VERSION)) {
+    if ran.code == Some(0) && (ran.output.contains(version) || logged.contains(version)) {
         Ok(())
     } else {
         Err(format!("`{line}` was refused (exit {:?}):\n{}{logged}", ran.code, ran.output))
     }
-}
-
-/// The kubelet part of the kubelet service's command (after kube-log-runner's own flags), without
-/// `--windows-service`.
-fn kubelet_line(command: &str) -> String {
-    let words: Vec<&str> = command.split_whitespace().collect();
-    let start = words
-        .iter()
-        .position(|w| w.to_ascii_lowercase().ends_with(r"\kubelet.exe"))
-        .expect("kubelet.exe in the kubelet service");
-    let kept: Vec<&str> = words[start..].iter().copied().filter(|w| *w != "--windows-service").collect();
-    with_node_values(&kept.join(" "))
 }
 
 /// Check 2: kubelet loads kubelet.conf strictly, validates it and posts its bootstrap CSR to the API server.
@@ -206,7 +216,11 @@ fn kubelet_bootstraps(wine: &Wine, cp: &ControlPlane, command: &str) -> Result<(
     // stands in for the rendered named pipe; kubelet waits on it (up to its runtime request timeout) while the
     // bootstrap goes on. This is the only change to the rendered command (a flag overrides the file).
     let cri = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let line = format!("{} --container-runtime-endpoint=tcp://{}", kubelet_line(command), cri.local_addr().unwrap());
+    let line = format!(
+        "{} --container-runtime-endpoint=tcp://{}",
+        outside_the_scm(command, r"\kubelet.exe"),
+        cri.local_addr().unwrap()
+    );
     cri.set_nonblocking(true).unwrap();
     let over = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -248,6 +262,83 @@ fn kubelet_bootstraps(wine: &Wine, cp: &ControlPlane, command: &str) -> Result<(
     })
 }
 
+/// The words of a service's command from its program on, `--windows-service`/`--run-service` left out (outside the
+/// SCM both programs stop at connecting to it; the flags themselves pass check 1), node values substituted.
+fn outside_the_scm(command: &str, exe: &str) -> String {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let start = words
+        .iter()
+        .position(|w| w.to_ascii_lowercase().ends_with(exe))
+        .unwrap_or_else(|| panic!("{exe} in `{command}`"));
+    let kept: Vec<&str> =
+        words[start..].iter().copied().filter(|w| *w != "--windows-service" && *w != "--run-service").collect();
+    with_node_values(&kept.join(" "))
+}
+
+/// Every key of `rendered` with its value in `understood` (containerd's `config dump`), by dotted path; what is not.
+fn not_understood(rendered: &toml::Table, understood: &toml::Table, at: &str, out: &mut Vec<String>) {
+    for (key, value) in rendered {
+        let path = if at.is_empty() { key.clone() } else { format!("{at}.{key}") };
+        match (value, understood.get(key)) {
+            (toml::Value::Table(r), Some(toml::Value::Table(u))) => not_understood(r, u, &path, out),
+            (_, None) => out.push(format!("{path} (containerd does not know it)")),
+            (r, Some(u)) if r != u => out.push(format!("{path} = {r} (containerd read {u})")),
+            _ => {}
+        }
+    }
+}
+
+/// Check 4: containerd reads its configuration as rendered, and serves CRI where kubelet looks for it. containerd
+/// ignores a key it does not know; `config dump` prints what it made of the file, so every rendered key and value
+/// must be there. Then the service's command starts it, and containerd's own client dials the pipe kubelet.conf
+/// names (`containerRuntimeEndpoint`) and finds the CRI plugin loaded.
+fn containerd_serves(wine: &Wine, command: &str, kubelet_endpoint: &str) -> Result<(), String> {
+    let base = outside_the_scm(command, r"\containerd.exe");
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let config =
+        words.iter().position(|w| *w == "--config").and_then(|i| words.get(i + 1)).expect("containerd's --config");
+    let rendered: toml::Table =
+        std::fs::read_to_string(wine.c(config)).unwrap().parse().map_err(|e| format!("{config}: {e}"))?;
+    let dump = exec(wine, 60, &format!("{base} config dump"), None);
+    let understood: toml::Table = dump
+        .stdout
+        .parse()
+        .map_err(|e| format!("`{base} config dump` (exit {:?}): {e}\n{}", dump.code, dump.output))?;
+    let mut wrong = Vec::new();
+    not_understood(&rendered, &understood, "", &mut wrong);
+    if !wrong.is_empty() {
+        return Err(format!("containerd does not read {config} as rendered:\n{}", wrong.join("\n")));
+    }
+
+    let pipe = kubelet_endpoint.strip_prefix("npipe://").map(|p| format!("\\\\{}", p.replace('/', "\\")));
+    let pipe = pipe.ok_or_else(|| format!("kubelet's runtime endpoint is not a named pipe: {kubelet_endpoint}"))?;
+    let stop = r"C:\wine-fakes\stop-containerd";
+    let _ = std::fs::remove_file(wine.c(stop));
+    std::thread::scope(|s| {
+        let run = s.spawn(|| exec(wine, 90, &base, Some(stop)));
+        // containerd boots in well under a second (outside the SCM it logs to stderr, not to --log-file).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let (cri, asked) = loop {
+            let ls = exec(wine, 30, &format!("{CTR} --address {pipe} --connect-timeout 3s plugins ls"), None);
+            let cri = ls.output.lines().any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.first() == Some(&"io.containerd.grpc.v1") && f.get(1) == Some(&"cri") && f.last() == Some(&"ok")
+            });
+            if cri || run.is_finished() || Instant::now() > deadline {
+                break (cri, ls.output);
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        };
+        write_whole(&wine.c(stop), b"");
+        let ran = run.join().unwrap();
+        if cri {
+            Ok(())
+        } else {
+            Err(format!("containerd serves no CRI at {pipe} (exit {:?}):\n{}\nctr: {asked}", ran.code, ran.output))
+        }
+    })
+}
+
 /// The configuration the network step writes: its template, with the values the step finds on a node.
 fn kube_proxy_conf(network_conf: &str) -> String {
     let start =
@@ -274,12 +365,8 @@ fn kube_proxy_conf(network_conf: &str) -> String {
 /// `--write-config-to`: load, validate, write, exit).
 fn kube_proxy_accepts(wine: &Wine, command: &str, conf: &str) -> Result<(), String> {
     write_whole(&wine.c(r"C:\k\kube-proxy.conf"), conf.as_bytes());
-    let words: Vec<&str> = command.split_whitespace().collect();
-    let start =
-        words.iter().position(|w| w.to_ascii_lowercase().ends_with(r"\kube-proxy.exe")).expect("kube-proxy.exe");
     let written = r"C:\var\log\kube-proxy\written.yaml";
-    let kept: Vec<&str> = words[start..].iter().copied().filter(|w| *w != "--windows-service").collect();
-    let line = format!("{} --write-config-to={written}", with_node_values(&kept.join(" ")));
+    let line = format!("{} --write-config-to={written}", outside_the_scm(command, r"\kube-proxy.exe"));
     let ran = exec(wine, 60, &line, None);
     let lenient = ran.output.lines().find(|l| l.contains("lenient decoding")).map(str::to_string);
     match (ran.code, lenient) {
@@ -290,7 +377,7 @@ fn kube_proxy_accepts(wine: &Wine, command: &str, conf: &str) -> Result<(), Stri
 }
 
 #[test]
-fn the_real_kubelet_kube_proxy_and_kube_log_runner_accept_every_rendered_flag_and_configuration() {
+fn the_real_kubelet_kube_proxy_kube_log_runner_and_containerd_accept_every_rendered_flag_and_configuration() {
     let wine = rig();
     let (cp, credentials) = cluster();
 
@@ -319,6 +406,13 @@ fn the_real_kubelet_kube_proxy_and_kube_log_runner_accept_every_rendered_flag_an
         if let Err(e) = kubelet_bootstraps(&wine, &cp, &kubelet.command) {
             failures.push(e);
         }
+        let kubelet_conf: Value =
+            serde_json::from_slice(&std::fs::read(wine.c(r"C:\k\kubelet.conf")).unwrap()).unwrap();
+        let endpoint = kubelet_conf["containerRuntimeEndpoint"].as_str().unwrap_or("");
+        let containerd = services.get("containerd").expect("a containerd service");
+        if let Err(e) = containerd_serves(&wine, &containerd.command, endpoint) {
+            failures.push(e);
+        }
         let network = std::fs::read_to_string(wine.c(r"C:\k\wmrender\network-conf.ps1")).unwrap();
         let proxy = services.get("kube-proxy").expect("a kube-proxy service");
         if let Err(e) = kube_proxy_accepts(&wine, &proxy.command, &kube_proxy_conf(&network)) {
@@ -332,7 +426,7 @@ fn the_real_kubelet_kube_proxy_and_kube_log_runner_accept_every_rendered_flag_an
 
 /// The checks above refuse what the real programs refuse, or what they would only warn about.
 #[test]
-fn a_misspelt_field_a_bad_value_an_unknown_flag_and_a_bad_mode_are_caught() {
+fn misspelt_fields_bad_values_unknown_flags_a_wrong_pipe_and_a_bad_mode_are_caught() {
     let wine = rig();
     let (cp, credentials) = cluster();
     let work = tempfile::tempdir().unwrap();
@@ -359,6 +453,19 @@ fn a_misspelt_field_a_bad_value_an_unknown_flag_and_a_bad_mode_are_caught() {
         let e = kubelet_bootstraps(&wine, &cp, &kubelet).unwrap_err();
         assert!(e.contains(expected), "{field}: {e}");
     }
+
+    let containerd = services.get("containerd").unwrap().command.clone();
+    let e = flags_pass(&wine, &containerd.replace("--log-level", "--log-levle")).unwrap_err();
+    assert!(e.contains("flag provided but not defined: -log-levle"), "{e}");
+    let toml_path = wine.c(r"C:\k\containerd\containerd_conf.toml");
+    let toml = std::fs::read_to_string(&toml_path).unwrap();
+    std::fs::write(&toml_path, toml.replace("max_concurrent_downloads", "max_concurent_downloads")).unwrap();
+    let endpoint = conf["containerRuntimeEndpoint"].as_str().unwrap().to_string();
+    let e = containerd_serves(&wine, &containerd, &endpoint).unwrap_err();
+    assert!(e.contains("max_concurent_downloads (containerd does not know it)"), "{e}");
+    std::fs::write(&toml_path, &toml).unwrap();
+    let e = containerd_serves(&wine, &containerd, "npipe://./pipe/containerd-elsewhere").unwrap_err();
+    assert!(e.contains("serves no CRI"), "{e}");
 
     let network = std::fs::read_to_string(wine.c(r"C:\k\wmrender\network-conf.ps1")).unwrap();
     let good = kube_proxy_conf(&network);

@@ -5,7 +5,10 @@
 #   kube-log-runner.exe           k8s.io/component-base v0.36.3 (logs/kube-log-runner)
 #   win-bridge.exe, win-overlay.exe, host-local.exe
 #                                 github.com/containernetworking/plugins v1.9.1 (plugins/main/windows/*, plugins/ipam)
-# wmco-image.sh lays them out as WMCO's /payload. Everything else WMCO ships there (containerd and its runhcs shim,
+#   containerd.exe, ctr.exe       github.com/containerd/containerd v1.7.27 (cmd/containerd, cmd/ctr; WMCO's pin), from
+#                                 the module of its own in containerd/ (its dependencies are older than Kubernetes')
+# wmco-image.sh lays them out as WMCO's /payload (all but containerd and ctr, which tests/wine_programs.rs runs under
+# Wine). Everything else WMCO ships there (containerd and its runhcs shim,
 # hybrid-overlay-node, windows_exporter, csi-proxy, WICD, the cloud providers' programs) is not built here: that script
 # writes stand-in files for them. Does nothing when the programs are there for this go.mod, go.sum and script. Needs Go
 # (see go.mod) and the Go module proxy.
@@ -14,22 +17,24 @@
 # gitMajor, gitMinor and buildDate in both k8s.io/component-base/version and k8s.io/client-go/pkg/version (buildDate
 # here is the tag's time, as with SOURCE_DATE_EPOCH; gitCommit and gitTreeState are left unset, as that script does
 # when it knows no commit: a Go module carries none); the CNI plugins' release script sets
-# pkg/utils/buildversion.BuildVersion to the tag.
+# pkg/utils/buildversion.BuildVersion to the tag; containerd's Makefile sets version.Version and version.Package (the
+# revision, which a Go module does not carry, is left empty).
 #
 # The first build took 5 min 5 s on a 2-core machine busy with another job (340 CPU-seconds, 1.8 GB peak memory; the
 # modules were already downloaded, Go's build cache held nothing for windows/amd64); with Go's module and build caches
 # kept (~/go/pkg/mod, ~/.cache/go-build) building them again takes about 1 s, and when they are current nothing runs.
+# containerd and ctr add about a minute the first time (58 s, 85 CPU-seconds, with the shared modules downloaded).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 out=${PAYLOAD_PROGRAMS:-$root/target/payload-programs}
-programs=(kubelet kube-proxy kube-log-runner win-bridge win-overlay host-local)
+programs=(kubelet kube-proxy kube-log-runner win-bridge win-overlay host-local containerd ctr)
 
 if ! command -v go >/dev/null 2>&1; then
   echo "payload/build.sh: Go is needed to build kubelet, kube-proxy, kube-log-runner and the CNI plugins for Windows ($(sed -n 's/^go //p' "$here/go.mod") or newer)" >&2
   exit 1
 fi
-stamp=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" | sha256sum | cut -c1-16)
+stamp=$(cat "$here/go.mod" "$here/go.sum" "$here/containerd/go.mod" "$here/containerd/go.sum" "$here/build.sh" | sha256sum | cut -c1-16)
 current=yes
 for p in "${programs[@]}"; do [ -f "$out/$p.exe" ] || current=; done
 if [ -n "$current" ] && [ "$(cat "$out/.stamp" 2>/dev/null)" = "$stamp" ]; then
@@ -57,6 +62,10 @@ go build -trimpath -o "$out/" -ldflags "${kflags# }" \
 p=github.com/containernetworking/plugins
 go build -trimpath -o "$out/" -ldflags "-X $p/pkg/utils/buildversion.BuildVersion=$cni" \
   $p/plugins/main/windows/win-bridge $p/plugins/main/windows/win-overlay $p/plugins/ipam/host-local
+c=github.com/containerd/containerd
+cversion=$(cd containerd && go list -m -f '{{.Version}}' $c)
+(cd containerd && go build -trimpath -o "$out/" -ldflags "-X $c/version.Version=$cversion -X $c/version.Package=$c" \
+  $c/cmd/containerd $c/cmd/ctr)
 for p in "${programs[@]}"; do
   [ -f "$out/$p.exe" ] || { echo "payload/build.sh: go build made no $out/$p.exe" >&2; exit 1; }
 done
