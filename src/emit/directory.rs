@@ -337,8 +337,18 @@ fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let a = CString::new(a.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
     let b = CString::new(b.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // The system call, not libc's wrapper: the musl that Rust links static binaries with has no renameat2().
     // SAFETY: both paths are valid NUL-terminated strings that outlive the call; renameat2 only reads them.
-    let rc = unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE) };
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
     if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
 }
 
