@@ -4,6 +4,7 @@
 #
 # - OpenSSH (the sync tests' sshd on 127.0.0.1), containerd, a registry, skopeo, umoci and a CA (tests/e2e/mirrors.sh),
 #   GNU time (the benchmarks' peak memory);
+# - musl-tools, busybox-static and Rust's musl target (the images: image/build.sh, tests/images.rs);
 # - Wine, MinGW-w64 and Rust's Windows target (the node agent under Wine: tests/e2e/wine-setup.sh);
 # - kube-apiserver and etcd, built from source at pinned releases (tests/apiserver/build.sh; the cluster tests);
 # - Prometheus and promtool (Debian's), kube-log-runner (built from its Go module), the prometheus-operator and
@@ -20,13 +21,16 @@ cd "$(dirname "$0")/.."
 
 need=()
 for tool in containerd:containerd ctr:containerd docker-registry:docker-registry skopeo:skopeo umoci:umoci \
-            openssl:openssl curl:curl ssh-keygen:openssh-client /usr/sbin/sshd:openssh-server; do
+            openssl:openssl curl:curl ssh-keygen:openssh-client /usr/sbin/sshd:openssh-server \
+            musl-gcc:musl-tools /bin/busybox:busybox-static; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 [ -x /usr/bin/time ] || need+=(time)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
 fi
+# The images (image/build.sh, tests/images.rs): a static wmrender built for musl.
+rustup target list --installed | grep -qx x86_64-unknown-linux-musl || rustup target add x86_64-unknown-linux-musl
 bash tests/e2e/wine-setup.sh
 bash tests/apiserver/build.sh
 bash tests/monitoring/setup.sh
