@@ -22,10 +22,12 @@ cd "$(dirname "$0")/.."
 need=()
 for tool in containerd:containerd ctr:containerd docker-registry:docker-registry skopeo:skopeo umoci:umoci \
             openssl:openssl curl:curl ssh-keygen:openssh-client /usr/sbin/sshd:openssh-server \
-            musl-gcc:musl-tools /bin/busybox:busybox-static; do
+            musl-gcc:musl-tools; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 [ -x /usr/bin/time ] || need+=(time)
+# The static one: an image has no C library for Debian's dynamic busybox to load.
+dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
 fi
