@@ -10,7 +10,8 @@
 //! - **kubelet.conf**: kubelet loads it strictly (an unknown field, which kubelet only warns about and then ignores,
 //!   fails here), validates it, and starts its TLS bootstrap with the bootstrap kubeconfig and kubelet CA that
 //!   `sync --kubeconfig` delivers (fetched by wmrender's own code from a real kube-apiserver): its client CSR
-//!   arrives at that API server as the bootstrap token's user. Outside the SCM `--windows-service` would stop it
+//!   arrives at that API server as the bootstrap token's user, and wmrender's join would approve it (its checks,
+//!   WMCO's, judge the real request, not a played one). Outside the SCM `--windows-service` would stop it
 //!   (the flag itself passed above), and without a CRI server kubelet stops right after starting the bootstrap;
 //!   Wine 8 breaks kubelet's gRPC over containerd's named pipe (docs/wine-rig.md quotes the error), so a loopback
 //!   TCP endpoint that accepts and never answers is the one change to its command: kubelet waits there while the
@@ -21,8 +22,9 @@
 //! - **kube-proxy's configuration**, as the network step (`network-conf.ps1`) writes it with a node's values,
 //!   loads strictly and validates: `kube-proxy --write-config-to` loads, validates and writes it, then exits.
 //! - **Controls**: a misspelt kubelet field, a kubelet value out of range, unknown flags (kubelet's,
-//!   kube-log-runner's, containerd's), a misspelt containerd key and an invalid kube-proxy mode are each refused by
-//!   the same checks, so the checks can fail.
+//!   kube-log-runner's, containerd's), a misspelt containerd key, a pipe containerd does not serve, the real CSR
+//!   with another usage or for another node, and an invalid kube-proxy mode are each refused by the same checks, so
+//!   the checks can fail.
 //!
 //! Not run here: hybrid-overlay-node.exe, windows_exporter.exe, csi-proxy.exe and Azure's cloud-node-manager.exe are
 //! not built by tests/payload/build.sh; their services are listed in [`NOT_BUILT`], and a service running any
@@ -39,8 +41,8 @@ use std::time::{Duration, Instant};
 use support::apiserver::ControlPlane;
 use support::wine::{Wine, rig};
 use support::wine_bundle::write_whole;
-use wmrender::cluster::Cluster;
 use wmrender::cluster::credentials::{self, NodeCredentials};
+use wmrender::cluster::{Cluster, csr};
 use wmrender_contract::{NodePath, ServicesFile, paths};
 
 /// What each built program prints for `--version`.
@@ -66,8 +68,6 @@ const NODE_NAME: &str = "win-real-programs";
 const NODE_IP: &str = "10.0.128.7";
 const NODE_SUBNET: &str = "10.132.1.0/24";
 const SOURCE_VIP: &str = "10.132.1.2";
-/// The bootstrap token's user: the node-bootstrapper ServiceAccount the played token controller fills in.
-const BOOTSTRAPPER: &str = "system:serviceaccount:openshift-machine-config-operator:node-bootstrapper";
 
 /// The inputs whose node bundles are checked: every example, every fixture that renders.
 fn inputs() -> Vec<PathBuf> {
@@ -204,7 +204,7 @@ fn flags_pass(wine: &Wine, command: &str) -> Result<(), String> {
 }
 
 /// Check 2: kubelet loads kubelet.conf strictly, validates it and posts its bootstrap CSR to the API server.
-fn kubelet_bootstraps(wine: &Wine, cp: &ControlPlane, command: &str) -> Result<(), String> {
+fn kubelet_bootstraps(wine: &Wine, cp: &ControlPlane, command: &str) -> Result<Value, String> {
     let csrs = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
     for csr in cp.admin().list(csrs) {
         let _ = cp.admin().delete(&format!("{csrs}/{}", csr["metadata"]["name"].as_str().unwrap()));
@@ -236,7 +236,7 @@ fn kubelet_bootstraps(wine: &Wine, cp: &ControlPlane, command: &str) -> Result<(
         let run = s.spawn(|| exec(wine, 90, &line, Some(stop)));
         let deadline = Instant::now() + Duration::from_secs(80);
         let posted = loop {
-            let found = cp.admin().list(csrs).into_iter().find(|c| c["spec"]["username"] == BOOTSTRAPPER);
+            let found = cp.admin().list(csrs).into_iter().find(|c| c["spec"]["username"] == csr::BOOTSTRAPPER);
             if found.is_some() || run.is_finished() || Instant::now() > deadline {
                 break found;
             }
@@ -250,8 +250,7 @@ fn kubelet_bootstraps(wine: &Wine, cp: &ControlPlane, command: &str) -> Result<(
         let said: Vec<&str> = ran.output.lines().filter(|l| !l.contains("] FLAG: --")).collect();
         match (posted, strict) {
             (_, Some(warning)) => Err(format!("kubelet did not read kubelet.conf strictly: {warning}")),
-            (Some(csr), None) if csr["spec"]["signerName"] == "kubernetes.io/kube-apiserver-client-kubelet" => Ok(()),
-            (Some(csr), None) => Err(format!("kubelet's CSR is not a client CSR: {csr}")),
+            (Some(csr), None) => approved_by_join(&csr, command).map(|()| csr),
             (None, None) => Err(format!(
                 "kubelet posted no CSR (exit {:?}, ended by the test: {}):\n`{line}`\n{}",
                 ran.code,
@@ -337,6 +336,43 @@ fn containerd_serves(wine: &Wine, command: &str, kubelet_endpoint: &str) -> Resu
             Err(format!("containerd serves no CRI at {pipe} (exit {:?}):\n{}\nctr: {asked}", ran.code, ran.output))
         }
     })
+}
+
+/// wmrender's join approves the real kubelet's bootstrap CSR: its decision ([`csr::judge`], WMCO's checks) for the node
+/// of that name is "approve, client". The node's name is the `--hostname-override` the agent fills in, or else the
+/// host's own name (under Wine, this machine's).
+fn approved_by_join(csr: &Value, command: &str) -> Result<(), String> {
+    use base64::Engine;
+    let spec = &csr["spec"];
+    let request =
+        base64::engine::general_purpose::STANDARD.decode(spec["request"].as_str().unwrap_or("")).unwrap_or_default();
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_string)).collect()
+    };
+    let (groups, usages) = (strings(&spec["groups"]), strings(&spec["usages"]));
+    let name =
+        if command.contains("--hostname-override=HOSTNAME_OVERRIDE") { NODE_NAME.to_string() } else { hostname() };
+    let claimed = csr::claimed(&request, spec["username"].as_str().unwrap_or(""));
+    if claimed != [name.clone()] {
+        return Err(format!("kubelet's CSR names {claimed:?}, not the node {name}"));
+    }
+    let spec = csr::Spec {
+        signer: spec["signerName"].as_str().unwrap_or(""),
+        username: spec["username"].as_str().unwrap_or(""),
+        groups: groups.iter().map(String::as_str).collect(),
+        usages: usages.iter().map(String::as_str).collect(),
+        request: &request,
+    };
+    let expected = [csr::Expected { name: name.clone(), addresses: vec![NODE_IP.to_string()] }];
+    match csr::judge(&spec, &expected, &|_| false) {
+        csr::Verdict::Approve { kind: csr::Kind::Client, .. } => Ok(()),
+        other => Err(format!("wmrender's join would not approve kubelet's client CSR for {name}: {other:?}")),
+    }
+}
+
+/// This machine's host name, lowercased as kubelet makes a node name of it.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_ascii_lowercase()
 }
 
 /// The configuration the network step writes: its template, with the values the step finds on a node.
@@ -453,6 +489,16 @@ fn misspelt_fields_bad_values_unknown_flags_a_wrong_pipe_and_a_bad_mode_are_caug
         let e = kubelet_bootstraps(&wine, &cp, &kubelet).unwrap_err();
         assert!(e.contains(expected), "{field}: {e}");
     }
+
+    // The join's decision on the real CSR: another usage, or a node it does not name, and it is not approved.
+    std::fs::write(&conf_path, serde_json::to_vec(&conf).unwrap()).unwrap();
+    let csr = kubelet_bootstraps(&wine, &cp, &kubelet).expect("the rendered kubelet.conf");
+    let mut serving = csr.clone();
+    serving["spec"]["usages"] = serde_json::json!(["digital signature", "key encipherment", "server auth"]);
+    let e = approved_by_join(&serving, &kubelet).unwrap_err();
+    assert!(e.contains("would not approve"), "{e}");
+    let e = approved_by_join(&csr, &kubelet.replace("--hostname-override=HOSTNAME_OVERRIDE", "")).unwrap_err();
+    assert!(e.contains("not the node"), "{e}");
 
     let containerd = services.get("containerd").unwrap().command.clone();
     let e = flags_pass(&wine, &containerd.replace("--log-level", "--log-levle")).unwrap_err();
