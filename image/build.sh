@@ -2,11 +2,11 @@
 # Builds wmrender's container images as OCI image layouts, without a container daemon, byte for byte the same for the
 # same inputs on any machine (the same Rust toolchain and Debian's tar and gzip):
 #
-#   bash image/build.sh wmrender OUT [--binary FILE | --profile PROFILE]
+#   bash image/build.sh wmrender OUT [--binary FILE]
 #       The wmrender image: the controller's Deployment (`command: [wmrender]`), the Argo CD plugin's sidecar and the
 #       KRM function (entrypoint `wmrender krm`), as examples/argocd/Containerfile describes it: a static wmrender
-#       (built here for x86_64-unknown-linux-musl, release or cargo's --profile, unless --binary names one; about
-#       4½ minutes the first time on 2 cores), a static busybox for the
+#       (built here for x86_64-unknown-linux-musl, release, unless --binary names one; about 4½ minutes the first
+#       time on 2 cores), a static busybox for the
 #       plugin's sh, grep, head and cat, /etc/passwd and /etc/group, /tmp; user 999:999 (numeric: the restricted Pod
 #       Security level's runAsNonRoot can check it).
 #   bash image/build.sh payload DIR OUT
@@ -25,17 +25,16 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-usage() { echo "usage: bash image/build.sh wmrender OUT [--binary FILE | --profile PROFILE] | payload DIR OUT" >&2; exit 2; }
+usage() { echo "usage: bash image/build.sh wmrender OUT [--binary FILE] | payload DIR OUT" >&2; exit 2; }
 kind=${1:-}; [ -n "$kind" ] || usage; shift
 binary=
-profile=release
 case $kind in
   wmrender)
     [ $# -ge 1 ] || usage; out=$1; shift
-    case ${1:-} in
-      --binary) [ $# -eq 2 ] || usage; binary=$2; shift 2 ;;
-      --profile) [ $# -eq 2 ] || usage; profile=$2; shift 2 ;;
-    esac
+    if [ "${1:-}" = --binary ]; then
+      [ $# -eq 2 ] || usage; binary=$2; shift 2
+      [ -f "$binary" ] || { echo "image/build.sh: --binary $binary: no such file" >&2; exit 2; }
+    fi
     [ $# -eq 0 ] || usage ;;
   payload)
     [ $# -eq 2 ] || usage; payload=$1; out=$2
@@ -61,10 +60,9 @@ if [ "$kind" = wmrender ] && [ -z "$binary" ]; then
   # Paths that would otherwise end up in the binary (panic locations): the checkout's and cargo's home.
   cargo_home=${CARGO_HOME:-$HOME/.cargo}
   (cd "$root" && RUSTFLAGS="--remap-path-prefix=$root=/wmrender --remap-path-prefix=$cargo_home=/cargo" \
-    CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_DEV_DEBUG=0 cargo build --locked --profile "$profile" --target x86_64-unknown-linux-musl \
-    --bin wmrender --target-dir "$root/target/image" >&2)
-  [ "$profile" = dev ] && profile=debug
-  binary=$root/target/image/x86_64-unknown-linux-musl/$profile/wmrender
+    CARGO_PROFILE_RELEASE_DEBUG=0 cargo build --locked --release --target x86_64-unknown-linux-musl --bin wmrender \
+    --target-dir "$root/target/image" >&2)
+  binary=$root/target/image/x86_64-unknown-linux-musl/release/wmrender
 fi
 if [ -n "$binary" ] && dynamic "$binary"; then
   echo "image/build.sh: $binary is dynamically linked; it would not start in an image with no C library" >&2; exit 3

@@ -51,37 +51,6 @@ fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Every file under `dir` with its bytes, by relative path (symbolic links as their target).
-fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut all = Vec::new();
-    for entry in walk(dir) {
-        let rel = entry.strip_prefix(dir).unwrap().display().to_string();
-        let meta = std::fs::symlink_metadata(&entry).unwrap();
-        let bytes = if meta.file_type().is_symlink() {
-            std::fs::read_link(&entry).unwrap().display().to_string().into_bytes()
-        } else if meta.is_file() {
-            std::fs::read(&entry).unwrap()
-        } else {
-            Vec::new()
-        };
-        all.push((rel, bytes));
-    }
-    all.sort();
-    all
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        out.push(p.clone());
-        if std::fs::symlink_metadata(&p).unwrap().is_dir() {
-            out.extend(walk(&p));
-        }
-    }
-    out
-}
-
 /// The image's root file system, as umoci unpacks it.
 fn unpack(layout: &Path, tag: &str, into: &Path) -> PathBuf {
     run(Command::new("umoci").args(["unpack", "--image"]).arg(format!("{}:{tag}", layout.display())).arg(into));
@@ -125,7 +94,7 @@ fn the_images_are_reproducible_valid_and_run_what_the_rendered_deployment_runs()
     run(Command::new("touch").args(["-d", "2001-02-03"]).arg(&copy));
     let second = build(&["wmrender", w("b").to_str().unwrap(), "--binary", copy.to_str().unwrap()], &epoch, "077");
     assert_eq!(first, second, "the same image from the same inputs");
-    assert_eq!(tree(&w("a")), tree(&w("b")), "byte for byte");
+    assert_eq!(support::read_tree(&w("a")), support::read_tree(&w("b")), "byte for byte");
     let later = build(
         &["wmrender", w("c").to_str().unwrap(), "--binary", copy.to_str().unwrap()],
         &[("SOURCE_DATE_EPOCH", "1767225601")],
@@ -202,7 +171,11 @@ fn the_images_are_reproducible_valid_and_run_what_the_rendered_deployment_runs()
     let argv: Vec<&str> = copy_command.iter().map(String::as_str).collect();
     let o = in_image(&proot, &argv);
     assert!(o.status.success(), "{argv:?} in the payload image: {}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(tree(&volume), tree(&payload), "the init container copies exactly the payload directory");
+    assert_eq!(
+        support::read_tree(&volume),
+        support::read_tree(&payload),
+        "the init container copies exactly the payload directory"
+    );
 
     // Pushed and read back through a TLS registry: the digest the build printed is the digest it serves.
     let ca = Ca::new(work.path());

@@ -1,7 +1,6 @@
 //! The real Windows programs read what wmrender renders. kubelet.exe, kube-proxy.exe and kube-log-runner.exe
 //! v1.36.3 and containerd.exe v1.7.27 (WMCO's pins), built from their Go modules (tests/payload/build.sh), run under
-//! Wine (the rig of tests/support/wine.rs) on the node bundle of every shipped example and every fixture that
-//! renders one:
+//! Wine (the rig of tests/support/wine.rs) on the node bundle of every shipped example and every fixture:
 //!
 //! - **Every flag** of every service that runs them passes the program's own parser: the service's command line,
 //!   exactly as the SCM hands it to CreateProcess (its node variables substituted as the agent does), with
@@ -36,14 +35,13 @@
 mod support;
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use support::apiserver::ControlPlane;
 use support::wine::{Wine, rig};
-use support::wine_bundle::write_whole;
+use support::wine_bundle::{Bundle, example_bundle, write_whole};
 use wmrender::cluster::credentials::{self, NodeCredentials};
 use wmrender::cluster::{Cluster, csr};
-use wmrender_contract::{NodePath, ServicesFile, paths};
+use wmrender_contract::{NodeVariable, ServicesFile};
 
 /// What each built program prints for `--version`.
 fn version_said(program: &str) -> &'static str {
@@ -69,29 +67,6 @@ const NODE_IP: &str = "10.0.128.7";
 const NODE_SUBNET: &str = "10.132.1.0/24";
 const SOURCE_VIP: &str = "10.132.1.2";
 
-/// The inputs whose node bundles are checked: every example, every fixture that renders.
-fn inputs() -> Vec<PathBuf> {
-    let root = support::root();
-    let mut all = Vec::new();
-    for dir in ["examples", "fixtures"] {
-        let mut found: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
-            .unwrap()
-            .map(|e| e.unwrap().path().join("wmrender.yaml"))
-            .filter(|p| p.is_file())
-            .collect();
-        found.sort();
-        all.extend(found);
-    }
-    all
-}
-
-/// The rendered node bundle of `inputs`, or None where the inputs render none (or are meant to fail).
-fn render(inputs: &Path, out: &Path) -> Option<PathBuf> {
-    let o = support::wmrender(&["render", "-f", inputs.to_str().unwrap(), "-o", out.to_str().unwrap()]);
-    let node = out.join("node");
-    (o.status.code() == Some(0) && node.join("C/k/wmrender/services.json").is_file()).then_some(node)
-}
-
 /// A real API server as OpenShift's holds the nodes' credentials, and those credentials as `sync --kubeconfig`
 /// pushes them, fetched by its own code.
 fn cluster() -> (ControlPlane, NodeCredentials) {
@@ -111,11 +86,13 @@ fn cluster() -> (ControlPlane, NodeCredentials) {
 
 /// A fresh `C:\k` and `C:\var` holding the node bundle, the credentials sync pushes, the built programs and the
 /// folders node.json lists (the agent creates them before any service starts).
-fn install(wine: &Wine, node: &Path, credentials: &NodeCredentials) -> ServicesFile {
+fn install(wine: &Wine, bundle: &Bundle, credentials: &NodeCredentials) -> ServicesFile {
     for dir in [r"C:\k", r"C:\var"] {
         let _ = std::fs::remove_dir_all(wine.c(dir));
     }
-    copy_tree(&node.join("C"), &wine.c(r"C:\"));
+    for (path, bytes) in &bundle.files {
+        write_whole(&wine.node(path), bytes);
+    }
     let programs = support::root().join("target/payload-programs");
     for (built, at) in BUILT {
         let bytes = std::fs::read(programs.join(built))
@@ -126,29 +103,20 @@ fn install(wine: &Wine, node: &Path, credentials: &NodeCredentials) -> ServicesF
     for (path, secret) in &credentials.files {
         write_whole(&wine.c(path), secret.bytes());
     }
-    let settings: Value =
-        serde_json::from_slice(&std::fs::read(wine.node(&NodePath::known(paths::SETTINGS_JSON))).unwrap()).unwrap();
-    for dir in settings["directories"].as_array().unwrap() {
-        std::fs::create_dir_all(wine.c(dir.as_str().unwrap())).unwrap();
+    for dir in bundle.settings().directories {
+        std::fs::create_dir_all(wine.node(&dir)).unwrap();
     }
-    ServicesFile::parse(&std::fs::read(wine.node(&NodePath::known(paths::SERVICES_JSON))).unwrap()).unwrap()
+    bundle.services()
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
-/// The node variables, substituted as the agent does.
+/// The node variables, substituted by the agent's own code.
 fn with_node_values(command: &str) -> String {
-    command.replace("HOSTNAME_OVERRIDE", NODE_NAME).replace("NODE_NAME", NODE_NAME).replace("NODE_IP", NODE_IP)
+    let value = |v: NodeVariable| match v {
+        NodeVariable::NodeIp => NODE_IP,
+        NodeVariable::NodeName | NodeVariable::HostnameOverride => NODE_NAME,
+    };
+    let pairs: Vec<(&str, &str)> = NodeVariable::ALL.iter().map(|v| (v.placeholder(), value(*v))).collect();
+    wmrender_node::node_vars::substitute(command, &pairs)
 }
 
 /// What a command line did under Wine, run by the rig's probe as the SCM would start it.
@@ -402,6 +370,7 @@ fn kube_proxy_conf(network_conf: &str) -> String {
 fn kube_proxy_accepts(wine: &Wine, command: &str, conf: &str) -> Result<(), String> {
     write_whole(&wine.c(r"C:\k\kube-proxy.conf"), conf.as_bytes());
     let written = r"C:\var\log\kube-proxy\written.yaml";
+    let _ = std::fs::remove_file(wine.c(written));
     let line = format!("{} --write-config-to={written}", outside_the_scm(command, r"\kube-proxy.exe"));
     let ran = exec(wine, 60, &line, None);
     let lenient = ran.output.lines().find(|l| l.contains("lenient decoding")).map(str::to_string);
@@ -417,12 +386,10 @@ fn the_real_kubelet_kube_proxy_kube_log_runner_and_containerd_accept_every_rende
     let wine = rig();
     let (cp, credentials) = cluster();
 
-    let work = tempfile::tempdir().unwrap();
     let mut checked = 0;
-    for (i, inputs) in inputs().iter().enumerate() {
-        let Some(node) = render(inputs, &work.path().join(i.to_string())) else { continue };
-        let name = inputs.parent().unwrap().strip_prefix(support::root()).unwrap().display().to_string();
-        let services = install(&wine, &node, &credentials);
+    for inputs in support::valid_inputs() {
+        let name = support::case_name(&inputs);
+        let services = install(&wine, &Bundle::rendered(&inputs), &credentials);
         let mut failures = Vec::new();
         for service in &services.services {
             let runs = program(&service.command);
@@ -457,7 +424,7 @@ fn the_real_kubelet_kube_proxy_kube_log_runner_and_containerd_accept_every_rende
         assert!(failures.is_empty(), "{name}:\n{}", failures.join("\n\n"));
         checked += 1;
     }
-    assert!(checked >= 8, "every example and the fixtures that render a node bundle: {checked}");
+    assert!(checked >= 8, "every example and fixture: {checked}");
 }
 
 /// The checks above refuse what the real programs refuse, or what they would only warn about.
@@ -465,10 +432,7 @@ fn the_real_kubelet_kube_proxy_kube_log_runner_and_containerd_accept_every_rende
 fn misspelt_fields_bad_values_unknown_flags_a_wrong_pipe_and_a_bad_mode_are_caught() {
     let wine = rig();
     let (cp, credentials) = cluster();
-    let work = tempfile::tempdir().unwrap();
-    let node =
-        render(&support::root().join("examples/aws/wmrender.yaml"), work.path()).expect("the AWS example renders");
-    let services = install(&wine, &node, &credentials);
+    let services = install(&wine, &example_bundle(), &credentials);
     let kubelet = services.get("kubelet").unwrap().command.clone();
     let proxy = services.get("kube-proxy").unwrap().command.clone();
     let conf_path = wine.c(r"C:\k\kubelet.conf");
