@@ -123,16 +123,17 @@ pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Run {
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    // A wine process can leave a grandchild holding the pipes; read what is there without waiting on it forever.
+    // A wine process can leave a grandchild holding the pipes (its console host, which on a busy machine lingers
+    // for seconds); read what is there without waiting on it forever, and say so when the output was not read.
     let join = |h: std::thread::JoinHandle<Vec<u8>>| {
-        let until = Instant::now() + Duration::from_secs(5);
+        let until = Instant::now() + Duration::from_secs(20);
         while !h.is_finished() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(10));
         }
         if h.is_finished() {
             String::from_utf8_lossy(&h.join().unwrap_or_default()).into_owned()
         } else {
-            String::new()
+            "[not read: a process it left behind still held the pipe 20 s after it ended]".to_string()
         }
     };
     let run =
@@ -508,9 +509,30 @@ impl Wine {
     }
 
     /// Ends a process at once. (Wine's SCM reports no pid for a service in StopPending: take it from the fake's
-    /// `start` line then.)
+    /// `start` line then.) A probe that fails is not the end of it: the process may be gone all the same (the
+    /// probe's answer lost on a busy machine), or the kill may need a second try; whether the process still runs
+    /// decides, and a process that survives two kills fails the test with both answers.
     pub fn kill_pid(&self, pid: u32) {
-        self.probe(&["kill", &pid.to_string()]);
+        let kill = || {
+            let r = self.wine(&[r"C:\wine-fakes\wine-probe.exe", "kill", &pid.to_string()], Duration::from_secs(90));
+            (r.code == 0, r)
+        };
+        let (done, first) = kill();
+        // The pid of a process that ended may already be another program's: only one below C:\k counts.
+        let still_runs = || {
+            let a = self.probe(&["alive", &pid.to_string()]);
+            a["alive"] == true && a["image"].as_str().is_some_and(|i| i.to_ascii_lowercase().starts_with(r"c:\k\"))
+        };
+        if done || !still_runs() {
+            return;
+        }
+        let (done, second) = kill();
+        assert!(
+            done || !still_runs(),
+            "wine-probe kill {pid} failed twice and the process still runs\n{}\n{}",
+            first.text(),
+            second.text()
+        );
     }
 
     /// `C:\k\wmrender\wmrender-node.exe <args>`; its result line (panics with everything it printed when there
