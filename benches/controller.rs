@@ -37,7 +37,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use support::apiserver::{ControlPlane, Kube};
-use support::played::{CSRS, Kubelet, MACHINES, MachineApi, NodeLifecycle, Registration, Signer};
+use support::controller_manager::{CSR_SIGNING, ControllerManager, NODE_LIFECYCLE};
+use support::played::{CSRS, Kubelet, MACHINES, MachineApi, Registration};
 use support::sshd::Sshd;
 use support::{code, stderr, wmrender};
 use wmrender_contract::node_status::{BUNDLE_ANNOTATION, CONDITION_TYPE, TAINT_KEY};
@@ -759,8 +760,8 @@ fn main() {
     // ---- 2. Scale-up: 50 Machines at once. ----
     let _ = admin.delete("/api/v1/nodes?labelSelector=kubernetes.io%2Fos%3Dwindows");
     wait("the nodes at rest deleted", Duration::from_secs(60), || rig.nodes(admin).is_empty());
-    let (_signer, _machine_api, _lifecycle) =
-        (Signer::start(&rig.cp), MachineApi::start(&rig.cp), NodeLifecycle::start(&rig.cp));
+    let (_controllers, _machine_api) =
+        (ControllerManager::start(&rig.cp, &[CSR_SIGNING, NODE_LIFECYCLE]), MachineApi::start(&rig.cp));
 
     let limit = Duration::from_secs(150);
     let hosts = |prefix: &str| -> Vec<(String, String)> {

@@ -8,8 +8,9 @@
 //!
 //! Played (tests/support/played.rs): the Machine API (the MachineSet controller's Machines, provisioned at the
 //! nodes' addresses; nodelink), kubelet on each host (its TLS bootstrap with the bootstrap kubeconfig the controller
-//! delivered, the Node with the delivered taints), the agent's report on a Node (posix hosts run no agent), the CSR
-//! signer, the token controller and the node lifecycle controller.
+//! delivered, the Node with the delivered taints) and the agent's report on a Node (posix hosts run no agent). Real:
+//! kube-controller-manager's CSR signer, token controller and node lifecycle controller
+//! (tests/support/controller_manager.rs).
 #![cfg(feature = "cluster")]
 
 mod support;
@@ -17,8 +18,9 @@ mod support;
 use serde_json::json;
 use std::time::Duration;
 use support::apiserver::{ControlPlane, Kube, WMRENDER_USER};
+use support::controller_manager::{CSR_SIGNING, ControllerManager, NODE_LIFECYCLE};
 use support::controller_rig::{Forwarder, Rig, StopOnDrop, configured, free_port, inputs, kubelets, metrics};
-use support::played::{MachineApi, NodeLifecycle, Signer};
+use support::played::MachineApi;
 use wmrender_contract::node_status::{CONDITION_TYPE, TAINT_KEY};
 
 /// The hosts: (inventory name = Node name, address).
@@ -28,8 +30,8 @@ const HOSTS: [(&str, &str); 4] = [("m1", "127.0.0.1"), ("m2", "127.0.0.2"), ("m3
 fn the_controller_scales_up_taints_a_failing_node_prunes_a_removed_host_and_survives_its_leader() {
     let rig = Rig::start(&HOSTS, &inputs("ctl", &["127.0.0.4"]));
     rig.write_inventory(|_| rig.sshd.port);
-    let (_signer, _machine_api, _lifecycle) =
-        (Signer::start(&rig.cp), MachineApi::start(&rig.cp), NodeLifecycle::start(&rig.cp));
+    let (_controllers, _machine_api) =
+        (ControllerManager::start(&rig.cp, &[CSR_SIGNING, NODE_LIFECYCLE]), MachineApi::start(&rig.cp));
     let stop = std::sync::atomic::AtomicBool::new(false);
     let joined = std::sync::Mutex::new(Vec::new());
     let (port_a, port_b) = (free_port(), free_port());
@@ -133,8 +135,8 @@ fn the_controller_finishes_what_an_api_server_outage_and_a_host_that_was_down_in
     // m2's SSH goes through a port that can go down.
     let m2_ssh = Forwarder::start("127.0.0.2", format!("127.0.0.2:{}", rig.sshd.port).parse().unwrap());
     rig.write_inventory(|name| if name == "m2" { m2_ssh.port } else { rig.sshd.port });
-    let (_signer, _machine_api, _lifecycle) =
-        (Signer::start(&rig.cp), MachineApi::start(&rig.cp), NodeLifecycle::start(&rig.cp));
+    let (_controllers, _machine_api) =
+        (ControllerManager::start(&rig.cp, &[CSR_SIGNING, NODE_LIFECYCLE]), MachineApi::start(&rig.cp));
     let stop = std::sync::atomic::AtomicBool::new(false);
     let joined = std::sync::Mutex::new(Vec::new());
     let provision = |i: usize| {

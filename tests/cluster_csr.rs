@@ -1,8 +1,8 @@
 //! Which kubelet CSRs `sync --kubeconfig` approves (src/cluster/csr.rs, src/cluster/join.rs). The requests are real
 //! PKCS#10 requests made by `openssl req`; the cluster is a real kube-apiserver (tests/support/apiserver.rs), where
 //! a CSR's requester is whoever created it (the bootstrap token's ServiceAccount, a node's certificate) and an
-//! approval goes only through the `/approval` subresource. kubelet and the CSR signer are played
-//! (tests/support/played.rs). wmrender runs as the user holding the documented `wmrender-sync` role.
+//! approval goes only through the `/approval` subresource. kubelet is played (tests/support/played.rs); the CSR
+//! signer is kube-controller-manager's. wmrender runs as the user holding the documented `wmrender-sync` role.
 #![cfg(feature = "cluster")]
 
 mod support;
@@ -12,7 +12,8 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use support::apiserver::{ControlPlane, Kube, WMRENDER_USER};
-use support::played::{CSRS, Kubelet, Registration, Signer};
+use support::controller_manager::{CSR_SIGNING, ControllerManager};
+use support::played::{CSRS, Kubelet, Registration};
 use wmrender::cluster::csr::{BOOTSTRAPPER, CLIENT_SIGNER, Expected, Kind, SERVING_SIGNER, Spec, Verdict, judge};
 
 /// A PEM CSR for `subject` (openssl's `/O=…/CN=…` form) with `san` (e.g. `DNS:a,IP:1.2.3.4`) if not empty.
@@ -135,7 +136,7 @@ fn runtime() -> tokio::runtime::Runtime {
 fn join_approves_exactly_this_nodes_csrs_through_the_approval_subresource_and_labels_it() {
     let cp = ControlPlane::start();
     let token = support::openshift::cluster(&cp, "None");
-    let _signer = Signer::start(&cp);
+    let _controllers = ControllerManager::start(&cp, &[CSR_SIGNING]);
     let admin = cp.admin();
     // Decoys, there from the start, each from whoever could send it: another node's client CSR (the bootstrap
     // token), a serving CSR naming node-00 with a SAN it does not have (node-00's own certificate), a client CSR

@@ -4,7 +4,8 @@
 //! same run; the node registered with wmrender's taint (from the rendered kubelet configuration) and untainted once
 //! its agent converged; tainted again when a later sync finds the agent failing, or its Node reports so.
 //!
-//! Played (tests/support/played.rs): the CSR signer, the token controller, and the host — its reboot (the posix
+//! Real: kube-controller-manager's CSR signer and token controller (tests/support/controller_manager.rs). Played
+//! (tests/support/played.rs): the host — its reboot (the posix
 //! profile records the request in `<root>/reboot-requested`; the player changes `<root>/boot-id`) and its kubelet,
 //! which bootstraps with the delivered bootstrap kubeconfig and registers with the delivered configuration's taints.
 #![cfg(feature = "cluster")]
@@ -15,7 +16,8 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use support::apiserver::{ControlPlane, WMRENDER_USER};
-use support::played::{Kubelet, Registration, Signer};
+use support::controller_manager::{CSR_SIGNING, ControllerManager};
+use support::played::{Kubelet, Registration};
 use support::sshd::Sshd;
 use support::{code, stderr, wmrender};
 use wmrender_contract::node_status::{CONDITION_TYPE, TAINT_KEY};
@@ -150,7 +152,7 @@ fn kubelet_after_reboot(rig: &Rig, deadline: Instant) -> Result<(), String> {
 #[test]
 fn a_fresh_node_is_rebooted_for_its_first_boot_joins_and_is_untainted_once_configured_in_one_sync() {
     let rig = Rig::new();
-    let _signer = Signer::start(&rig.cp);
+    let _controllers = ControllerManager::start(&rig.cp, &[CSR_SIGNING]);
     // The agent's first pass on a fresh host asks for a reboot (the Containers feature, on Windows).
     std::fs::write(rig.path("node-00/reboot-pending"), "").unwrap();
     let (rc, report, err) = std::thread::scope(|s| {
@@ -180,7 +182,7 @@ fn a_fresh_node_is_rebooted_for_its_first_boot_joins_and_is_untainted_once_confi
 #[test]
 fn a_node_is_tainted_again_when_its_agent_fails_or_reports_failing_and_untainted_when_it_recovers() {
     let rig = Rig::new();
-    let _signer = Signer::start(&rig.cp);
+    let _controllers = ControllerManager::start(&rig.cp, &[CSR_SIGNING]);
     let (rc, report, err) = std::thread::scope(|s| {
         // No reboot asked: kubelet starts at once (the player waits for the request, which a test makes here).
         std::fs::write(rig.path("node-00/reboot-requested"), "").unwrap();

@@ -1,8 +1,9 @@
 //! The agent's report on its own Node (crates/node-agent/src/node_status.rs, the code the Windows agent runs) against
 //! a real kube-apiserver with the Node authorizer and the NodeRestriction admission plugin: with the credentials
 //! kubelet's TLS bootstrap gives a node, the agent may set its condition and its bundle annotation on its own Node —
-//! and nothing more: not its taints, not another Node, not a label kubelet may not set. The kubelet and the CSR
-//! signer are played (tests/support/played.rs); the CSRs are approved by the cluster's admin.
+//! and nothing more: not its taints, not another Node, not a label kubelet may not set. The kubelet is played
+//! (tests/support/played.rs), the CSR signer is kube-controller-manager's; the CSRs are approved by the cluster's
+//! admin.
 #![cfg(feature = "cluster")]
 
 mod support;
@@ -10,7 +11,8 @@ mod support;
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::apiserver::{ControlPlane, Kube};
-use support::played::{CSRS, Kubelet, Registration, Signer};
+use support::controller_manager::{CSR_SIGNING, ControllerManager};
+use support::played::{CSRS, Kubelet, Registration};
 use wmrender_contract::node_status::{BUNDLE_ANNOTATION, CONDITION_TYPE, TAINT_EFFECT, TAINT_KEY};
 use wmrender_contract::{ApplyResult, ApplyStatus};
 use wmrender_node::node_status::{Client, report};
@@ -69,7 +71,7 @@ fn condition(node: &Value) -> Value {
 fn the_agent_reports_on_its_own_node_and_node_restriction_allows_nothing_more() {
     let cp = ControlPlane::start();
     let token = support::openshift::cluster(&cp, "None");
-    let _signer = Signer::start(&cp);
+    let _controllers = ControllerManager::start(&cp, &[CSR_SIGNING]);
     let a = joined(&cp, &token, "win-a", "10.0.0.5");
     let _b = joined(&cp, &token, "win-b", "10.0.0.6");
     let admin = cp.admin();

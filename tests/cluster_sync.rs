@@ -2,7 +2,8 @@
 //! tests/sync.rs) and a real kube-apiserver (tests/support/apiserver.rs), wmrender running as the user that holds
 //! exactly the documented `wmrender-sync` role. The credentials come from the cluster into the bytes pushed and
 //! nowhere else; a rotation is followed by the next sync; the configured node's kubelet CSRs are approved and the
-//! node labelled. kubelet, the token controller and the CSR signer are played (tests/support/played.rs).
+//! node labelled. kubelet is played (tests/support/played.rs); the token controller and the CSR signer are
+//! kube-controller-manager's own (tests/support/controller_manager.rs).
 #![cfg(feature = "cluster")]
 
 mod support;
@@ -14,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use support::apiserver::{ControlPlane, WMRENDER_USER};
 use support::certificate;
-use support::played::{Kubelet, Registration, Signer};
+use support::controller_manager::{CSR_SIGNING, ControllerManager};
+use support::played::{Kubelet, Registration};
 use support::sshd::Sshd;
 use support::{code, stderr, wmrender};
 
@@ -232,7 +234,7 @@ fn credentials_come_from_the_cluster_follow_a_rotation_and_are_never_shown() {
 fn sync_approves_the_configured_nodes_kubelet_csrs_and_labels_it() {
     let rig = Rig::new();
     let token = rig.seed(&certificate("kubelet-ca"), &certificate("user-ca"));
-    let _signer = Signer::start(&rig.cp);
+    let _controllers = ControllerManager::start(&rig.cp, &[CSR_SIGNING]);
     // Plays kubelet on node-00: once the bootstrap kubeconfig is delivered, its TLS bootstrap with the token it
     // holds, then the Node and its serving certificate as the node.
     let delivered = rig.path("node-00/C/k/bootstrap-kubeconfig");

@@ -22,8 +22,9 @@ mod support;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use support::apiserver::WMRENDER_USER;
+use support::controller_manager::{CSR_SIGNING, ControllerManager, NODE_LIFECYCLE};
 use support::controller_rig::{Rig, StopOnDrop, configured, free_port, http_get, inputs, kubelets, metrics};
-use support::played::{CSRS, MACHINES, MachineApi, NodeLifecycle, Signer};
+use support::played::{CSRS, MACHINES, MachineApi};
 use support::{code, stderr, wmrender};
 
 /// The inputs of these tests, with these BYOH hosts (their addresses).
@@ -91,8 +92,8 @@ fn a_node_gets_no_certificate_for_a_neighbours_names_and_a_hostile_machine_is_re
     let hosts = [("m1", "127.0.0.1"), ("m2", "127.0.0.2")];
     let rig = Rig::start(&hosts, &with_byoh(&[]));
     rig.write_inventory(|_| rig.sshd.port);
-    let (_signer, _machine_api, _lifecycle) =
-        (Signer::start(&rig.cp), MachineApi::start(&rig.cp), NodeLifecycle::start(&rig.cp));
+    let (_controllers, _machine_api) =
+        (ControllerManager::start(&rig.cp, &[CSR_SIGNING, NODE_LIFECYCLE]), MachineApi::start(&rig.cp));
     let stop = std::sync::atomic::AtomicBool::new(false);
     let joined = std::sync::Mutex::new(Vec::new());
     let port = free_port();
@@ -185,7 +186,7 @@ fn an_unreadable_desired_state_stops_every_step_and_is_said_until_it_reads_again
     let hosts = [("b1", "127.0.0.2"), ("b2", "127.0.0.3"), ("b3", "127.0.0.4")];
     let rig = Rig::start(&hosts, &with_byoh(&["127.0.0.2", "127.0.0.3", "127.0.0.4"]));
     rig.write_inventory(|_| rig.sshd.port);
-    let (_signer, _lifecycle) = (Signer::start(&rig.cp), NodeLifecycle::start(&rig.cp));
+    let _controllers = ControllerManager::start(&rig.cp, &[CSR_SIGNING, NODE_LIFECYCLE]);
     let stop = std::sync::atomic::AtomicBool::new(false);
     let joined = std::sync::Mutex::new(Vec::new());
     let port = free_port();
@@ -310,8 +311,8 @@ fn a_machine_provisioned_during_a_rollout_that_waits_on_a_slow_drain_starts_its_
     let payload = rig.path("payload");
     std::fs::create_dir_all(payload.join("C/k")).unwrap();
     std::fs::write(payload.join("C/k/kubelet.exe"), b"kubelet v1").unwrap();
-    let (_signer, _machine_api, _lifecycle) =
-        (Signer::start(&rig.cp), MachineApi::start(&rig.cp), NodeLifecycle::start(&rig.cp));
+    let (_controllers, _machine_api) =
+        (ControllerManager::start(&rig.cp, &[CSR_SIGNING, NODE_LIFECYCLE]), MachineApi::start(&rig.cp));
     let stop = std::sync::atomic::AtomicBool::new(false);
     let joined = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|s| {

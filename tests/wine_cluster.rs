@@ -7,13 +7,13 @@
 //!   (tests/support/wine_sshd.rs): sync pushes the bundle and the agent, the agent runs under Wine with the
 //!   rendered services in Wine's Service Control Manager, and reports on its own Node through the real API server
 //!   with the node's own credentials.
+//! - **Real** beside them: kube-controller-manager's CSR signer, token controller and node lifecycle controller.
 //! - **Played** (tests/support/played.rs): the Machine API (the Machine provisioned at the Wine node's address; its
 //!   nodelink sets `nodeRef` only after the Node registered), kubelet (when the rendered kubelet service starts, its
 //!   TLS bootstrap with the bootstrap kubeconfig sync delivered, then the Node with the delivered configuration's
-//!   taints), the CSR signer, the token controller, the node lifecycle controller and the service CA operator (the
-//!   exporter's serving certificate for the rendered Service); the reboots (`shutdown.exe /r` is recorded by the
-//!   sshd's wrapper and the Wine machine restarted); PowerShell (the fake answers each step: the Containers feature
-//!   asks for a reboot once, the metadata step names the host).
+//!   taints) and the service CA operator (the exporter's serving certificate for the rendered Service); the reboots
+//!   (`shutdown.exe /r` is recorded by the sshd's wrapper and the Wine machine restarted); PowerShell (the fake
+//!   answers each step: the Containers feature asks for a reboot once, the metadata step names the host).
 //!
 //! Needs root, openssh-server, Wine and the Windows target (`bash tests/setup.sh`).
 #![cfg(feature = "cluster")]
@@ -26,7 +26,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use support::apiserver::{ControlPlane, WMRENDER_USER};
-use support::played::{self, Kubelet, MachineApi, NodeLifecycle, Registration, ServiceCa, Signer};
+use support::controller_manager::{CSR_SIGNING, ControllerManager, NODE_LIFECYCLE};
+use support::played::{self, Kubelet, MachineApi, Registration, ServiceCa};
 use support::sshd::Sshd;
 use support::wine::{Wine, rig};
 use support::wine_bundle::write_whole;
@@ -133,7 +134,8 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
         cp.admin().seed(&serde_saphyr::from_str(&text).unwrap());
     }
     cp.wmrender_kubeconfig(&path("kubeconfig"), "wmrender-sync");
-    let (_signer, _machine_api, _lifecycle) = (Signer::start(&cp), MachineApi::start(&cp), NodeLifecycle::start(&cp));
+    let (_controllers, _machine_api) =
+        (ControllerManager::start(&cp, &[CSR_SIGNING, NODE_LIFECYCLE]), MachineApi::start(&cp));
     let _service_ca = ServiceCa::start(&cp);
     let exporter_secret = "/api/v1/namespaces/wmrender/secrets/windows-exporter-tls";
     let deadline = Instant::now() + Duration::from_secs(60);

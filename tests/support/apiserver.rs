@@ -9,8 +9,9 @@
 //! (what a test reads to see what a client sent, with its User-Agent), and the OpenShift and OLM CRDs wmrender reads
 //! and writes (../shared/schemas/crds: openshift/api and operator-framework/api at pinned commits).
 //!
-//! Nothing else of a cluster runs: no kube-controller-manager, scheduler, kubelet or Machine API. The tests play the
-//! controllers they need, faithfully and only as far as the real ones go: tests/support/played.rs.
+//! kube-controller-manager runs beside it with the controllers a test asks for (tests/support/controller_manager.rs).
+//! No scheduler, kubelet or Machine API runs: the tests play what they need of them, faithfully and only as far as
+//! the real ones go: tests/support/played.rs.
 
 use serde_json::{Value, json};
 use std::net::TcpListener;
@@ -58,7 +59,7 @@ fn free_port() -> u16 {
 
 /// Starts a process that dies with the thread that started it (a test that panics or is killed leaves no server
 /// behind), its output in `log`.
-fn spawn(program: &Path, args: &[String], log: &Path) -> Child {
+pub fn spawn(program: &Path, args: &[String], log: &Path) -> Child {
     let out = std::fs::File::create(log).expect("log file");
     let err = out.try_clone().expect("log file");
     let mut cmd = Command::new(program);
@@ -111,7 +112,7 @@ impl ControlPlane {
         let d = dir.path().to_path_buf();
         let p = |name: &str| d.join(name).to_string_lossy().into_owned();
         // One CA: it signs the API server's serving certificate, every client certificate (users, and the nodes'
-        // certificates that the played CSR signer issues) and is the CA kubelets and wmrender trust.
+        // certificates that kube-controller-manager's CSR signer issues) and is the CA kubelets and wmrender trust.
         let ca = super::self_signed(&d.join("ca.key"), "/CN=wmrender-test-rig-ca", 2);
         std::fs::write(d.join("ca.crt"), ca).expect("ca.crt");
         sign(&d, "serving", "/CN=kube-apiserver", "serverAuth", "IP:127.0.0.1,DNS:localhost,IP:10.96.0.1");
@@ -355,7 +356,7 @@ pub fn collection_path(object: &Value) -> String {
     }
 }
 
-fn tail(text: &str, lines: usize) -> String {
+pub fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }

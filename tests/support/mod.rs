@@ -4,6 +4,8 @@
 #[cfg(feature = "cluster")]
 pub mod apiserver;
 #[cfg(feature = "cluster")]
+pub mod controller_manager;
+#[cfg(feature = "cluster")]
 pub mod controller_rig;
 pub mod openapi;
 #[cfg(feature = "cluster")]

@@ -1,12 +1,8 @@
 //! The controllers of a cluster that do not run beside the tests' kube-apiserver, played by the tests — here and
 //! nowhere else. Each does what the real one does, through the API as the real one's identity where that matters,
-//! and never puts an object in a state the real one cannot:
+//! and never puts an object in a state the real one cannot. (kube-controller-manager's CSR signer, token controller
+//! and node lifecycle controller are real: tests/support/controller_manager.rs.)
 //!
-//! - **kube-controller-manager's CSR signer** ([`Signer`]): signs an *approved* CSR of kubelet's two signers with
-//!   the cluster's CA and writes `status.certificate`, as `csrsigning` does. It never approves anything.
-//! - **the token controller** ([`bootstrap_token`]): fills the `node-bootstrapper-token` Secret OpenShift's MCO
-//!   creates with a token of its ServiceAccount (issued by the API server's TokenRequest, bound to the Secret) and
-//!   the cluster's CA; the ServiceAccount is bound to `system:node-bootstrapper` as on OpenShift.
 //! - **kubelet** ([`Kubelet`]): the TLS bootstrap (client CSR as the bootstrap token's user, the signed certificate,
 //!   a kubeconfig of its own), the Node registered as `system:node:<name>` with the taints of its configuration, its
 //!   status (addresses, boot ID, Ready), the serving CSR, and the end of evicted pods (a pod deleted with a grace
@@ -14,8 +10,6 @@
 //! - **the Machine API** ([`MachineApi`]): a Machine goes `Provisioning` → `Provisioned` with the instance's
 //!   addresses; its nodelink controller sets `status.nodeRef` only once a Node registered that matches it (provider
 //!   ID, then internal IP), and the phase becomes `Running`.
-//! - **the node lifecycle controller** ([`NodeLifecycle`]): the `node.kubernetes.io/not-ready` taint the API server
-//!   puts on a new Node comes off once the Node is Ready (and goes back on when it is not).
 //! - **the disruption controller** ([`pdb_status`]): a PodDisruptionBudget's status, which the eviction API reads.
 //! - **the service CA operator** ([`ServiceCa`], openshift/service-ca-operator's serving-cert controller): for a
 //!   Service annotated `service.beta.openshift.io/serving-cert-secret-name`, a `kubernetes.io/tls` Secret of that
@@ -25,6 +19,7 @@
 //!   alone (the Service gets the error annotation instead), as the real controller does.
 
 use super::apiserver::{ControlPlane, Kube};
+use super::controller_manager::{ControllerManager, SERVICE_ACCOUNT_TOKEN};
 use super::{openssl, request};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -78,74 +73,9 @@ fn approved(csr: &Value) -> bool {
     csr["status"]["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["type"] == "Approved"))
 }
 
-/// kube-controller-manager's `csrsigning` for kubelet's signers, running until dropped.
-pub struct Signer(Loop);
-
-impl Signer {
-    pub fn start(cp: &ControlPlane) -> Signer {
-        let admin = Kube::new(&cp.path("admin.kubeconfig"));
-        let (ca, key) = (cp.path("ca.crt"), cp.path("ca.key"));
-        let work = cp.path("signer");
-        std::fs::create_dir_all(&work).expect("signer folder");
-        Signer(Loop::start(move || {
-            for csr in items(&admin, CSRS) {
-                let signer = csr["spec"]["signerName"].as_str().unwrap_or("");
-                if !approved(&csr) || !csr["status"]["certificate"].is_null() {
-                    continue;
-                }
-                let usage = match signer {
-                    CLIENT_SIGNER => "clientAuth",
-                    SERVING_SIGNER => "serverAuth",
-                    _ => continue,
-                };
-                let name = csr["metadata"]["name"].as_str().unwrap_or("").to_string();
-                let Ok(request) = STANDARD.decode(csr["spec"]["request"].as_str().unwrap_or("")) else { continue };
-                let certificate = sign_request(&work, &ca, &key, &name, &request, usage);
-                let mut body = csr.clone();
-                body["status"]["certificate"] = STANDARD.encode(certificate).into();
-                let _ = admin.put(&format!("{CSRS}/{name}/status"), &body);
-            }
-        }))
-    }
-}
-
-/// Signs a PKCS#10 request with the CA, keeping its subject and subject alternative names.
-fn sign_request(work: &Path, ca: &Path, key: &Path, name: &str, request: &[u8], usage: &str) -> Vec<u8> {
-    let csr = work.join(format!("{name}.csr"));
-    let ext = work.join(format!("{name}.ext"));
-    std::fs::write(&csr, request).expect("csr");
-    // The SANs of the request, copied as the signer does.
-    let text = String::from_utf8(openssl(&["req", "-in", csr.to_str().unwrap(), "-noout", "-text"])).unwrap();
-    let san = text
-        .lines()
-        .skip_while(|l| !l.contains("Subject Alternative Name"))
-        .nth(1)
-        .map(|l| l.trim().replace("IP Address:", "IP:"))
-        .unwrap_or_default();
-    let mut extensions = format!("extendedKeyUsage={usage}\nkeyUsage=digitalSignature,keyEncipherment\n");
-    if !san.is_empty() {
-        extensions.push_str(&format!("subjectAltName={san}\n"));
-    }
-    std::fs::write(&ext, extensions).expect("extensions");
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        csr.to_str().unwrap(),
-        "-CA",
-        ca.to_str().unwrap(),
-        "-CAkey",
-        key.to_str().unwrap(),
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        ext.to_str().unwrap(),
-    ])
-}
-
 /// OpenShift's `node-bootstrapper` ServiceAccount, bound to `system:node-bootstrapper`, and its token Secret as the
-/// token controller fills it. Returns the token.
+/// MCO creates it, filled by the real token controller. Returns the token. (Only the objects are OpenShift's part
+/// here; nothing of it is played.)
 pub fn bootstrap_token(cp: &ControlPlane) -> String {
     let admin = cp.admin();
     let ns = "openshift-machine-config-operator";
@@ -163,7 +93,7 @@ pub fn bootstrap_token(cp: &ControlPlane) -> String {
             "subjects": [{"kind": "ServiceAccount", "name": "node-bootstrapper", "namespace": ns}],
         }),
     );
-    let secret = admin.apply(
+    admin.apply(
         &format!("/api/v1/namespaces/{ns}/secrets"),
         "node-bootstrapper-token",
         &json!({
@@ -172,24 +102,19 @@ pub fn bootstrap_token(cp: &ControlPlane) -> String {
                          "annotations": {"kubernetes.io/service-account.name": "node-bootstrapper"}},
         }),
     );
-    let minted = admin
-        .create(
-            &format!("/api/v1/namespaces/{ns}/serviceaccounts/node-bootstrapper/token"),
-            &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                    "spec": {"expirationSeconds": 86400,
-                             "boundObjectRef": {"apiVersion": "v1", "kind": "Secret", "name": "node-bootstrapper-token",
-                                                "uid": secret["metadata"]["uid"]}}}),
-        )
-        .expect("TokenRequest for node-bootstrapper");
-    let token = minted["status"]["token"].as_str().expect("a token").to_string();
-    let mut filled = admin.get(&format!("/api/v1/namespaces/{ns}/secrets/node-bootstrapper-token")).expect("secret");
-    filled["data"] = json!({
-        "token": STANDARD.encode(&token),
-        "ca.crt": STANDARD.encode(cp.ca_pem()),
-        "namespace": STANDARD.encode(ns),
-    });
-    admin.put(&format!("/api/v1/namespaces/{ns}/secrets/node-bootstrapper-token"), &filled).expect("secret filled");
-    token
+    // kube-controller-manager's token controller fills it (a legacy token, as OpenShift's is); it need not run
+    // after that: the API server checks the token against the Secret and the ServiceAccount.
+    let _token_controller = ControllerManager::start(cp, &[SERVICE_ACCOUNT_TOKEN]);
+    let path = format!("/api/v1/namespaces/{ns}/secrets/node-bootstrapper-token");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let secret = admin.get(&path).expect("the node-bootstrapper-token Secret");
+        if let Some(token) = secret["data"]["token"].as_str().and_then(|t| STANDARD.decode(t).ok()) {
+            return String::from_utf8(token).expect("a token is text");
+        }
+        assert!(Instant::now() < deadline, "the token controller did not fill {path} within 60 s:\n{secret}");
+        std::thread::sleep(TICK);
+    }
 }
 
 /// A kubeconfig for the API server with a bearer token (what the bootstrap kubeconfig is), as a kubeconfig file.
@@ -465,34 +390,39 @@ pub fn pdb_status(admin: &Kube, ns: &str, name: &str, allowed: i64, healthy: i64
     );
 }
 
-const NOT_READY: &str = "node.kubernetes.io/not-ready";
-
-/// kube-controller-manager's node lifecycle controller, for its `not-ready` taint, running until dropped.
-pub struct NodeLifecycle(Loop);
-
-impl NodeLifecycle {
-    pub fn start(cp: &ControlPlane) -> NodeLifecycle {
-        let admin = Kube::new(&cp.path("admin.kubeconfig"));
-        NodeLifecycle(Loop::start(move || {
-            for node in items(&admin, "/api/v1/nodes") {
-                let ready = node["status"]["conditions"]
-                    .as_array()
-                    .is_some_and(|l| l.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
-                let taints = node["spec"]["taints"].as_array().cloned().unwrap_or_default();
-                let has = taints.iter().any(|t| t["key"] == NOT_READY);
-                if ready == has {
-                    let mut kept: Vec<Value> = taints.into_iter().filter(|t| t["key"] != NOT_READY).collect();
-                    if !ready {
-                        kept.push(json!({"key": NOT_READY, "effect": "NoSchedule"}));
-                    }
-                    let name = node["metadata"]["name"].as_str().unwrap_or("");
-                    let patch = json!({"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
-                                       "spec": {"taints": kept}});
-                    let _ = admin.merge_patch(&format!("/api/v1/nodes/{name}"), &patch);
-                }
-            }
-        }))
+/// Signs a PKCS#10 request with the CA, keeping its subject and subject alternative names.
+fn sign_request(work: &Path, ca: &Path, key: &Path, name: &str, request: &[u8], usage: &str) -> Vec<u8> {
+    let csr = work.join(format!("{name}.csr"));
+    let ext = work.join(format!("{name}.ext"));
+    std::fs::write(&csr, request).expect("csr");
+    // The SANs of the request, copied as the signer does.
+    let text = String::from_utf8(openssl(&["req", "-in", csr.to_str().unwrap(), "-noout", "-text"])).unwrap();
+    let san = text
+        .lines()
+        .skip_while(|l| !l.contains("Subject Alternative Name"))
+        .nth(1)
+        .map(|l| l.trim().replace("IP Address:", "IP:"))
+        .unwrap_or_default();
+    let mut extensions = format!("extendedKeyUsage={usage}\nkeyUsage=digitalSignature,keyEncipherment\n");
+    if !san.is_empty() {
+        extensions.push_str(&format!("subjectAltName={san}\n"));
     }
+    std::fs::write(&ext, extensions).expect("extensions");
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        csr.to_str().unwrap(),
+        "-CA",
+        ca.to_str().unwrap(),
+        "-CAkey",
+        key.to_str().unwrap(),
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        ext.to_str().unwrap(),
+    ])
 }
 
 /// The annotation that asks the service CA for a serving certificate, and those the operator answers with.
