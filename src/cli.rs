@@ -54,6 +54,20 @@ failed.")]
     /// operator image of the cluster's release, or list a directory assembled by hand.
     #[command(subcommand)]
     Payload(PayloadCommand),
+    /// Push the rendered node bundle to an OCI registry as one artifact by digest, and sign it as cosign does.
+    #[command(after_help = "Examples:\n  \
+wmrender publish --rendered out --to registry.example.com/fleet/windows-bundle:main\n  \
+wmrender publish --rendered out --to registry.example.com/fleet/windows-bundle:main --sign-key ci-signing.pem \\\n      \
+--bundle-version \"$(git rev-list --count HEAD)\"   # in CI, after review\n  \
+cosign verify --key ci-signing.pub --insecure-ignore-tlog registry.example.com/fleet/windows-bundle@sha256:<digest>\n\n\
+The bundle is node/ of the rendered directory, checked against its manifest.json; it holds no secret. Each file is \
+one layer addressed by its sha256 (titled with its path, as ORAS lays files out), so a registry keeps a file once \
+across versions and a one-file change sends that file and a manifest. stdout: registry/repository@sha256:<digest>, \
+nothing else. The signature is stored under the tag sha256-<hex>.sig, where `cosign verify` finds it; it carries \
+--bundle-version, a number that must grow with every bundle (nodes refuse an older one unless it is signed with \
+--downgrade). See docs/pull.md. Exit codes: 0 published; 2 invalid input, key or credentials refused; 3 the \
+registry could not be reached or failed.")]
+    Publish(PublishArgs),
     /// Reboot nodes gracefully: cordon, drain through the Eviction API, reboot over SSH, wait, uncordon.
     #[command(after_help = "Examples:\n  \
 wmrender reboot win-a win-b --kubeconfig ~/.kube/config --rendered out --identity key.pem\n  \
@@ -180,6 +194,35 @@ pub struct PayloadPullArgs {
     /// A PEM file of CA certificates to trust for the registries besides the system's (repeatable).
     #[arg(long = "registry-ca", value_name = "FILE")]
     pub registry_ca: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct PublishArgs {
+    /// The rendered directory (`wmrender render -o DIR`): its node/ bundle is published.
+    #[arg(long, value_name = "DIR")]
+    pub rendered: PathBuf,
+    /// Where: registry/repository, or registry/repository:tag to tag the bundle as well.
+    #[arg(long, value_name = "REPOSITORY")]
+    pub to: String,
+    /// Registry credentials: a .dockerconfigjson. Default: $REGISTRY_AUTH_FILE,
+    /// $XDG_RUNTIME_DIR/containers/auth.json, $DOCKER_CONFIG/config.json or ~/.docker/config.json, the first that
+    /// exists.
+    #[arg(long, value_name = "FILE")]
+    pub registry_config: Option<PathBuf>,
+    /// A PEM file of CA certificates to trust for the registry besides the system's (repeatable).
+    #[arg(long = "registry-ca", value_name = "FILE")]
+    pub registry_ca: Vec<PathBuf>,
+    /// Sign the published digest with this ECDSA P-256 private key (PKCS#8 PEM, as `openssl genpkey -algorithm EC
+    /// -pkeyopt ec_paramgen_curve:P-256` writes it). Repeatable: while a key is rotated, sign with both.
+    #[arg(long = "sign-key", value_name = "FILE", requires = "bundle_version")]
+    pub sign_key: Vec<PathBuf>,
+    /// The bundle version the signature carries: a number that grows with every bundle (the CI run number,
+    /// `git rev-list --count HEAD`). Nodes refuse a bundle older than the one they applied.
+    #[arg(long, value_name = "N", requires = "sign_key")]
+    pub bundle_version: Option<u64>,
+    /// Sign this bundle as a deliberate downgrade: nodes accept it even if they applied a newer version.
+    #[arg(long, requires = "sign_key")]
+    pub downgrade: bool,
 }
 
 #[derive(Args, Debug)]

@@ -18,8 +18,12 @@ pub mod import;
 pub mod inputs;
 pub mod lifecycle;
 pub mod net;
+#[cfg(feature = "registry")]
+pub mod oci;
 pub mod payload;
 pub mod plan;
+#[cfg(feature = "registry")]
+pub mod publish;
 pub mod quantity;
 pub mod registries;
 pub mod render;

@@ -7,7 +7,7 @@ use clap::CommandFactory;
 use clap::Parser;
 use cli::{
     Cli, Command, ControllerArgs, DiffArgs, ImportArgs, KrmArgs, OnlyPart, OutputFormat, PayloadCommand,
-    PayloadListArgs, PayloadPullArgs, RebootArgs, RenderArgs, SyncArgs, ValidateArgs,
+    PayloadListArgs, PayloadPullArgs, PublishArgs, RebootArgs, RenderArgs, SyncArgs, ValidateArgs,
 };
 use std::io::Write;
 use std::process::ExitCode;
@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         Command::Sync(args) => sync(*args),
         Command::Payload(PayloadCommand::Pull(args)) => payload_pull(args),
         Command::Payload(PayloadCommand::List(args)) => payload_list(args),
+        Command::Publish(args) => publish(args),
         Command::Reboot(args) => reboot(*args),
         Command::Controller(args) => controller(*args, false),
         Command::Status(args) => controller(*args, true),
@@ -182,6 +183,56 @@ fn payload_pull(args: PayloadPullArgs) -> Result<u8, Error> {
     #[cfg(not(feature = "registry"))]
     {
         let _ = (args, payload_inputs);
+        Err(wmrender::payload::PayloadError::NotBuilt("registry").into())
+    }
+}
+
+fn publish(args: PublishArgs) -> Result<u8, Error> {
+    #[cfg(feature = "registry")]
+    {
+        use wmrender::publish::{artifact, push, signature::SigningKey};
+        let rendered = wmrender::delivery::read_rendered(&args.rendered)?;
+        let signing = match args.bundle_version {
+            Some(version) => Some(push::Signing {
+                keys: args.sign_key.iter().map(|k| SigningKey::load(k)).collect::<Result<_, _>>()?,
+                version,
+                downgrade: args.downgrade,
+            }),
+            None => None,
+        };
+        let files: Vec<(String, Vec<u8>)> = rendered
+            .files
+            .into_iter()
+            .filter_map(|(path, bytes)| path.strip_prefix("node/").map(|p| (p.to_string(), bytes)))
+            .collect();
+        let bundle = artifact::node_bundle(&files);
+        let opts = push::PublishOptions {
+            to: args.to,
+            registry_config: args.registry_config,
+            ca_files: args.registry_ca,
+            signing,
+        };
+        let published = runtime()?.block_on(push::publish(&bundle, &opts))?;
+        let tagged = published.tag.as_ref().map(|t| format!(", tagged {t}")).unwrap_or_default();
+        eprintln!(
+            "published {} files{tagged}: {} blobs sent, {} already there; {} bytes of blobs and manifests sent",
+            files.len(),
+            published.blobs_sent,
+            published.blobs_present,
+            published.bytes_sent
+        );
+        for key in &published.signed_by {
+            eprintln!("signed by the key {key} (bundle version {})", args.bundle_version.unwrap_or_default());
+        }
+        if published.signatures_kept > 0 {
+            eprintln!("kept the {} signature(s) already there", published.signatures_kept);
+        }
+        println!("{}", published.reference);
+        Ok(OK)
+    }
+    #[cfg(not(feature = "registry"))]
+    {
+        let _ = args;
         Err(wmrender::payload::PayloadError::NotBuilt("registry").into())
     }
 }

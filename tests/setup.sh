@@ -14,7 +14,8 @@
 #   minutes on 2 cores);
 # - the real Windows programs of the payload and Wine tests (kubelet, kube-proxy, kube-log-runner, the CNI plugins,
 #   containerd and ctr), built from their Go modules (tests/payload/build.sh; about 6 minutes the first time on 2
-#   cores).
+#   cores);
+# - cosign, built from its Go module (tests/cosign/build.sh; the signing tests; about 4 minutes the first time).
 #
 # Safe to run again: it installs only what is missing, and rebuilds nothing that is current.
 set -euo pipefail
@@ -39,3 +40,4 @@ bash tests/apiserver/build.sh
 bash tests/monitoring/setup.sh
 bash tests/monitoring/prometheus/build.sh
 bash tests/payload/build.sh
+bash tests/cosign/build.sh

@@ -68,3 +68,13 @@ impl From<PayloadError> for crate::error::Error {
         }
     }
 }
+
+#[cfg(feature = "registry")]
+impl From<crate::oci::AccessError> for PayloadError {
+    fn from(e: crate::oci::AccessError) -> Self {
+        match e {
+            crate::oci::AccessError::Read { file, source } => PayloadError::Read { file, source },
+            crate::oci::AccessError::Credentials { what, why } => PayloadError::Credentials { what, why },
+        }
+    }
+}

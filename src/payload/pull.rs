@@ -8,17 +8,12 @@ use super::error::PayloadError;
 use super::extract::{self, Compression, Layer};
 use super::{list, write};
 use crate::registries::RegistryHost;
-use crate::secret::Secret;
-use base64::Engine;
-use oci_client::client::{Certificate, CertificateEncoding, ClientConfig};
 use oci_client::errors::OciDistributionError;
 use oci_client::manifest as media;
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::PathBuf;
 
 /// What `payload pull` is asked to do.
 #[derive(Clone, Debug, Default)]
@@ -66,8 +61,8 @@ pub async fn pull(opts: &PullOptions) -> Result<Pulled, PayloadError> {
             opts.image.escape_debug()
         ))
     })?;
-    let auths = credentials(opts.registry_config.as_deref())?;
-    let client = client(&opts.ca_files)?;
+    let auths = crate::oci::credentials(opts.registry_config.as_deref())?;
+    let client = crate::oci::client(&opts.ca_files)?;
     write::check_destination(&opts.out)?;
 
     let places = candidates(&source, &opts.mirrors);
@@ -84,7 +79,7 @@ pub async fn pull(opts: &PullOptions) -> Result<Pulled, PayloadError> {
     let mut failures = Vec::new();
     let mut refused = false;
     for candidate in places {
-        let auth = auth_for(&auths, candidate.resolve_registry());
+        let auth = crate::oci::auth_for(&auths, candidate.resolve_registry());
         match fetch(&client, &source, &candidate, &auth, opts).await {
             Ok(pulled) => return Ok(pulled),
             Err(Attempt::Refused(why)) => {
@@ -320,64 +315,6 @@ fn request_reason(e: &reqwest::Error) -> String {
     if e.is_timeout() { "it did not answer in time".into() } else { format!("cannot reach it: {cause}") }
 }
 
-fn client(ca_files: &[PathBuf]) -> Result<Client, PayloadError> {
-    // reqwest is built without a crypto provider of its own: the ring one, as kube's client and the metrics use.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut certificates = Vec::new();
-    for file in ca_files {
-        let data = std::fs::read(file).map_err(|source| PayloadError::Read { file: file.clone(), source })?;
-        if !String::from_utf8_lossy(&data).contains("-----BEGIN CERTIFICATE-----") {
-            return Err(PayloadError::Credentials {
-                what: file.display().to_string(),
-                why: "it holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
-            });
-        }
-        certificates.push(Certificate { encoding: CertificateEncoding::Pem, data });
-    }
-    Ok(Client::new(ClientConfig {
-        extra_root_certificates: certificates,
-        connect_timeout: Some(Duration::from_secs(10)),
-        read_timeout: Some(Duration::from_secs(60)),
-        user_agent: concat!("wmrender/", env!("CARGO_PKG_VERSION")),
-        ..ClientConfig::default()
-    }))
-}
-
-/// The registries' credentials: the file given, else the usual places (podman's and docker's); none when there is
-/// no file. Held as secrets: never printed.
-fn credentials(given: Option<&Path>) -> Result<BTreeMap<String, Secret>, PayloadError> {
-    let path = match given {
-        Some(p) => Some(p.to_path_buf()),
-        None => default_auth_file(),
-    };
-    let Some(path) = path else { return Ok(BTreeMap::new()) };
-    let bytes = std::fs::read(&path).map_err(|source| PayloadError::Read { file: path.clone(), source })?;
-    crate::secret::parse_pull_secret(&bytes)
-        .map_err(|problem| PayloadError::Credentials { what: path.display().to_string(), why: problem.to_string() })
-}
-
-fn default_auth_file() -> Option<PathBuf> {
-    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let mut places = Vec::new();
-    places.extend(env("REGISTRY_AUTH_FILE"));
-    places.extend(env("XDG_RUNTIME_DIR").map(|d| d.join("containers/auth.json")));
-    places.extend(env("DOCKER_CONFIG").map(|d| d.join("config.json")));
-    places.extend(env("HOME").map(|d| d.join(".docker/config.json")));
-    places.into_iter().find(|p| p.is_file())
-}
-
-fn auth_for(auths: &BTreeMap<String, Secret>, registry: &str) -> RegistryAuth {
-    let Some(secret) = auths.get(registry) else { return RegistryAuth::Anonymous };
-    // Stored as `Basic <base64 user:password>` (the form hosts.toml takes); parse_pull_secret checked the colon.
-    let encoded = String::from_utf8_lossy(secret.bytes()).trim_start_matches("Basic ").to_string();
-    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded).unwrap_or_default();
-    let text = String::from_utf8_lossy(&decoded);
-    match text.split_once(':') {
-        Some((user, password)) => RegistryAuth::Basic(user.to_string(), password.to_string()),
-        None => RegistryAuth::Anonymous,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,17 +364,5 @@ mod tests {
         let e = w.write_all(b"e").await.unwrap_err();
         assert!(e.to_string().contains("more than the layer's size"));
         assert_eq!(w.inner, b"abcd");
-    }
-
-    #[test]
-    fn credentials_per_registry() {
-        let auths = crate::secret::parse_pull_secret(
-            br#"{"auths":{"https://mirror.example.com:5000/v1/":{"auth":"dXNlcjpwYXNz"}}}"#,
-        )
-        .unwrap();
-        assert!(
-            matches!(auth_for(&auths, "mirror.example.com:5000"), RegistryAuth::Basic(u, p) if u == "user" && p == "pass")
-        );
-        assert!(matches!(auth_for(&auths, "registry.redhat.io"), RegistryAuth::Anonymous));
     }
 }

@@ -1,0 +1,144 @@
+//! The node bundle as one OCI artifact (pure): an OCI image manifest with its own artifact type, the empty config
+//! of OCI 1.1, and one layer per file of `node/`, each the file's bytes as they are, titled with its path under
+//! `node/` (ORAS's convention: `oras pull` writes the files back). A layer is addressed by the file's sha256, so
+//! a registry keeps every file once across versions: a bundle that changed in one file costs that file and a new
+//! manifest to push or pull, nothing else.
+//!
+//! Same files, byte-identical manifest, same digest: the manifest carries no time and no wmrender version.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What the artifact is (the manifest's `artifactType`).
+pub const ARTIFACT_TYPE: &str = "application/vnd.wmrender.node-bundle.v1";
+/// A layer: one file of the bundle, its bytes as they are.
+pub const FILE_MEDIA_TYPE: &str = "application/vnd.wmrender.node-bundle.file.v1";
+/// The layer annotation that names the file: its path under `node/` (`C/k/kubelet.conf`).
+pub const TITLE: &str = "org.opencontainers.image.title";
+pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+/// OCI 1.1's empty descriptor: the config of an artifact that needs none.
+pub const EMPTY_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
+const EMPTY: &[u8] = b"{}";
+
+/// A blob to push: its digest (`sha256:<hex>`) and bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blob {
+    pub digest: String,
+    pub bytes: Vec<u8>,
+}
+
+impl Blob {
+    pub fn of(bytes: Vec<u8>) -> Blob {
+        Blob { digest: digest(&bytes), bytes }
+    }
+}
+
+/// An artifact ready to push: its manifest, that manifest's digest, and every blob it names, each once.
+#[derive(Clone, Debug)]
+pub struct Artifact {
+    pub manifest: Vec<u8>,
+    pub digest: String,
+    pub media_type: &'static str,
+    pub blobs: Vec<Blob>,
+}
+
+/// `sha256:<hex>` of some bytes.
+pub fn digest(bytes: &[u8]) -> String {
+    format!("sha256:{}", wmrender_contract::sha256_hex(bytes))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Descriptor {
+    pub media_type: String,
+    pub digest: String,
+    pub size: u64,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl Descriptor {
+    pub(crate) fn of(media_type: &str, blob: &Blob) -> Descriptor {
+        Descriptor {
+            media_type: media_type.into(),
+            digest: blob.digest.clone(),
+            size: blob.bytes.len() as u64,
+            annotations: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Manifest {
+    pub schema_version: u8,
+    pub media_type: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifact_type: Option<&'static str>,
+    pub config: Descriptor,
+    pub layers: Vec<Descriptor>,
+}
+
+impl Manifest {
+    /// The manifest's bytes: compact JSON, fields in a fixed order.
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a manifest of strings and numbers serializes")
+    }
+}
+
+/// The node bundle's artifact from its files: `(path under node/, bytes)`, in any order.
+pub fn node_bundle(files: &[(String, Vec<u8>)]) -> Artifact {
+    let mut files: Vec<&(String, Vec<u8>)> = files.iter().collect();
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    let config = Blob::of(EMPTY.to_vec());
+    let mut blobs = vec![config.clone()];
+    let mut layers = Vec::new();
+    for (path, bytes) in files {
+        let blob = Blob::of(bytes.clone());
+        let mut layer = Descriptor::of(FILE_MEDIA_TYPE, &blob);
+        layer.annotations.insert(TITLE.into(), path.clone());
+        layers.push(layer);
+        if !blobs.iter().any(|b| b.digest == blob.digest) {
+            blobs.push(blob);
+        }
+    }
+    let manifest = Manifest {
+        schema_version: 2,
+        media_type: MANIFEST_MEDIA_TYPE,
+        artifact_type: Some(ARTIFACT_TYPE),
+        config: Descriptor::of(EMPTY_MEDIA_TYPE, &config),
+        layers,
+    }
+    .to_bytes();
+    Artifact { digest: digest(&manifest), manifest, media_type: MANIFEST_MEDIA_TYPE, blobs }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(list: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
+        list.iter().map(|(p, b)| (p.to_string(), b.as_bytes().to_vec())).collect()
+    }
+
+    #[test]
+    fn one_layer_per_file_titled_by_its_path_each_blob_once_and_the_same_files_give_the_same_digest() {
+        let a = node_bundle(&files(&[("C/k/b.conf", "same"), ("C/k/a.conf", "same"), ("C/k/c.toml", "other")]));
+        let m: serde_json::Value = serde_json::from_slice(&a.manifest).unwrap();
+        assert_eq!(m["artifactType"], ARTIFACT_TYPE);
+        assert_eq!(m["config"]["digest"], digest(b"{}"));
+        assert_eq!(m["config"]["size"], 2);
+        let titles: Vec<&str> =
+            m["layers"].as_array().unwrap().iter().map(|l| l["annotations"][TITLE].as_str().unwrap()).collect();
+        assert_eq!(titles, ["C/k/a.conf", "C/k/b.conf", "C/k/c.toml"]);
+        assert_eq!(m["layers"][0]["digest"], m["layers"][1]["digest"]);
+        // the config, "same" and "other": three blobs for four descriptors.
+        assert_eq!(a.blobs.len(), 3);
+        assert_eq!(a.digest, digest(&a.manifest));
+
+        let again = node_bundle(&files(&[("C/k/c.toml", "other"), ("C/k/a.conf", "same"), ("C/k/b.conf", "same")]));
+        assert_eq!((again.manifest, again.digest), (a.manifest.clone(), a.digest.clone()));
+        let changed = node_bundle(&files(&[("C/k/b.conf", "same"), ("C/k/a.conf", "same"), ("C/k/c.toml", "new")]));
+        assert_ne!(changed.digest, a.digest);
+    }
+}

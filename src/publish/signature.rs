@@ -1,0 +1,240 @@
+//! A cosign signature of a published bundle, in the form `cosign verify --key` accepts (sigstore's "simple
+//! signing"): the payload names the repository and the manifest digest; an ECDSA P-256 / SHA-256 signature of the
+//! payload's bytes rides as the `dev.cosignproject.cosign/signature` annotation of the payload's layer; the layers
+//! sit in an OCI image stored under the tag `sha256-<hex>.sig` beside the bundle, where cosign looks for them on a
+//! registry without the referrers API. A bundle signed again (another key, a rotation) gains a layer; the layers
+//! already there are kept, as cosign keeps them.
+//!
+//! The payload's `optional` part carries the bundle version (a number that only grows, so a node can refuse an older
+//! bundle than the one it applied) and, when the publisher says so, that this bundle is a signed downgrade.
+
+use super::artifact::{Blob, Descriptor, MANIFEST_MEDIA_TYPE, Manifest, digest};
+use super::error::PublishError;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use ring::rand::SystemRandom;
+use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair};
+use std::path::Path;
+
+pub const SIMPLE_SIGNING_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+const CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
+const SIGNATURE_TYPE: &str = "cosign container image signature";
+/// In the payload's `optional`: the bundle version, as a decimal string (cosign's `-a key=value` form).
+pub const BUNDLE_VERSION: &str = "dev.wmrender.bundle-version";
+/// In the payload's `optional`: `"true"` when the publisher signed this bundle as a downgrade.
+pub const DOWNGRADE: &str = "dev.wmrender.downgrade";
+
+/// The tag cosign stores a manifest's signatures under: `sha256:<hex>` → `sha256-<hex>.sig`.
+pub fn tag_for(manifest_digest: &str) -> String {
+    format!("{}.sig", manifest_digest.replace(':', "-"))
+}
+
+/// What a signature vouches for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// `registry/repository`, as cosign writes `docker-reference`.
+    pub repository: String,
+    pub manifest_digest: String,
+    pub version: u64,
+    pub downgrade: bool,
+}
+
+/// The simple-signing payload of a claim (compact JSON, keys in a fixed order).
+pub fn payload(claim: &Claim) -> Vec<u8> {
+    let mut optional = serde_json::Map::new();
+    optional.insert(BUNDLE_VERSION.into(), claim.version.to_string().into());
+    if claim.downgrade {
+        optional.insert(DOWNGRADE.into(), "true".into());
+    }
+    let value = serde_json::json!({
+        "critical": {
+            "identity": {"docker-reference": claim.repository},
+            "image": {"docker-manifest-digest": claim.manifest_digest},
+            "type": SIGNATURE_TYPE,
+        },
+        "optional": optional,
+    });
+    serde_json::to_vec(&value).expect("JSON of strings serializes")
+}
+
+/// An ECDSA P-256 private key to sign with.
+pub struct SigningKey {
+    pair: EcdsaKeyPair,
+    /// `sha256:<hex>` of the public key's SubjectPublicKeyInfo (DER): which key signed, safe to print.
+    pub id: String,
+}
+
+/// DER of a P-256 SubjectPublicKeyInfo up to its 65-byte uncompressed point (id-ecPublicKey, prime256v1).
+const P256_SPKI_PREFIX: [u8; 26] = [
+    0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce,
+    0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
+];
+
+impl SigningKey {
+    /// Reads a PEM `PRIVATE KEY` (PKCS#8) holding an ECDSA P-256 key, as `openssl genpkey -algorithm EC -pkeyopt
+    /// ec_paramgen_curve:P-256` writes it.
+    pub fn load(path: &Path) -> Result<SigningKey, PublishError> {
+        let refuse = |why: String| PublishError::Key { file: path.to_path_buf(), why };
+        let bytes = std::fs::read(path).map_err(|source| PublishError::Read { file: path.to_path_buf(), source })?;
+        let text = String::from_utf8(bytes).map_err(|_| refuse("not a PEM file (it is not text)".into()))?;
+        if text.contains("-----BEGIN EC PRIVATE KEY-----") {
+            return Err(refuse(
+                "an EC PRIVATE KEY (SEC 1) block: convert it to PKCS#8 with `openssl pkcs8 -topk8 -nocrypt -in KEY \
+                 -out KEY.pk8.pem`"
+                    .into(),
+            ));
+        }
+        if text.contains("PRIVATE KEY-----") && text.contains("ENCRYPTED") {
+            return Err(refuse(
+                "an encrypted key: wmrender signs with an unencrypted PKCS#8 P-256 key (keep it in your CI's secret \
+                 store); `cosign import-key-pair --key KEY` makes a cosign key of the same key"
+                    .into(),
+            ));
+        }
+        let der = pem_block(&text, "PRIVATE KEY").ok_or_else(|| {
+            refuse("no -----BEGIN PRIVATE KEY----- block: expected an ECDSA P-256 key in PKCS#8 PEM".into())
+        })?;
+        let pair =
+            EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &der, &SystemRandom::new()).map_err(|_| {
+                refuse("not an ECDSA P-256 key (cosign's keys are P-256; RSA and other curves are not)".into())
+            })?;
+        let mut spki = P256_SPKI_PREFIX.to_vec();
+        spki.extend_from_slice(pair.public_key().as_ref());
+        Ok(SigningKey { id: digest(&spki), pair })
+    }
+
+    /// The public key as PEM (`cosign verify --key` reads it; so does the node agent).
+    pub fn public_pem(&self) -> String {
+        let mut spki = P256_SPKI_PREFIX.to_vec();
+        spki.extend_from_slice(self.pair.public_key().as_ref());
+        let b64 = STANDARD.encode(spki);
+        let lines: Vec<&str> = b64.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).unwrap_or_default()).collect();
+        format!("-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n", lines.join("\n"))
+    }
+
+    /// Whether `signature` (base64 of ASN.1 DER) is this key's signature of `payload`.
+    pub fn verifies(&self, payload: &[u8], signature: &str) -> bool {
+        let Ok(sig) = STANDARD.decode(signature) else { return false };
+        let public = ring::signature::UnparsedPublicKey::new(
+            &ring::signature::ECDSA_P256_SHA256_ASN1,
+            self.pair.public_key().as_ref(),
+        );
+        public.verify(payload, &sig).is_ok()
+    }
+
+    /// The signature of `payload` (ASN.1 DER, as cosign writes it), base64.
+    pub fn sign(&self, payload: &[u8]) -> Result<String, PublishError> {
+        let sig = self
+            .pair
+            .sign(&SystemRandom::new(), payload)
+            .map_err(|_| PublishError::Sign("the system's random number generator failed".into()))?;
+        Ok(STANDARD.encode(sig.as_ref()))
+    }
+}
+
+/// The body of the first PEM block of that label.
+fn pem_block(text: &str, label: &str) -> Option<Vec<u8>> {
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
+    let start = text.find(&begin)? + begin.len();
+    let stop = start + text[start..].find(&end)?;
+    let body: String = text[start..stop].chars().filter(|c| !c.is_whitespace()).collect();
+    STANDARD.decode(body).ok()
+}
+
+/// One signature layer: the payload's blob, and the signature that rides on its descriptor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layer {
+    pub payload_digest: String,
+    pub payload_size: u64,
+    pub signature: String,
+}
+
+/// The signature image of `layers` (the ones already stored first, then the new ones): its config blob, its
+/// manifest's bytes and digest.
+pub fn image(layers: &[Layer]) -> (Blob, Vec<u8>) {
+    // The config go-containerregistry writes for cosign's image: one history entry and one diff ID per layer.
+    let diff_ids: Vec<&str> = layers.iter().map(|l| l.payload_digest.as_str()).collect();
+    let history: Vec<serde_json::Value> =
+        layers.iter().map(|_| serde_json::json!({"created": "0001-01-01T00:00:00Z"})).collect();
+    let config = serde_json::json!({
+        "architecture": "",
+        "created": "0001-01-01T00:00:00Z",
+        "history": history,
+        "os": "",
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+        "config": {},
+    });
+    let config = Blob::of(serde_json::to_vec(&config).expect("JSON of strings serializes"));
+    let manifest = Manifest {
+        schema_version: 2,
+        media_type: MANIFEST_MEDIA_TYPE,
+        artifact_type: None,
+        config: Descriptor::of(CONFIG_MEDIA_TYPE, &config),
+        layers: layers
+            .iter()
+            .map(|l| Descriptor {
+                media_type: SIMPLE_SIGNING_MEDIA_TYPE.into(),
+                digest: l.payload_digest.clone(),
+                size: l.payload_size,
+                annotations: [(SIGNATURE_ANNOTATION.to_string(), l.signature.clone())].into(),
+            })
+            .collect(),
+    }
+    .to_bytes();
+    (config, manifest)
+}
+
+/// The signature layers of a stored signature image (a manifest cosign or wmrender wrote); those of another kind
+/// are left out.
+pub fn stored_layers(manifest: &[u8]) -> Vec<Layer> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(manifest) else { return Vec::new() };
+    value["layers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| l["mediaType"] == SIMPLE_SIGNING_MEDIA_TYPE)
+        .filter_map(|l| {
+            Some(Layer {
+                payload_digest: l["digest"].as_str()?.to_string(),
+                payload_size: l["size"].as_u64()?,
+                signature: l["annotations"][SIGNATURE_ANNOTATION].as_str()?.to_string(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tag_and_the_payload_are_cosigns() {
+        let d = format!("sha256:{}", "ab".repeat(32));
+        assert_eq!(tag_for(&d), format!("sha256-{}.sig", "ab".repeat(32)));
+        let claim = Claim {
+            repository: "r.example:5000/fleet/bundle".into(),
+            manifest_digest: d.clone(),
+            version: 7,
+            downgrade: false,
+        };
+        let p: serde_json::Value = serde_json::from_slice(&payload(&claim)).unwrap();
+        assert_eq!(p["critical"]["type"], "cosign container image signature");
+        assert_eq!(p["critical"]["image"]["docker-manifest-digest"], d.as_str());
+        assert_eq!(p["critical"]["identity"]["docker-reference"], "r.example:5000/fleet/bundle");
+        assert_eq!(p["optional"], serde_json::json!({BUNDLE_VERSION: "7"}));
+        let down: serde_json::Value = serde_json::from_slice(&payload(&Claim { downgrade: true, ..claim })).unwrap();
+        assert_eq!(down["optional"][DOWNGRADE], "true");
+    }
+
+    #[test]
+    fn stored_layers_are_kept_in_a_new_image() {
+        let a = Layer { payload_digest: digest(b"p"), payload_size: 1, signature: "c2ln".into() };
+        let (config, manifest) = image(std::slice::from_ref(&a));
+        assert_eq!(stored_layers(&manifest), std::slice::from_ref(&a));
+        let c: serde_json::Value = serde_json::from_slice(&config.bytes).unwrap();
+        assert_eq!(c["rootfs"]["diff_ids"][0], a.payload_digest.as_str());
+        assert!(stored_layers(b"not json").is_empty());
+    }
+}
