@@ -1,6 +1,7 @@
 //! `wmrender publish` against real parts: Debian's `docker-registry` on 127.0.0.1 with TLS from a throwaway CA (and
 //! htpasswd authentication where the test says), the real `skopeo` reading what was pushed, and the real `cosign`
-//! v2.6.5 (built from its Go module by tests/cosign/build.sh) verifying what wmrender signed and signing beside it.
+//! v2.6.5 (built from its Go module by tests/cosign/build.sh) verifying what wmrender signed and signing beside it;
+//! the node's rule for signatures (the contract's `signed_bundle::judge`, which the agent will run) judging both.
 //! The bytes on the wire are counted by a TCP relay between wmrender and the registry (TLS included).
 #![cfg(feature = "registry")]
 
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use support::registry::{Ca, Registry};
 use support::{code, stderr, wmrender};
+use wmrender_contract::signed_bundle::{self, PublicKey, Refusal, Signature};
 
 const USER: (&str, &str) = ("ci", "s3cret-push");
 
@@ -105,6 +107,24 @@ impl World {
         assert!(out.status.success(), "skopeo inspect {reference}: {}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice(&out.stdout).unwrap()
     }
+}
+
+/// The signatures stored under a `.sig` tag, as a node reads them: each layer's payload blob (checked against its
+/// digest) and its signature annotation.
+fn signatures(w: &World, registry: &Registry, sig_tag: &str) -> Vec<Signature> {
+    let manifest = w.manifest(sig_tag);
+    manifest["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let digest = l["digest"].as_str().unwrap();
+            let payload = std::fs::read(registry.blob(digest)).unwrap();
+            assert_eq!(format!("sha256:{}", wmrender_contract::sha256_hex(&payload)), digest);
+            let signature = l["annotations"][signed_bundle::SIGNATURE_ANNOTATION].as_str().unwrap().to_string();
+            Signature { payload, signature }
+        })
+        .collect()
 }
 
 fn stdout(o: &Output) -> String {
@@ -212,6 +232,25 @@ fn the_node_bundle_is_one_artifact_by_digest_one_layer_per_file_signed_so_that_c
     assert_eq!(w.manifest(&sig_tag)["layers"].as_array().unwrap().len(), 3);
     let v = w.verify(&w.path("cosign.pub"), &reference);
     assert_eq!(code(&v), 0, "cosign verify --key cosign.pub: {}", stderr(&v));
+
+    // The node's rule (the contract's, which the agent runs) reads the same signatures: wmrender's and cosign's
+    // are accepted with their public keys, a stranger's key verifies none, an older version than the applied one
+    // is refused.
+    let stored = signatures(&w, &registry, &sig_tag);
+    assert_eq!(stored.len(), 3);
+    let digest = reference.rsplit_once('@').unwrap().1;
+    let keys = |file: &Path| PublicKey::parse_pem(&std::fs::read_to_string(file).unwrap()).unwrap();
+    for (file, expected) in
+        [(&public, &keys(&public)[0].id), (&w.path("cosign.pub"), &keys(&w.path("cosign.pub"))[0].id)]
+    {
+        let accepted = signed_bundle::judge(digest, &stored, &keys(file), Some(7)).unwrap();
+        assert_eq!((accepted.version, &accepted.key), (7, expected), "{}", file.display());
+    }
+    assert_eq!(signed_bundle::judge(digest, &stored, &keys(&other_public), None), Err(Refusal::Untrusted(3)));
+    assert_eq!(
+        signed_bundle::judge(digest, &stored, &keys(&public), Some(8)),
+        Err(Refusal::Older { offered: 7, applied: 8 })
+    );
 
     // Another bundle, published unsigned: cosign finds no signature for its digest.
     let changed = w.rendered("changed", Some("api-int.other.example.com"));

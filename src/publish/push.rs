@@ -3,10 +3,11 @@
 
 use super::artifact::{Artifact, Blob, MANIFEST_MEDIA_TYPE};
 use super::error::PublishError;
-use super::signature::{self, Claim, Layer, SigningKey};
+use super::signature::{self, Layer, SigningKey};
 use oci_client::errors::OciDistributionError;
 use oci_client::{Client, Reference};
 use std::path::PathBuf;
+use wmrender_contract::signed_bundle::{Claim, tag_for};
 
 /// What `publish` is asked to do.
 pub struct PublishOptions {
@@ -126,8 +127,8 @@ async fn sign(
         version: signing.version,
         downgrade: signing.downgrade,
     };
-    let payload = Blob::of(signature::payload(&claim));
-    let sig_ref = target.by_tag(&signature::tag_for(&artifact.digest));
+    let payload = Blob::of(claim.payload());
+    let sig_ref = target.by_tag(&tag_for(&artifact.digest));
     let mut layers = match client.pull_manifest_raw(&sig_ref, auth, &[MANIFEST_MEDIA_TYPE]).await {
         Ok((bytes, _)) => signature::stored_layers(&bytes),
         Err(e) if not_found(&e) => Vec::new(),
@@ -136,8 +137,9 @@ async fn sign(
     out.signatures_kept = layers.len();
     for key in &signing.keys {
         // Signing again with a key that already signed this very payload adds nothing (cosign's rule too).
-        let signed =
-            layers.iter().any(|l| l.payload_digest == payload.digest && key.verifies(&payload.bytes, &l.signature));
+        let signed = layers
+            .iter()
+            .any(|l| l.payload_digest == payload.digest && key.public().verifies(&payload.bytes, &l.signature));
         if !signed {
             layers.push(Layer {
                 payload_digest: payload.digest.clone(),

@@ -8,55 +8,16 @@
 //! The payload's `optional` part carries the bundle version (a number that only grows, so a node can refuse an older
 //! bundle than the one it applied) and, when the publisher says so, that this bundle is a signed downgrade.
 
-use super::artifact::{Blob, Descriptor, MANIFEST_MEDIA_TYPE, Manifest, digest};
+use super::artifact::{Blob, Descriptor, MANIFEST_MEDIA_TYPE, Manifest};
 use super::error::PublishError;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use ring::rand::SystemRandom;
 use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair};
 use std::path::Path;
+use wmrender_contract::signed_bundle::{PublicKey, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE};
 
-pub const SIMPLE_SIGNING_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
-pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 const CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
-const SIGNATURE_TYPE: &str = "cosign container image signature";
-/// In the payload's `optional`: the bundle version, as a decimal string (cosign's `-a key=value` form).
-pub const BUNDLE_VERSION: &str = "dev.wmrender.bundle-version";
-/// In the payload's `optional`: `"true"` when the publisher signed this bundle as a downgrade.
-pub const DOWNGRADE: &str = "dev.wmrender.downgrade";
-
-/// The tag cosign stores a manifest's signatures under: `sha256:<hex>` → `sha256-<hex>.sig`.
-pub fn tag_for(manifest_digest: &str) -> String {
-    format!("{}.sig", manifest_digest.replace(':', "-"))
-}
-
-/// What a signature vouches for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Claim {
-    /// `registry/repository`, as cosign writes `docker-reference`.
-    pub repository: String,
-    pub manifest_digest: String,
-    pub version: u64,
-    pub downgrade: bool,
-}
-
-/// The simple-signing payload of a claim (compact JSON, keys in a fixed order).
-pub fn payload(claim: &Claim) -> Vec<u8> {
-    let mut optional = serde_json::Map::new();
-    optional.insert(BUNDLE_VERSION.into(), claim.version.to_string().into());
-    if claim.downgrade {
-        optional.insert(DOWNGRADE.into(), "true".into());
-    }
-    let value = serde_json::json!({
-        "critical": {
-            "identity": {"docker-reference": claim.repository},
-            "image": {"docker-manifest-digest": claim.manifest_digest},
-            "type": SIGNATURE_TYPE,
-        },
-        "optional": optional,
-    });
-    serde_json::to_vec(&value).expect("JSON of strings serializes")
-}
 
 /// An ECDSA P-256 private key to sign with.
 pub struct SigningKey {
@@ -64,12 +25,6 @@ pub struct SigningKey {
     /// `sha256:<hex>` of the public key's SubjectPublicKeyInfo (DER): which key signed, safe to print.
     pub id: String,
 }
-
-/// DER of a P-256 SubjectPublicKeyInfo up to its 65-byte uncompressed point (id-ecPublicKey, prime256v1).
-const P256_SPKI_PREFIX: [u8; 26] = [
-    0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce,
-    0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
-];
 
 impl SigningKey {
     /// Reads a PEM `PRIVATE KEY` (PKCS#8) holding an ECDSA P-256 key, as `openssl genpkey -algorithm EC -pkeyopt
@@ -99,28 +54,16 @@ impl SigningKey {
             EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &der, &SystemRandom::new()).map_err(|_| {
                 refuse("not an ECDSA P-256 key (cosign's keys are P-256; RSA and other curves are not)".into())
             })?;
-        let mut spki = P256_SPKI_PREFIX.to_vec();
-        spki.extend_from_slice(pair.public_key().as_ref());
-        Ok(SigningKey { id: digest(&spki), pair })
+        let id = PublicKey::from_point(pair.public_key().as_ref())
+            .map(|k| k.id)
+            .ok_or_else(|| refuse("not an ECDSA P-256 key".into()))?;
+        Ok(SigningKey { id, pair })
     }
 
-    /// The public key as PEM (`cosign verify --key` reads it; so does the node agent).
-    pub fn public_pem(&self) -> String {
-        let mut spki = P256_SPKI_PREFIX.to_vec();
-        spki.extend_from_slice(self.pair.public_key().as_ref());
-        let b64 = STANDARD.encode(spki);
-        let lines: Vec<&str> = b64.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).unwrap_or_default()).collect();
-        format!("-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n", lines.join("\n"))
-    }
-
-    /// Whether `signature` (base64 of ASN.1 DER) is this key's signature of `payload`.
-    pub fn verifies(&self, payload: &[u8], signature: &str) -> bool {
-        let Ok(sig) = STANDARD.decode(signature) else { return false };
-        let public = ring::signature::UnparsedPublicKey::new(
-            &ring::signature::ECDSA_P256_SHA256_ASN1,
-            self.pair.public_key().as_ref(),
-        );
-        public.verify(payload, &sig).is_ok()
+    /// The public half, as a node holds it.
+    pub fn public(&self) -> PublicKey {
+        PublicKey::from_point(self.pair.public_key().as_ref())
+            .expect("ring's P-256 public key is an uncompressed point")
     }
 
     /// The signature of `payload` (ASN.1 DER, as cosign writes it), base64.
@@ -209,6 +152,8 @@ pub fn stored_layers(manifest: &[u8]) -> Vec<Layer> {
 mod tests {
     use super::*;
 
+    use wmrender_contract::signed_bundle::{BUNDLE_VERSION, Claim, DOWNGRADE, tag_for};
+
     #[test]
     fn the_tag_and_the_payload_are_cosigns() {
         let d = format!("sha256:{}", "ab".repeat(32));
@@ -219,18 +164,19 @@ mod tests {
             version: 7,
             downgrade: false,
         };
-        let p: serde_json::Value = serde_json::from_slice(&payload(&claim)).unwrap();
+        let p: serde_json::Value = serde_json::from_slice(&claim.payload()).unwrap();
         assert_eq!(p["critical"]["type"], "cosign container image signature");
         assert_eq!(p["critical"]["image"]["docker-manifest-digest"], d.as_str());
         assert_eq!(p["critical"]["identity"]["docker-reference"], "r.example:5000/fleet/bundle");
         assert_eq!(p["optional"], serde_json::json!({BUNDLE_VERSION: "7"}));
-        let down: serde_json::Value = serde_json::from_slice(&payload(&Claim { downgrade: true, ..claim })).unwrap();
+        let down: serde_json::Value = serde_json::from_slice(&Claim { downgrade: true, ..claim }.payload()).unwrap();
         assert_eq!(down["optional"][DOWNGRADE], "true");
     }
 
     #[test]
     fn stored_layers_are_kept_in_a_new_image() {
-        let a = Layer { payload_digest: digest(b"p"), payload_size: 1, signature: "c2ln".into() };
+        let a =
+            Layer { payload_digest: crate::publish::artifact::digest(b"p"), payload_size: 1, signature: "c2ln".into() };
         let (config, manifest) = image(std::slice::from_ref(&a));
         assert_eq!(stored_layers(&manifest), std::slice::from_ref(&a));
         let c: serde_json::Value = serde_json::from_slice(&config.bytes).unwrap();

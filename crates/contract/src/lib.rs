@@ -13,6 +13,7 @@ pub mod payload;
 pub mod result;
 pub mod services;
 pub mod settings;
+pub mod signed_bundle;
 
 pub use ca_bundle::{BundleError, parse_ca_bundle};
 pub use machine::NodeMachine;
