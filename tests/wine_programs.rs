@@ -1,6 +1,7 @@
 //! The real Windows programs read what wmrender renders. kubelet.exe, kube-proxy.exe and kube-log-runner.exe
-//! v1.36.3 and containerd.exe v1.7.27 (WMCO's pins), built from their Go modules (tests/payload/build.sh), run under
-//! Wine (the rig of tests/support/wine.rs) on the node bundle of every shipped example and every fixture:
+//! v1.36.3 and containerd.exe v1.7.27 (WMCO's pins) and windows_exporter.exe v0.27.2 (the release the Go module proxy
+//! serves; WMCO builds its fork), built from their Go modules (tests/payload/build.sh), run under Wine (the rig of
+//! tests/support/wine.rs) on the node bundle of every shipped example and every fixture:
 //!
 //! - **Every flag** of every service that runs them passes the program's own parser: the service's command line,
 //!   exactly as the SCM hands it to CreateProcess (its node variables substituted as the agent does), with
@@ -21,13 +22,15 @@
 //! - **kube-proxy's configuration**, as the network step (`network-conf.ps1`) writes it with a node's values,
 //!   loads strictly and validates: `kube-proxy --write-config-to` loads, validates and writes it, then exits.
 //! - **Controls**: a misspelt kubelet field, a kubelet value out of range, unknown flags (kubelet's,
-//!   kube-log-runner's, containerd's), a misspelt containerd key, a pipe containerd does not serve, the real CSR
+//!   kube-log-runner's, containerd's, windows_exporter's), a misspelt containerd key, a pipe containerd does not serve, the real CSR
 //!   with another usage or for another node, and an invalid kube-proxy mode are each refused by the same checks, so
 //!   the checks can fail.
 //!
-//! Not run here: hybrid-overlay-node.exe, windows_exporter.exe, csi-proxy.exe and Azure's cloud-node-manager.exe are
-//! not built by tests/payload/build.sh; their services are listed in [`NOT_BUILT`], and a service running any
-//! other program fails this test until it is decided.
+//! Not run here: hybrid-overlay-node.exe, csi-proxy.exe and Azure's cloud-node-manager.exe are not built by
+//! tests/payload/build.sh: the Go module proxy here refuses their modules (`github.com/kubernetes-csi/csi-proxy`,
+//! `github.com/ovn-org/ovn-kubernetes/go-controller` and OpenShift's fork, `sigs.k8s.io/cloud-provider-azure`: "403
+//! Forbidden: This module version is not available"). Their services are listed in [`NOT_BUILT`], and a service
+//! running any other program fails this test until it is decided.
 //!
 //! Needs Wine and the Windows target (`bash tests/setup.sh`), Go for the programs and the API server.
 #![cfg(feature = "cluster")]
@@ -47,20 +50,22 @@ use wmrender_contract::{NodeVariable, ServicesFile};
 fn version_said(program: &str) -> &'static str {
     match program {
         "containerd.exe" => "containerd github.com/containerd/containerd v1.7.27",
+        "windows_exporter.exe" => "windows_exporter, version 0.27.2",
         _ => "Kubernetes v1.36.3",
     }
 }
 /// containerd's own client, the rig's way to ask containerd what it serves (it is no part of the payload).
 const CTR: &str = r"C:\wine-fakes\ctr.exe";
 /// Programs this test runs for real, and where the payload puts them.
-const BUILT: [(&str, &str); 4] = [
+const BUILT: [(&str, &str); 5] = [
     ("kubelet.exe", r"C:\k\kubelet.exe"),
     ("kube-proxy.exe", r"C:\k\kube-proxy.exe"),
     ("kube-log-runner.exe", r"C:\k\kube-log-runner.exe"),
     ("containerd.exe", r"C:\k\containerd\containerd.exe"),
+    ("windows_exporter.exe", r"C:\k\windows_exporter.exe"),
 ];
 /// Services whose program is not built here (see the header).
-const NOT_BUILT: [&str; 4] = ["hybrid-overlay-node", "windows_exporter", "csi-proxy", "cloud-node-manager"];
+const NOT_BUILT: [&str; 3] = ["hybrid-overlay-node", "csi-proxy", "cloud-node-manager"];
 /// The node's values, as the agent would compute them and the network step would find them.
 const NODE_NAME: &str = "win-real-programs";
 const NODE_IP: &str = "10.0.128.7";
@@ -476,6 +481,10 @@ fn misspelt_fields_bad_values_unknown_flags_a_wrong_pipe_and_a_bad_mode_are_caug
     std::fs::write(&toml_path, &toml).unwrap();
     let e = containerd_serves(&wine, &containerd, "npipe://./pipe/containerd-elsewhere").unwrap_err();
     assert!(e.contains("serves no CRI"), "{e}");
+
+    let exporter = services.get("windows_exporter").unwrap().command.clone();
+    let e = flags_pass(&wine, &exporter.replace("--log.level", "--log.levle")).unwrap_err();
+    assert!(e.contains("unknown long flag '--log.levle'"), "{e}");
 
     let network = std::fs::read_to_string(wine.c(r"C:\k\wmrender\network-conf.ps1")).unwrap();
     let good = kube_proxy_conf(&network);

@@ -7,10 +7,13 @@
 #                                 github.com/containernetworking/plugins v1.9.1 (plugins/main/windows/*, plugins/ipam)
 #   containerd.exe, ctr.exe       github.com/containerd/containerd v1.7.27 (cmd/containerd, cmd/ctr; WMCO's pin), from
 #                                 the module of its own in containerd/ (its dependencies are older than Kubernetes')
-# wmco-image.sh lays them out as WMCO's /payload (all but containerd and ctr, which tests/wine_programs.rs runs under
-# Wine). Everything else WMCO ships there (containerd and its runhcs shim,
-# hybrid-overlay-node, windows_exporter, csi-proxy, WICD, the cloud providers' programs) is not built here: that script
-# writes stand-in files for them. Does nothing when the programs are there for this go.mod, go.sum and script. Needs Go
+#   windows_exporter.exe          github.com/prometheus-community/windows_exporter v0.27.2 (the release the module
+#                                 proxy serves; WMCO builds its openshift fork), from its own module in
+#                                 windows_exporter/
+# wmco-image.sh lays them out as WMCO's /payload (all but containerd, ctr and windows_exporter, which
+# tests/wine_programs.rs runs under Wine; the image has a stand-in for windows_exporter). Everything else WMCO ships
+# there (containerd's runhcs shim, hybrid-overlay-node, csi-proxy, WICD, the cloud providers' programs) is not built
+# here: that script writes stand-in files for them. Does nothing when the programs are there for this go.mod, go.sum and script. Needs Go
 # (see go.mod) and the Go module proxy.
 #
 # Versions are stamped as the projects' release builds stamp them: Kubernetes' hack/lib/version.sh sets gitVersion,
@@ -23,18 +26,21 @@
 # The first build took 5 min 5 s on a 2-core machine busy with another job (340 CPU-seconds, 1.8 GB peak memory; the
 # modules were already downloaded, Go's build cache held nothing for windows/amd64); with Go's module and build caches
 # kept (~/go/pkg/mod, ~/.cache/go-build) building them again takes about 1 s, and when they are current nothing runs.
-# containerd and ctr add about a minute the first time (58 s, 85 CPU-seconds, with the shared modules downloaded).
+# containerd and ctr add about a minute the first time (58 s, 85 CPU-seconds, with the shared modules downloaded);
+# windows_exporter 19 s (its modules downloaded). Its version is stamped as its promu build stamps it
+# (github.com/prometheus/common/version: Version, Branch, BuildDate).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 out=${PAYLOAD_PROGRAMS:-$root/target/payload-programs}
-programs=(kubelet kube-proxy kube-log-runner win-bridge win-overlay host-local containerd ctr)
+programs=(kubelet kube-proxy kube-log-runner win-bridge win-overlay host-local containerd ctr windows_exporter)
 
 if ! command -v go >/dev/null 2>&1; then
   echo "payload/build.sh: Go is needed to build kubelet, kube-proxy, kube-log-runner and the CNI plugins for Windows ($(sed -n 's/^go //p' "$here/go.mod") or newer)" >&2
   exit 1
 fi
-stamp=$(cat "$here/go.mod" "$here/go.sum" "$here/containerd/go.mod" "$here/containerd/go.sum" "$here/build.sh" | sha256sum | cut -c1-16)
+stamp=$(cat "$here/go.mod" "$here/go.sum" "$here/containerd/go.mod" "$here/containerd/go.sum" \
+  "$here/windows_exporter/go.mod" "$here/windows_exporter/go.sum" "$here/build.sh" | sha256sum | cut -c1-16)
 current=yes
 for p in "${programs[@]}"; do [ -f "$out/$p.exe" ] || current=; done
 if [ -n "$current" ] && [ "$(cat "$out/.stamp" 2>/dev/null)" = "$stamp" ]; then
@@ -66,6 +72,11 @@ c=github.com/containerd/containerd
 cversion=$(cd containerd && go list -m -f '{{.Version}}' $c)
 (cd containerd && go build -trimpath -o "$out/" -ldflags "-X $c/version.Version=$cversion -X $c/version.Package=$c" \
   $c/cmd/containerd $c/cmd/ctr)
+w=github.com/prometheus-community/windows_exporter
+read -r wversion wdate < <(cd windows_exporter && go list -m -f '{{.Version}} {{.Time.UTC.Format "20060102-15:04:05"}}' $w)
+v=github.com/prometheus/common/version
+(cd windows_exporter && go build -trimpath -o "$out/" \
+  -ldflags "-X $v.Version=${wversion#v} -X $v.Branch=HEAD -X $v.BuildDate=$wdate" $w)
 for p in "${programs[@]}"; do
   [ -f "$out/$p.exe" ] || { echo "payload/build.sh: go build made no $out/$p.exe" >&2; exit 1; }
 done
