@@ -59,8 +59,10 @@ failed.")]
 wmrender publish --rendered out --to registry.example.com/fleet/windows-bundle:main\n  \
 wmrender publish --rendered out --to registry.example.com/fleet/windows-bundle:main --sign-key ci-signing.pem \\\n      \
 --bundle-version \"$(git rev-list --count HEAD)\"   # in CI, after review\n  \
+wmrender publish --payload payload --to registry.example.com/fleet/windows-payload:v10.21.1   # the programs\n  \
 cosign verify --key ci-signing.pub --insecure-ignore-tlog registry.example.com/fleet/windows-bundle@sha256:<digest>\n\n\
-The bundle is node/ of the rendered directory, checked against its manifest.json; it holds no secret. Each file is \
+The bundle is node/ of the rendered directory, checked against its manifest.json; it holds no secret. With --payload \
+the programs of a payload directory are published instead (checked against its payload.json). Each file is \
 one layer addressed by its sha256 (titled with its path, as ORAS lays files out), so a registry keeps a file once \
 across versions and a one-file change sends that file and a manifest. stdout: registry/repository@sha256:<digest>, \
 nothing else. The signature is stored under the tag sha256-<hex>.sig, where `cosign verify` finds it; it carries \
@@ -199,8 +201,12 @@ pub struct PayloadPullArgs {
 #[derive(Args, Debug)]
 pub struct PublishArgs {
     /// The rendered directory (`wmrender render -o DIR`): its node/ bundle is published.
+    #[arg(long, value_name = "DIR", required_unless_present = "payload", conflicts_with = "payload")]
+    pub rendered: Option<PathBuf>,
+    /// A payload directory (`wmrender payload pull` or `payload list` wrote its payload.json): the programs are
+    /// published instead, as an artifact of their own.
     #[arg(long, value_name = "DIR")]
-    pub rendered: PathBuf,
+    pub payload: Option<PathBuf>,
     /// Where: registry/repository, or registry/repository:tag to tag the bundle as well.
     #[arg(long, value_name = "REPOSITORY")]
     pub to: String,

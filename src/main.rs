@@ -187,11 +187,32 @@ fn payload_pull(args: PayloadPullArgs) -> Result<u8, Error> {
     }
 }
 
+/// A payload directory's files for `publish --payload`: those its `payload.json` lists, checked against it, and the
+/// list itself (a node reads the versions there).
+#[cfg(feature = "registry")]
+fn payload_files(dir: &std::path::Path) -> Result<Vec<(String, Vec<u8>)>, Error> {
+    use wmrender_contract::payload::PAYLOAD_LIST;
+    if wmrender::payload::list::read_list(dir)?.is_none() {
+        return Err(Error::Usage(format!(
+            "{} has no {PAYLOAD_LIST}: run `wmrender payload list {}` first, so that what is published is listed",
+            dir.display(),
+            dir.display()
+        )));
+    }
+    let list = wmrender::payload::list::checked(dir)?;
+    let mut files = Vec::new();
+    for path in list.files.iter().map(|f| f.path.as_str()).chain([PAYLOAD_LIST]) {
+        let file = dir.join(path);
+        let bytes = std::fs::read(&file).map_err(|e| Error::io(&format!("reading {}", file.display()), e))?;
+        files.push((path.to_string(), bytes));
+    }
+    Ok(files)
+}
+
 fn publish(args: PublishArgs) -> Result<u8, Error> {
     #[cfg(feature = "registry")]
     {
         use wmrender::publish::{artifact, push, signature::SigningKey};
-        let rendered = wmrender::delivery::read_rendered(&args.rendered)?;
         let signing = match args.bundle_version {
             Some(version) => Some(push::Signing {
                 keys: args.sign_key.iter().map(|k| SigningKey::load(k)).collect::<Result<_, _>>()?,
@@ -200,12 +221,20 @@ fn publish(args: PublishArgs) -> Result<u8, Error> {
             }),
             None => None,
         };
-        let files: Vec<(String, Vec<u8>)> = rendered
-            .files
-            .into_iter()
-            .filter_map(|(path, bytes)| path.strip_prefix("node/").map(|p| (p.to_string(), bytes)))
-            .collect();
-        let bundle = artifact::node_bundle(&files);
+        let (kind, files) = match (&args.rendered, &args.payload) {
+            (Some(dir), _) => {
+                let rendered = wmrender::delivery::read_rendered(dir)?;
+                let files: Vec<(String, Vec<u8>)> = rendered
+                    .files
+                    .into_iter()
+                    .filter_map(|(path, bytes)| path.strip_prefix("node/").map(|p| (p.to_string(), bytes)))
+                    .collect();
+                (artifact::Kind::NodeBundle, files)
+            }
+            (None, Some(dir)) => (artifact::Kind::Payload, payload_files(dir)?),
+            (None, None) => return Err(Error::Usage("give --rendered DIR or --payload DIR".into())),
+        };
+        let bundle = artifact::artifact(kind, &files);
         let opts = push::PublishOptions {
             to: args.to,
             registry_config: args.registry_config,

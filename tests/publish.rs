@@ -335,6 +335,71 @@ fn a_one_file_change_sends_that_file_and_the_manifest_and_the_bytes_are_counted(
 }
 
 #[test]
+fn a_payload_is_published_as_an_artifact_of_its_own_with_its_list_and_only_when_listed() {
+    let w = World::new();
+    let registry = Registry::start(&w.path("registry"), &w.ca, None);
+    let payload = w.path("payload");
+    for (path, bytes) in
+        [("C/k/kubelet.exe", "a program"), ("C/k/cni/host-local.exe", "another"), ("C/k/hns.psm1", "a module")]
+    {
+        std::fs::create_dir_all(payload.join(path).parent().unwrap()).unwrap();
+        std::fs::write(payload.join(path), bytes).unwrap();
+    }
+    let to = format!("{}/fleet/windows-payload:v1", registry.addr);
+    // Not listed yet: refused, with what to run.
+    let r = wmrender(&["publish", "--payload", payload.to_str().unwrap(), "--to", &to]);
+    assert_eq!(code(&r), 2, "{}", stderr(&r));
+    assert!(stderr(&r).contains("run `wmrender payload list"), "{}", stderr(&r));
+    let listed = wmrender(&["payload", "list", payload.to_str().unwrap()]);
+    assert_eq!(code(&listed), 0, "{}", stderr(&listed));
+    let ca = w.ca.pem();
+    let r = wmrender(&[
+        "publish",
+        "--payload",
+        payload.to_str().unwrap(),
+        "--to",
+        &to,
+        "--registry-ca",
+        ca.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&r), 0, "{}", stderr(&r));
+    let manifest = w.manifest(stdout(&r).trim());
+    assert_eq!(manifest["artifactType"], "application/vnd.wmrender.payload.v1");
+    let titles: Vec<&str> = manifest["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["annotations"]["org.opencontainers.image.title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles, ["C/k/cni/host-local.exe", "C/k/hns.psm1", "C/k/kubelet.exe", "payload.json"]);
+    // A file changed after the list was written is not published.
+    std::fs::write(payload.join("C/k/kubelet.exe"), "changed").unwrap();
+    let r = wmrender(&[
+        "publish",
+        "--payload",
+        payload.to_str().unwrap(),
+        "--to",
+        &to,
+        "--registry-ca",
+        ca.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&r), 2, "{}", stderr(&r));
+    assert!(stderr(&r).contains("C/k/kubelet.exe has sha256"), "{}", stderr(&r));
+    // One of the two, not both.
+    let out = w.rendered("out", None);
+    let r = wmrender(&[
+        "publish",
+        "--payload",
+        payload.to_str().unwrap(),
+        "--rendered",
+        out.to_str().unwrap(),
+        "--to",
+        &to,
+    ]);
+    assert_eq!(code(&r), 2, "{}", stderr(&r));
+}
+
+#[test]
 fn bad_targets_keys_and_credentials_are_refused_in_wmrenders_words_and_a_registry_that_is_down_is_a_failure() {
     let w = World::new();
     let registry = Registry::start(&w.path("registry"), &w.ca, Some(USER));

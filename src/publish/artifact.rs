@@ -1,6 +1,7 @@
-//! The node bundle as one OCI artifact (pure): an OCI image manifest with its own artifact type, the empty config
-//! of OCI 1.1, and one layer per file of `node/`, each the file's bytes as they are, titled with its path under
-//! `node/` (ORAS's convention: `oras pull` writes the files back). A layer is addressed by the file's sha256, so
+//! The node bundle, or the payload, as one OCI artifact (pure): an OCI image manifest with its own artifact type,
+//! the empty config of OCI 1.1, and one layer per file, each the file's bytes as they are, titled with its path (under
+//! `node/` for the bundle, in the payload directory for the payload: a node path either way, `C/k/kubelet.conf`;
+//! ORAS's convention: `oras pull` writes the files back). A layer is addressed by the file's sha256, so
 //! a registry keeps every file once across versions: a bundle that changed in one file costs that file and a new
 //! manifest to push or pull, nothing else.
 //!
@@ -9,10 +10,32 @@
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// What the artifact is (the manifest's `artifactType`).
-pub const ARTIFACT_TYPE: &str = "application/vnd.wmrender.node-bundle.v1";
-/// A layer: one file of the bundle, its bytes as they are.
-pub const FILE_MEDIA_TYPE: &str = "application/vnd.wmrender.node-bundle.file.v1";
+/// What is published.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `node/` of a rendered directory.
+    NodeBundle,
+    /// A payload directory (`payload pull`, `payload list`): the programs, with their `payload.json`.
+    Payload,
+}
+
+impl Kind {
+    /// The manifest's `artifactType`.
+    pub fn artifact_type(self) -> &'static str {
+        match self {
+            Kind::NodeBundle => "application/vnd.wmrender.node-bundle.v1",
+            Kind::Payload => "application/vnd.wmrender.payload.v1",
+        }
+    }
+
+    /// A layer's media type: one file, its bytes as they are.
+    pub fn file_media_type(self) -> &'static str {
+        match self {
+            Kind::NodeBundle => "application/vnd.wmrender.node-bundle.file.v1",
+            Kind::Payload => "application/vnd.wmrender.payload.file.v1",
+        }
+    }
+}
 /// The layer annotation that names the file: its path under `node/` (`C/k/kubelet.conf`).
 pub const TITLE: &str = "org.opencontainers.image.title";
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -86,8 +109,8 @@ impl Manifest {
     }
 }
 
-/// The node bundle's artifact from its files: `(path under node/, bytes)`, in any order.
-pub fn node_bundle(files: &[(String, Vec<u8>)]) -> Artifact {
+/// The artifact of `files`: `(node path such as C/k/kubelet.conf, bytes)`, in any order.
+pub fn artifact(kind: Kind, files: &[(String, Vec<u8>)]) -> Artifact {
     let mut files: Vec<&(String, Vec<u8>)> = files.iter().collect();
     files.sort_by(|a, b| a.0.cmp(&b.0));
     let config = Blob::of(EMPTY.to_vec());
@@ -95,7 +118,7 @@ pub fn node_bundle(files: &[(String, Vec<u8>)]) -> Artifact {
     let mut layers = Vec::new();
     for (path, bytes) in files {
         let blob = Blob::of(bytes.clone());
-        let mut layer = Descriptor::of(FILE_MEDIA_TYPE, &blob);
+        let mut layer = Descriptor::of(kind.file_media_type(), &blob);
         layer.annotations.insert(TITLE.into(), path.clone());
         layers.push(layer);
         if !blobs.iter().any(|b| b.digest == blob.digest) {
@@ -105,7 +128,7 @@ pub fn node_bundle(files: &[(String, Vec<u8>)]) -> Artifact {
     let manifest = Manifest {
         schema_version: 2,
         media_type: MANIFEST_MEDIA_TYPE,
-        artifact_type: Some(ARTIFACT_TYPE),
+        artifact_type: Some(kind.artifact_type()),
         config: Descriptor::of(EMPTY_MEDIA_TYPE, &config),
         layers,
     }
@@ -123,9 +146,12 @@ mod tests {
 
     #[test]
     fn one_layer_per_file_titled_by_its_path_each_blob_once_and_the_same_files_give_the_same_digest() {
-        let a = node_bundle(&files(&[("C/k/b.conf", "same"), ("C/k/a.conf", "same"), ("C/k/c.toml", "other")]));
+        let a = artifact(
+            Kind::NodeBundle,
+            &files(&[("C/k/b.conf", "same"), ("C/k/a.conf", "same"), ("C/k/c.toml", "other")]),
+        );
         let m: serde_json::Value = serde_json::from_slice(&a.manifest).unwrap();
-        assert_eq!(m["artifactType"], ARTIFACT_TYPE);
+        assert_eq!(m["artifactType"], "application/vnd.wmrender.node-bundle.v1");
         assert_eq!(m["config"]["digest"], digest(b"{}"));
         assert_eq!(m["config"]["size"], 2);
         let titles: Vec<&str> =
@@ -136,9 +162,22 @@ mod tests {
         assert_eq!(a.blobs.len(), 3);
         assert_eq!(a.digest, digest(&a.manifest));
 
-        let again = node_bundle(&files(&[("C/k/c.toml", "other"), ("C/k/a.conf", "same"), ("C/k/b.conf", "same")]));
+        let again = artifact(
+            Kind::NodeBundle,
+            &files(&[("C/k/c.toml", "other"), ("C/k/a.conf", "same"), ("C/k/b.conf", "same")]),
+        );
         assert_eq!((again.manifest, again.digest), (a.manifest.clone(), a.digest.clone()));
-        let changed = node_bundle(&files(&[("C/k/b.conf", "same"), ("C/k/a.conf", "same"), ("C/k/c.toml", "new")]));
+        let changed = artifact(
+            Kind::NodeBundle,
+            &files(&[("C/k/b.conf", "same"), ("C/k/a.conf", "same"), ("C/k/c.toml", "new")]),
+        );
         assert_ne!(changed.digest, a.digest);
+        // The same files as a payload: another artifact type, another digest.
+        let payload =
+            artifact(Kind::Payload, &files(&[("C/k/b.conf", "same"), ("C/k/a.conf", "same"), ("C/k/c.toml", "other")]));
+        let m: serde_json::Value = serde_json::from_slice(&payload.manifest).unwrap();
+        assert_eq!(m["artifactType"], "application/vnd.wmrender.payload.v1");
+        assert_eq!(m["layers"][0]["mediaType"], "application/vnd.wmrender.payload.file.v1");
+        assert_ne!(payload.digest, a.digest);
     }
 }
