@@ -203,7 +203,7 @@ fn payload_files(dir: &std::path::Path) -> Result<Vec<(String, Vec<u8>)>, Error>
     let mut files = Vec::new();
     for path in list.files.iter().map(|f| f.path.as_str()).chain([PAYLOAD_LIST]) {
         let file = dir.join(path);
-        let bytes = std::fs::read(&file).map_err(|e| Error::io(&format!("reading {}", file.display()), e))?;
+        let bytes = std::fs::read(&file).map_err(|e| Error::io(format!("reading {}", file.display()), e))?;
         files.push((path.to_string(), bytes));
     }
     Ok(files)
