@@ -190,7 +190,7 @@ fn payload_pull(args: PayloadPullArgs) -> Result<u8, Error> {
 /// A payload directory's files for `publish --payload`: those its `payload.json` lists, checked against it, and the
 /// list itself (a node reads the versions there).
 #[cfg(feature = "registry")]
-fn payload_files(dir: &std::path::Path) -> Result<Vec<(String, Vec<u8>)>, Error> {
+fn payload_files(dir: &std::path::Path) -> Result<Vec<wmrender::publish::artifact::File>, Error> {
     use wmrender_contract::payload::PAYLOAD_LIST;
     if wmrender::payload::list::read_list(dir)?.is_none() {
         return Err(Error::Usage(format!(
@@ -201,10 +201,13 @@ fn payload_files(dir: &std::path::Path) -> Result<Vec<(String, Vec<u8>)>, Error>
     }
     let list = wmrender::payload::list::checked(dir)?;
     let mut files = Vec::new();
-    for path in list.files.iter().map(|f| f.path.as_str()).chain([PAYLOAD_LIST]) {
+    for (path, sha256) in
+        list.files.iter().map(|f| (f.path.as_str(), Some(f.sha256.clone()))).chain([(PAYLOAD_LIST, None)])
+    {
         let file = dir.join(path);
         let bytes = std::fs::read(&file).map_err(|e| Error::io(format!("reading {}", file.display()), e))?;
-        files.push((path.to_string(), bytes));
+        let sha256 = sha256.unwrap_or_else(|| wmrender_contract::sha256_hex(&bytes));
+        files.push(wmrender::publish::artifact::File { path: path.to_string(), bytes, sha256 });
     }
     Ok(files)
 }
@@ -223,18 +226,24 @@ fn publish(args: PublishArgs) -> Result<u8, Error> {
         };
         let (kind, files) = match (&args.rendered, &args.payload) {
             (Some(dir), _) => {
+                // Read and checked against manifest.json, in its order: each file's sha256 is its entry's.
                 let rendered = wmrender::delivery::read_rendered(dir)?;
-                let files: Vec<(String, Vec<u8>)> = rendered
+                let files: Vec<artifact::File> = rendered
                     .files
                     .into_iter()
-                    .filter_map(|(path, bytes)| path.strip_prefix("node/").map(|p| (p.to_string(), bytes)))
+                    .zip(&rendered.manifest.files)
+                    .filter_map(|((path, bytes), entry)| {
+                        let path = path.strip_prefix("node/")?.to_string();
+                        Some(artifact::File { path, bytes, sha256: entry.sha256.clone() })
+                    })
                     .collect();
                 (artifact::Kind::NodeBundle, files)
             }
             (None, Some(dir)) => (artifact::Kind::Payload, payload_files(dir)?),
             (None, None) => return Err(Error::Usage("give --rendered DIR or --payload DIR".into())),
         };
-        let bundle = artifact::artifact(kind, &files);
+        let count = files.len();
+        let bundle = artifact::artifact(kind, files);
         let opts = push::PublishOptions {
             to: args.to,
             registry_config: args.registry_config,
@@ -244,11 +253,8 @@ fn publish(args: PublishArgs) -> Result<u8, Error> {
         let published = runtime()?.block_on(push::publish(&bundle, &opts))?;
         let tagged = published.tag.as_ref().map(|t| format!(", tagged {t}")).unwrap_or_default();
         eprintln!(
-            "published {} files{tagged}: {} blobs sent, {} already there; {} bytes of blobs and manifests sent",
-            files.len(),
-            published.blobs_sent,
-            published.blobs_present,
-            published.bytes_sent
+            "published {count} files{tagged}: {} blobs sent, {} already there; {} bytes of blobs and manifests sent",
+            published.blobs_sent, published.blobs_present, published.bytes_sent
         );
         for key in &published.signed_by {
             eprintln!("signed by the key {key} (bundle version {})", args.bundle_version.unwrap_or_default());

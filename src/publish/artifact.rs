@@ -109,17 +109,27 @@ impl Manifest {
     }
 }
 
-/// The artifact of `files`: `(node path such as C/k/kubelet.conf, bytes)`, in any order.
-pub fn artifact(kind: Kind, files: &[(String, Vec<u8>)]) -> Artifact {
-    let mut files: Vec<&(String, Vec<u8>)> = files.iter().collect();
-    files.sort_by(|a, b| a.0.cmp(&b.0));
+/// A file to publish, with the sha256 (hex) its reader checked it against (the rendered manifest.json, the
+/// payload's payload.json): not hashed again here. Were the bytes to differ, the registry refuses the blob.
+#[derive(Clone, Debug)]
+pub struct File {
+    /// The node path, `/`-separated: `C/k/kubelet.conf`.
+    pub path: String,
+    pub bytes: Vec<u8>,
+    pub sha256: String,
+}
+
+/// The artifact of `files`, in any order.
+pub fn artifact(kind: Kind, files: Vec<File>) -> Artifact {
+    let mut files = files;
+    files.sort_by(|a, b| a.path.cmp(&b.path));
     let config = Blob::of(EMPTY.to_vec());
     let mut blobs = vec![config.clone()];
     let mut layers = Vec::new();
-    for (path, bytes) in files {
-        let blob = Blob::of(bytes.clone());
+    for File { path, bytes, sha256 } in files {
+        let blob = Blob { digest: format!("sha256:{sha256}"), bytes };
         let mut layer = Descriptor::of(kind.file_media_type(), &blob);
-        layer.annotations.insert(TITLE.into(), path.clone());
+        layer.annotations.insert(TITLE.into(), path);
         layers.push(layer);
         if !blobs.iter().any(|b| b.digest == blob.digest) {
             blobs.push(blob);
@@ -140,15 +150,21 @@ pub fn artifact(kind: Kind, files: &[(String, Vec<u8>)]) -> Artifact {
 mod tests {
     use super::*;
 
-    fn files(list: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
-        list.iter().map(|(p, b)| (p.to_string(), b.as_bytes().to_vec())).collect()
+    fn files(list: &[(&str, &str)]) -> Vec<File> {
+        list.iter()
+            .map(|(p, b)| File {
+                path: p.to_string(),
+                bytes: b.as_bytes().to_vec(),
+                sha256: wmrender_contract::sha256_hex(b.as_bytes()),
+            })
+            .collect()
     }
 
     #[test]
     fn one_layer_per_file_titled_by_its_path_each_blob_once_and_the_same_files_give_the_same_digest() {
         let a = artifact(
             Kind::NodeBundle,
-            &files(&[("C/k/b.conf", "same"), ("C/k/a.conf", "same"), ("C/k/c.toml", "other")]),
+            files(&[("C/k/b.conf", "same"), ("C/k/a.conf", "same"), ("C/k/c.toml", "other")]),
         );
         let m: serde_json::Value = serde_json::from_slice(&a.manifest).unwrap();
         assert_eq!(m["artifactType"], "application/vnd.wmrender.node-bundle.v1");
@@ -164,17 +180,15 @@ mod tests {
 
         let again = artifact(
             Kind::NodeBundle,
-            &files(&[("C/k/c.toml", "other"), ("C/k/a.conf", "same"), ("C/k/b.conf", "same")]),
+            files(&[("C/k/c.toml", "other"), ("C/k/a.conf", "same"), ("C/k/b.conf", "same")]),
         );
         assert_eq!((again.manifest, again.digest), (a.manifest.clone(), a.digest.clone()));
-        let changed = artifact(
-            Kind::NodeBundle,
-            &files(&[("C/k/b.conf", "same"), ("C/k/a.conf", "same"), ("C/k/c.toml", "new")]),
-        );
+        let changed =
+            artifact(Kind::NodeBundle, files(&[("C/k/b.conf", "same"), ("C/k/a.conf", "same"), ("C/k/c.toml", "new")]));
         assert_ne!(changed.digest, a.digest);
         // The same files as a payload: another artifact type, another digest.
         let payload =
-            artifact(Kind::Payload, &files(&[("C/k/b.conf", "same"), ("C/k/a.conf", "same"), ("C/k/c.toml", "other")]));
+            artifact(Kind::Payload, files(&[("C/k/b.conf", "same"), ("C/k/a.conf", "same"), ("C/k/c.toml", "other")]));
         let m: serde_json::Value = serde_json::from_slice(&payload.manifest).unwrap();
         assert_eq!(m["artifactType"], "application/vnd.wmrender.payload.v1");
         assert_eq!(m["layers"][0]["mediaType"], "application/vnd.wmrender.payload.file.v1");
