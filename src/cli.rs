@@ -218,8 +218,9 @@ pub struct PublishArgs {
     /// A PEM file of CA certificates to trust for the registry besides the system's (repeatable).
     #[arg(long = "registry-ca", value_name = "FILE")]
     pub registry_ca: Vec<PathBuf>,
-    /// Sign the published digest with this ECDSA P-256 private key (PKCS#8 PEM, as `openssl genpkey -algorithm EC
-    /// -pkeyopt ec_paramgen_curve:P-256` writes it). Repeatable: while a key is rotated, sign with both.
+    /// Sign the published digest with this ECDSA P-256 private key: PKCS#8 PEM (as `openssl genpkey -algorithm EC
+    /// -pkeyopt ec_paramgen_curve:P-256` writes it) or a key `cosign generate-key-pair` wrote (its password from
+    /// $COSIGN_PASSWORD, as cosign reads it). Repeatable: while a key is rotated, sign with both.
     #[arg(long = "sign-key", value_name = "FILE", requires = "bundle_version")]
     pub sign_key: Vec<PathBuf>,
     /// The bundle version the signature carries: a number that grows with every bundle (the CI run number,

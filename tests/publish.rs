@@ -233,20 +233,56 @@ fn the_node_bundle_is_one_artifact_by_digest_one_layer_per_file_signed_so_that_c
     let v = w.verify(&w.path("cosign.pub"), &reference);
     assert_eq!(code(&v), 0, "cosign verify --key cosign.pub: {}", stderr(&v));
 
+    // cosign's own key file signs with wmrender too (its password from COSIGN_PASSWORD, as cosign reads it);
+    // without the password, or with a wrong one, it is refused in wmrender's words and nothing is signed.
+    let cosign_key = w.path("cosign.key");
+    let with_password = |password: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_wmrender"));
+        cmd.args(["publish", "--rendered", rendered.to_str().unwrap(), "--to", &to]);
+        cmd.args(["--registry-ca", w.ca.pem().to_str().unwrap(), "--bundle-version", "8"]);
+        cmd.args(["--sign-key", cosign_key.to_str().unwrap()]).env_remove("COSIGN_PASSWORD");
+        if let Some(p) = password {
+            cmd.env("COSIGN_PASSWORD", p);
+        }
+        cmd.output().unwrap()
+    };
+    for (password, says) in [(None, "set COSIGN_PASSWORD"), (Some("not-the-password"), "a wrong COSIGN_PASSWORD")] {
+        let r = with_password(password);
+        assert_eq!(code(&r), 2, "{}", stderr(&r));
+        assert!(stderr(&r).contains(says) && stderr(&r).contains("cosign.key"), "{}", stderr(&r));
+        assert!(!stderr(&r).contains("not-the-password"), "the password was printed: {}", stderr(&r));
+    }
+    assert_eq!(w.manifest(&sig_tag)["layers"].as_array().unwrap().len(), 3);
+    let r = with_password(Some("cosign-test-password"));
+    assert_eq!(code(&r), 0, "{}", stderr(&r));
+    assert_eq!(w.manifest(&sig_tag)["layers"].as_array().unwrap().len(), 4);
+    let v = w.verify(&w.path("cosign.pub"), &reference);
+    assert_eq!(code(&v), 0, "cosign verify --key cosign.pub: {}", stderr(&v));
+    let claims: Value = serde_json::from_slice(&v.stdout).unwrap();
+    let versions: Vec<&str> = claims
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["optional"]["dev.wmrender.bundle-version"].as_str().unwrap())
+        .collect();
+    assert!(versions.contains(&"8"), "{versions:?}");
+
     // The node's rule (the contract's, which the agent runs) reads the same signatures: wmrender's and cosign's
     // are accepted with their public keys, a stranger's key verifies none, an older version than the applied one
     // is refused.
     let stored = signatures(&w, &registry, &sig_tag);
-    assert_eq!(stored.len(), 3);
+    assert_eq!(stored.len(), 4);
     let digest = reference.rsplit_once('@').unwrap().1;
     let keys = |file: &Path| PublicKey::parse_pem(&std::fs::read_to_string(file).unwrap()).unwrap();
     for (file, expected) in
         [(&public, &keys(&public)[0].id), (&w.path("cosign.pub"), &keys(&w.path("cosign.pub"))[0].id)]
     {
         let accepted = signed_bundle::judge(digest, &stored, &keys(file), Some(7)).unwrap();
-        assert_eq!((accepted.version, &accepted.key), (7, expected), "{}", file.display());
+        assert_eq!(&accepted.key, expected, "{}", file.display());
+        // wmrender's key signed version 7; cosign's key version 7 (by cosign) and 8 (by wmrender): the highest counts.
+        assert_eq!(accepted.version, if file == &public { 7 } else { 8 }, "{}", file.display());
     }
-    assert_eq!(signed_bundle::judge(digest, &stored, &keys(&other_public), None), Err(Refusal::Untrusted(3)));
+    assert_eq!(signed_bundle::judge(digest, &stored, &keys(&other_public), None), Err(Refusal::Untrusted(4)));
     assert_eq!(
         signed_bundle::judge(digest, &stored, &keys(&public), Some(8)),
         Err(Refusal::Older { offered: 7, applied: 8 })

@@ -27,29 +27,38 @@ pub struct SigningKey {
 }
 
 impl SigningKey {
-    /// Reads a PEM `PRIVATE KEY` (PKCS#8) holding an ECDSA P-256 key, as `openssl genpkey -algorithm EC -pkeyopt
-    /// ec_paramgen_curve:P-256` writes it.
+    /// Reads an ECDSA P-256 private key: a PEM `PRIVATE KEY` (PKCS#8), as `openssl genpkey -algorithm EC -pkeyopt
+    /// ec_paramgen_curve:P-256` writes it, or a key `cosign generate-key-pair` wrote (encrypted; its password from
+    /// `COSIGN_PASSWORD`, as cosign reads it).
     pub fn load(path: &Path) -> Result<SigningKey, PublishError> {
         let refuse = |why: String| PublishError::Key { file: path.to_path_buf(), why };
         let bytes = std::fs::read(path).map_err(|source| PublishError::Read { file: path.to_path_buf(), source })?;
         let text = String::from_utf8(bytes).map_err(|_| refuse("not a PEM file (it is not text)".into()))?;
-        if text.contains("-----BEGIN EC PRIVATE KEY-----") {
+        let der = if let Some(sealed) = COSIGN_LABELS.iter().find_map(|label| pem_block(&text, label)) {
+            let password = std::env::var("COSIGN_PASSWORD").map_err(|_| {
+                refuse("a cosign key, which is encrypted: set COSIGN_PASSWORD to its password, as for cosign".into())
+            })?;
+            cosign_key::open(&sealed, password.as_bytes()).map_err(refuse)?
+        } else if text.contains("-----BEGIN EC PRIVATE KEY-----") {
             return Err(refuse(
                 "an EC PRIVATE KEY (SEC 1) block: convert it to PKCS#8 with `openssl pkcs8 -topk8 -nocrypt -in KEY \
                  -out KEY.pk8.pem`"
                     .into(),
             ));
-        }
-        if text.contains("PRIVATE KEY-----") && text.contains("ENCRYPTED") {
+        } else if text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") {
             return Err(refuse(
-                "an encrypted key: wmrender signs with an unencrypted PKCS#8 P-256 key (keep it in your CI's secret \
-                 store); `cosign import-key-pair --key KEY` makes a cosign key of the same key"
+                "an encrypted PKCS#8 key: give it unencrypted (kept in your CI's secret store), or as a cosign key \
+                 (`cosign import-key-pair --key KEY` makes one, encrypted with COSIGN_PASSWORD)"
                     .into(),
             ));
-        }
-        let der = pem_block(&text, "PRIVATE KEY").ok_or_else(|| {
-            refuse("no -----BEGIN PRIVATE KEY----- block: expected an ECDSA P-256 key in PKCS#8 PEM".into())
-        })?;
+        } else {
+            pem_block(&text, "PRIVATE KEY").ok_or_else(|| {
+                refuse(
+                    "no -----BEGIN PRIVATE KEY----- block: expected an ECDSA P-256 key in PKCS#8 PEM, or a cosign key"
+                        .into(),
+                )
+            })?
+        };
         let pair =
             EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &der, &SystemRandom::new()).map_err(|_| {
                 refuse("not an ECDSA P-256 key (cosign's keys are P-256; RSA and other curves are not)".into())
@@ -73,6 +82,82 @@ impl SigningKey {
             .sign(&SystemRandom::new(), payload)
             .map_err(|_| PublishError::Sign("the system's random number generator failed".into()))?;
         Ok(STANDARD.encode(sig.as_ref()))
+    }
+}
+
+/// The PEM labels of cosign's encrypted keys: sigstore's (cosign 2), and cosign 1's.
+const COSIGN_LABELS: [&str; 2] = ["ENCRYPTED SIGSTORE PRIVATE KEY", "ENCRYPTED COSIGN PRIVATE KEY"];
+
+/// cosign's encrypted private key (sigstore's `encrypted` format, from secure-systems-lab): JSON naming a scrypt
+/// key derivation and a NaCl secretbox, whose plaintext is the PKCS#8 DER of the key.
+mod cosign_key {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use crypto_secretbox::aead::{Aead, KeyInit};
+    use crypto_secretbox::{Nonce, XSalsa20Poly1305};
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    struct Sealed {
+        kdf: Kdf,
+        cipher: Cipher,
+        ciphertext: String,
+    }
+
+    #[derive(Deserialize)]
+    struct Kdf {
+        name: String,
+        params: ScryptParams,
+        salt: String,
+    }
+
+    #[derive(Deserialize)]
+    #[allow(non_snake_case)] // the format's own names
+    struct ScryptParams {
+        N: u64,
+        r: u32,
+        p: u32,
+    }
+
+    #[derive(Deserialize)]
+    struct Cipher {
+        name: String,
+        nonce: String,
+    }
+
+    /// The PKCS#8 DER inside, or why not (in words for the user).
+    pub fn open(sealed: &[u8], password: &[u8]) -> Result<Vec<u8>, String> {
+        let sealed: Sealed = serde_json::from_slice(sealed)
+            .map_err(|_| "a cosign key whose contents are not cosign's JSON".to_string())?;
+        if sealed.kdf.name != "scrypt" || sealed.cipher.name != "nacl/secretbox" {
+            return Err(format!(
+                "a cosign key sealed with {} and {}; wmrender reads scrypt and nacl/secretbox, as cosign writes",
+                sealed.kdf.name, sealed.cipher.name
+            ));
+        }
+        let ScryptParams { N: n, r, p } = sealed.kdf.params;
+        // cosign writes N = 2^15 or 2^16 with r = 8, p = 1; a file asking for more than 2^20 × r 8 (1 GiB) is refused.
+        if !n.is_power_of_two() || !(2..=1 << 20).contains(&n) || !(1..=8).contains(&r) || !(1..=16).contains(&p) {
+            return Err(format!("a cosign key with scrypt parameters wmrender does not accept (N {n}, r {r}, p {p})"));
+        }
+        let decode =
+            |what: &str, v: &str| STANDARD.decode(v).map_err(|_| format!("a cosign key whose {what} is not base64"));
+        let (salt, nonce, ciphertext) = (
+            decode("salt", &sealed.kdf.salt)?,
+            decode("nonce", &sealed.cipher.nonce)?,
+            decode("ciphertext", &sealed.ciphertext)?,
+        );
+        if nonce.len() != 24 {
+            return Err("a cosign key whose nonce is not 24 bytes".into());
+        }
+        let params = scrypt::Params::new(n.trailing_zeros() as u8, r, p).map_err(|_| {
+            format!("a cosign key with scrypt parameters wmrender does not accept (N {n}, r {r}, p {p})")
+        })?;
+        let mut key = [0u8; 32];
+        scrypt::scrypt(password, &salt, &params, &mut key).map_err(|_| "scrypt refused the key length".to_string())?;
+        XSalsa20Poly1305::new(&key.into())
+            .decrypt(Nonce::from_slice(&nonce), ciphertext.as_slice())
+            .map_err(|_| "cannot open this cosign key: a wrong COSIGN_PASSWORD, or the file is damaged".to_string())
     }
 }
 
