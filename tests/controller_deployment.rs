@@ -1,7 +1,9 @@
 //! The controller's rendered Deployment (inputs `controller`): the bundle it reads comes back whole from its
 //! ConfigMaps, put together as the Deployment's projected volume puts it (in several ConfigMaps when it is large,
 //! each under the API server's 1 MiB); its RBAC is the role docs/without-operator.md lists; and the real API server
-//! takes every object, and the controller, as its ServiceAccount with the rendered RBAC alone, reads the fleet.
+//! takes every object, and the controller, as its ServiceAccount with the rendered RBAC alone, reads the fleet; the
+//! real Deployment and ReplicaSet controllers and kube-scheduler make and place its pods under the `restricted` Pod
+//! Security level, off the Windows nodes.
 
 mod support;
 
@@ -198,16 +200,9 @@ fn collection(object: &Value) -> String {
     }
 }
 
-#[test]
-fn the_api_server_takes_the_controllers_objects_and_its_rbac_is_enough_to_read_the_fleet() {
-    let cp = ControlPlane::start();
-    support::openshift::cluster(&cp, "AWS");
-    for ns in ["openshift-machine-config-operator", "openshift-config", "openshift-machine-api"] {
-        cp.namespace(ns);
-    }
-    let (_tmp, out) = support::render_to_temp(&fixture());
-    let objects = objects(&out);
-    // Its ServiceMonitor needs the prometheus-operator CRDs: tests/monitoring.rs applies it.
+/// Applies the controller's objects in the order Argo CD's sync waves give (its ServiceMonitor needs the
+/// prometheus-operator CRDs: tests/monitoring.rs applies it); how many.
+fn apply_controller_objects(cp: &ControlPlane, objects: &BTreeMap<String, Value>) -> usize {
     let ours = |o: &&Value| {
         let name = o["metadata"]["name"].as_str().unwrap_or("");
         (name == "wmrender-controller" || name.starts_with("wmrender-bundle-") || o["kind"] == "Namespace")
@@ -232,6 +227,153 @@ fn the_api_server_takes_the_controllers_objects_and_its_rbac_is_enough_to_read_t
             applied += 1;
         }
     }
+    applied
+}
+
+/// A Node as its kubelet registers it (played: no kubelet runs here), Ready, with room for pods.
+fn node(cp: &ControlPlane, name: &str, os: &str, taints: &Value) {
+    let path = cp.admin().seed(&serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/os": os, "kubernetes.io/hostname": name,
+                                              "node-role.kubernetes.io/worker": ""}},
+        "spec": {"taints": taints},
+    }));
+    let now = support::played::now();
+    let capacity = serde_json::json!({"cpu": "4", "memory": "16Gi", "pods": "110"});
+    cp.admin().set_status(
+        &path,
+        &serde_json::json!({
+            "capacity": capacity, "allocatable": capacity,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+                            "lastHeartbeatTime": now, "lastTransitionTime": now}],
+        }),
+    );
+}
+
+/// The pods of the controller's Deployment: (name, node it is bound to, its scheduling condition's message).
+fn controller_pods(cp: &ControlPlane) -> Vec<(String, String, String)> {
+    cp.admin()
+        .list("/api/v1/namespaces/wmrender/pods?labelSelector=app.kubernetes.io%2Fname%3Dwmrender-controller")
+        .iter()
+        .map(|p| {
+            let scheduled = p["status"]["conditions"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["type"] == "PodScheduled"))
+                .map(|c| c["message"].as_str().unwrap_or("").to_string())
+                .unwrap_or_default();
+            let on = p["spec"]["nodeName"].as_str().unwrap_or("").to_string();
+            (p["metadata"]["name"].as_str().unwrap_or("").to_string(), on, scheduled)
+        })
+        .collect()
+}
+
+fn wait_for<T>(what: &str, limit: std::time::Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}: not within {limit:?}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// The rendered Deployment as a cluster runs it, up to the kubelet: the real Deployment and ReplicaSet controllers
+/// make its pods in a namespace the API server holds to the `restricted` Pod Security level, and the real scheduler
+/// places them. A Windows node, registered with the taints the rendered kubelet configuration gives it, takes none
+/// of them; a Linux worker takes them all. A pod template that is not `restricted` (a container that keeps its
+/// capabilities) gets no pod. (No kubelet runs:
+/// the Nodes are played, and the pods go no further than bound.)
+#[test]
+fn the_rendered_deployment_passes_restricted_pod_security_and_is_scheduled_off_the_windows_nodes() {
+    use support::controller_manager::{ControllerManager, DEPLOYMENT, NODE_LIFECYCLE, REPLICA_SET};
+    let cp = ControlPlane::start();
+    support::openshift::cluster(&cp, "AWS");
+    for ns in ["openshift-machine-config-operator", "openshift-config", "openshift-machine-api"] {
+        cp.namespace(ns);
+    }
+    let (_tmp, out) = support::render_to_temp(&fixture());
+    let mut objects = objects(&out);
+    // The namespace held to `restricted`, as OpenShift's label synchronisation holds one whose pods need nothing more.
+    let ns = &mut objects.get_mut("namespace-wmrender.yaml").unwrap()["metadata"]["labels"];
+    ns["pod-security.kubernetes.io/enforce"] = "restricted".into();
+    ns["pod-security.kubernetes.io/enforce-version"] = "latest".into();
+    let kubelet: Value = serde_json::from_slice(&std::fs::read(out.join("node/C/k/kubelet.conf")).unwrap()).unwrap();
+    let windows_taints = kubelet["registerWithTaints"].clone();
+    assert!(windows_taints.as_array().is_some_and(|t| !t.is_empty()), "{kubelet}");
+    node(&cp, "win-0", "windows", &windows_taints);
+
+    let _controllers = ControllerManager::start(&cp, &[DEPLOYMENT, REPLICA_SET, NODE_LIFECYCLE]);
+    let _scheduler = support::scheduler::Scheduler::start(&cp);
+    // Ready: the node lifecycle controller takes off the not-ready taint the API server put on; what is left is
+    // the kubelet configuration's.
+    wait_for("win-0 with the rendered taints alone", std::time::Duration::from_secs(60), || {
+        let taints = cp.admin().get("/api/v1/nodes/win-0")?["spec"]["taints"].clone();
+        let keys = |t: &Value| -> Vec<String> {
+            t.as_array().into_iter().flatten().map(|t| t["key"].as_str().unwrap_or("").to_string()).collect()
+        };
+        (keys(&taints) == keys(&windows_taints)).then_some(())
+    });
+    apply_controller_objects(&cp, &objects);
+    let replicas = objects["deployment-wmrender-controller.yaml"]["spec"]["replicas"].as_u64().unwrap() as usize;
+
+    // Only the Windows node: the pods are made (admitted as restricted) and none is bound; the scheduler says why.
+    let pending = wait_for("the controller's pods, unschedulable", std::time::Duration::from_secs(60), || {
+        let pods = controller_pods(&cp);
+        (pods.len() == replicas && pods.iter().all(|(_, _, why)| !why.is_empty())).then_some(pods)
+    });
+    for (name, on, why) in &pending {
+        assert!(on.is_empty(), "{name} was bound to {on}");
+        assert!(why.contains("1 node(s) had untolerated taint(s)"), "{name}: {why}");
+    }
+
+    // A Linux worker: every pod is bound there.
+    node(&cp, "worker-0", "linux", &serde_json::json!([]));
+    let bound = wait_for("the controller's pods, bound", std::time::Duration::from_secs(60), || {
+        let pods = controller_pods(&cp);
+        (pods.len() == replicas && pods.iter().all(|(_, on, _)| !on.is_empty())).then_some(pods)
+    });
+    assert!(bound.iter().all(|(_, on, _)| on == "worker-0"), "{bound:?}");
+
+    // The same Deployment with a container that keeps its capabilities: its ReplicaSet is refused every pod, and
+    // says why.
+    let mut loose = objects["deployment-wmrender-controller.yaml"].clone();
+    loose["metadata"]["name"] = "loose".into();
+    let labels = serde_json::json!({"app.kubernetes.io/name": "loose"});
+    loose["spec"]["selector"]["matchLabels"] = labels.clone();
+    loose["spec"]["template"]["metadata"]["labels"] = labels;
+    loose["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+        .as_object_mut()
+        .unwrap()
+        .remove("capabilities");
+    cp.admin().apply(&collection(&loose), "loose", &loose);
+    let refused = wait_for("the loose pods refused", std::time::Duration::from_secs(60), || {
+        let events = cp.admin().list("/api/v1/namespaces/wmrender/events");
+        events
+            .iter()
+            .find(|e| {
+                e["reason"] == "FailedCreate" && e["involvedObject"]["name"].as_str().unwrap_or("").starts_with("loose")
+            })
+            .map(|e| e["message"].as_str().unwrap_or("").to_string())
+    });
+    assert!(
+        refused.contains("violates PodSecurity \"restricted:latest\"") && refused.contains("capabilities"),
+        "{refused}"
+    );
+    let made = cp.admin().list("/api/v1/namespaces/wmrender/pods?labelSelector=app.kubernetes.io%2Fname%3Dloose");
+    assert!(made.is_empty(), "{made:?}");
+}
+
+#[test]
+fn the_api_server_takes_the_controllers_objects_and_its_rbac_is_enough_to_read_the_fleet() {
+    let cp = ControlPlane::start();
+    support::openshift::cluster(&cp, "AWS");
+    for ns in ["openshift-machine-config-operator", "openshift-config", "openshift-machine-api"] {
+        cp.namespace(ns);
+    }
+    let (_tmp, out) = support::render_to_temp(&fixture());
+    let objects = objects(&out);
+    let applied = apply_controller_objects(&cp, &objects);
     assert!(applied >= 14, "{applied} objects");
 
     // The controller as its ServiceAccount (RBAC matches the account by its user name), reading its bundle as the

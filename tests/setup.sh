@@ -6,8 +6,8 @@
 #   GNU time (the benchmarks' peak memory);
 # - musl-tools, busybox-static and Rust's musl target (the images: image/build.sh, tests/images.rs);
 # - Wine, MinGW-w64 and Rust's Windows target (the node agent under Wine: tests/e2e/wine-setup.sh);
-# - kube-apiserver, kube-controller-manager and etcd, built from source at pinned releases (tests/apiserver/build.sh;
-#   the cluster tests);
+# - kube-apiserver, kube-controller-manager, kube-scheduler and etcd, built from source at pinned releases
+#   (tests/apiserver/build.sh; the cluster tests);
 # - Prometheus and promtool (Debian's), kube-log-runner (built from its Go module), the prometheus-operator and
 #   APIServer CRDs (tests/monitoring/setup.sh; the monitoring tests), and upstream's Prometheus 3.5 with Kubernetes
 #   service discovery, built from its Go module (tests/monitoring/prometheus/build.sh; a first build takes about 3

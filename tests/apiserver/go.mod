@@ -1,6 +1,6 @@
 // The test rig's Kubernetes control plane, built from source at pinned releases (tests/apiserver/build.sh):
-// kube-apiserver and kube-controller-manager from k8s.io/kubernetes, and etcd from go.etcd.io/etcd/server. Test infrastructure only:
-// wmrender itself is Rust.
+// kube-apiserver, kube-controller-manager and kube-scheduler from k8s.io/kubernetes, and etcd from
+// go.etcd.io/etcd/server. Test infrastructure only: wmrender itself is Rust.
 module wmrender.dev/tests/apiserver
 
 go 1.26.0
@@ -8,6 +8,7 @@ go 1.26.0
 tool (
 	k8s.io/kubernetes/cmd/kube-apiserver
 	k8s.io/kubernetes/cmd/kube-controller-manager
+	k8s.io/kubernetes/cmd/kube-scheduler
 )
 
 require go.etcd.io/etcd/server/v3 v3.6.8

@@ -9,9 +9,9 @@
 //! (what a test reads to see what a client sent, with its User-Agent), and the OpenShift and OLM CRDs wmrender reads
 //! and writes (../shared/schemas/crds: openshift/api and operator-framework/api at pinned commits).
 //!
-//! kube-controller-manager runs beside it with the controllers a test asks for (tests/support/controller_manager.rs).
-//! No scheduler, kubelet or Machine API runs: the tests play what they need of them, faithfully and only as far as
-//! the real ones go: tests/support/played.rs.
+//! kube-controller-manager runs beside it with the controllers a test asks for (tests/support/controller_manager.rs),
+//! and kube-scheduler where a test places pods (tests/support/scheduler.rs). No kubelet or Machine API runs: the
+//! tests play what they need of them, faithfully and only as far as the real ones go: tests/support/played.rs.
 
 use serde_json::{Value, json};
 use std::net::TcpListener;

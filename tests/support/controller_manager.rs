@@ -7,7 +7,8 @@
 //! What it replaces of tests/support/played.rs: the CSR signer (`csrsigning`: signs approved kubelet client and
 //! serving CSRs, and, unlike a played one, fails those that do not satisfy the signer's rules), the token controller
 //! (fills a `kubernetes.io/service-account-token` Secret with a legacy token the API server accepts) and the node
-//! lifecycle controller's `not-ready` taint.
+//! lifecycle controller's `not-ready` taint. The Deployment and ReplicaSet controllers, with the real kube-scheduler
+//! (tests/support/scheduler.rs), make and place the pods of a rendered Deployment.
 
 use super::apiserver::{ControlPlane, assets, spawn};
 use std::process::Child;
@@ -17,6 +18,8 @@ use std::time::{Duration, Instant};
 pub const CSR_SIGNING: &str = "certificatesigningrequest-signing-controller";
 pub const SERVICE_ACCOUNT_TOKEN: &str = "serviceaccount-token-controller";
 pub const NODE_LIFECYCLE: &str = "node-lifecycle-controller";
+pub const DEPLOYMENT: &str = "deployment-controller";
+pub const REPLICA_SET: &str = "replicaset-controller";
 
 /// How long kube-controller-manager may take to start its controllers (about a second on an idle machine).
 const START_LIMIT: Duration = Duration::from_secs(60);

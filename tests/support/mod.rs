@@ -16,6 +16,8 @@ pub mod powershell;
 #[cfg(feature = "cluster")]
 pub mod rbac;
 pub mod registry;
+#[cfg(feature = "cluster")]
+pub mod scheduler;
 pub mod sshd;
 pub mod wine;
 pub mod wine_bundle;
