@@ -60,6 +60,10 @@ wmrender publish --rendered out --to registry.example.com/fleet/windows-bundle:m
 wmrender publish --rendered out --to registry.example.com/fleet/windows-bundle:main --sign-key ci-signing.pem \\\n      \
 --bundle-version \"$(git rev-list --count HEAD)\"   # in CI, after review\n  \
 wmrender publish --payload payload --to registry.example.com/fleet/windows-payload:v10.21.1   # the programs\n  \
+wmrender publish --rendered out --to registry.internal:5000/fleet/windows-bundle:main --registry-config auth.json \\\n      \
+--registry-ca internal-ca.pem   # a private registry\n  \
+wmrender publish --rendered out --to registry.example.com/fleet/windows-bundle:main --sign-key ci-signing.pem \\\n      \
+--bundle-version 40 --downgrade   # roll back on purpose: nodes that applied 41 accept 40\n  \
 cosign verify --key ci-signing.pub --insecure-ignore-tlog registry.example.com/fleet/windows-bundle@sha256:<digest>\n\n\
 The bundle is node/ of the rendered directory, checked against its manifest.json; it holds no secret. With --payload \
 the programs of a payload directory are published instead (checked against its payload.json). Each file is \

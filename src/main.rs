@@ -187,35 +187,10 @@ fn payload_pull(args: PayloadPullArgs) -> Result<u8, Error> {
     }
 }
 
-/// A payload directory's files for `publish --payload`: those its `payload.json` lists, checked against it, and the
-/// list itself (a node reads the versions there).
-#[cfg(feature = "registry")]
-fn payload_files(dir: &std::path::Path) -> Result<Vec<wmrender::publish::artifact::File>, Error> {
-    use wmrender_contract::payload::PAYLOAD_LIST;
-    if wmrender::payload::list::read_list(dir)?.is_none() {
-        return Err(Error::Usage(format!(
-            "{} has no {PAYLOAD_LIST}: run `wmrender payload list {}` first, so that what is published is listed",
-            dir.display(),
-            dir.display()
-        )));
-    }
-    let list = wmrender::payload::list::checked(dir)?;
-    let mut files = Vec::new();
-    for (path, sha256) in
-        list.files.iter().map(|f| (f.path.as_str(), Some(f.sha256.clone()))).chain([(PAYLOAD_LIST, None)])
-    {
-        let file = dir.join(path);
-        let bytes = std::fs::read(&file).map_err(|e| Error::io(format!("reading {}", file.display()), e))?;
-        let sha256 = sha256.unwrap_or_else(|| wmrender_contract::sha256_hex(&bytes));
-        files.push(wmrender::publish::artifact::File { path: path.to_string(), bytes, sha256 });
-    }
-    Ok(files)
-}
-
 fn publish(args: PublishArgs) -> Result<u8, Error> {
     #[cfg(feature = "registry")]
     {
-        use wmrender::publish::{artifact, push, signature::SigningKey};
+        use wmrender::publish::{artifact, push, read, signature::SigningKey};
         let signing = match args.bundle_version {
             Some(version) => Some(push::Signing {
                 keys: args.sign_key.iter().map(|k| SigningKey::load(k)).collect::<Result<_, _>>()?,
@@ -225,21 +200,8 @@ fn publish(args: PublishArgs) -> Result<u8, Error> {
             None => None,
         };
         let (kind, files) = match (&args.rendered, &args.payload) {
-            (Some(dir), _) => {
-                // Read and checked against manifest.json, in its order: each file's sha256 is its entry's.
-                let rendered = wmrender::delivery::read_rendered(dir)?;
-                let files: Vec<artifact::File> = rendered
-                    .files
-                    .into_iter()
-                    .zip(&rendered.manifest.files)
-                    .filter_map(|((path, bytes), entry)| {
-                        let path = path.strip_prefix("node/")?.to_string();
-                        Some(artifact::File { path, bytes, sha256: entry.sha256.clone() })
-                    })
-                    .collect();
-                (artifact::Kind::NodeBundle, files)
-            }
-            (None, Some(dir)) => (artifact::Kind::Payload, payload_files(dir)?),
+            (Some(dir), _) => (artifact::Kind::NodeBundle, read::node_bundle(dir)?),
+            (None, Some(dir)) => (artifact::Kind::Payload, read::payload(dir)?),
             (None, None) => return Err(Error::Usage("give --rendered DIR or --payload DIR".into())),
         };
         let count = files.len();

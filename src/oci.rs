@@ -74,6 +74,19 @@ fn default_auth_file() -> Option<PathBuf> {
     places.into_iter().find(|p| p.is_file())
 }
 
+/// What a registry that refuses the credentials given (or asks for some) is told to the user.
+pub const CREDENTIALS_REFUSED: &str =
+    "the registry refused the credentials (or asks for some): check --registry-config";
+
+/// A connection failure in words, the innermost cause (a refused connection, a certificate not trusted).
+pub fn request_reason(e: &reqwest::Error) -> String {
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    if e.is_timeout() { "it did not answer in time".into() } else { format!("cannot reach it: {cause}") }
+}
+
 /// The credentials for one registry (`host[:port]`), anonymous when the file has none for it.
 pub fn auth_for(auths: &BTreeMap<String, Secret>, registry: &str) -> RegistryAuth {
     let Some(secret) = auths.get(registry) else { return RegistryAuth::Anonymous };

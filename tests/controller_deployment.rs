@@ -230,6 +230,17 @@ fn apply_controller_objects(cp: &ControlPlane, objects: &BTreeMap<String, Value>
     applied
 }
 
+/// An OpenShift cluster on AWS with the namespaces the controller's Roles are in, and the fixture rendered.
+fn cluster_and_render() -> (ControlPlane, tempfile::TempDir, std::path::PathBuf) {
+    let cp = ControlPlane::start();
+    support::openshift::cluster(&cp, "AWS");
+    for ns in ["openshift-machine-config-operator", "openshift-config", "openshift-machine-api"] {
+        cp.namespace(ns);
+    }
+    let (tmp, out) = support::render_to_temp(&fixture());
+    (cp, tmp, out)
+}
+
 /// A Node as its kubelet registers it (played: no kubelet runs here), Ready, with room for pods.
 fn node(cp: &ControlPlane, name: &str, os: &str, taints: &Value) {
     let path = cp.admin().seed(&serde_json::json!({
@@ -282,17 +293,11 @@ fn wait_for<T>(what: &str, limit: std::time::Duration, mut f: impl FnMut() -> Op
 /// make its pods in a namespace the API server holds to the `restricted` Pod Security level, and the real scheduler
 /// places them. A Windows node, registered with the taints the rendered kubelet configuration gives it, takes none
 /// of them; a Linux worker takes them all. A pod template that is not `restricted` (a container that keeps its
-/// capabilities) gets no pod. (No kubelet runs:
-/// the Nodes are played, and the pods go no further than bound.)
+/// capabilities) gets no pod. (No kubelet runs: the Nodes are played, and the pods go no further than bound.)
 #[test]
 fn the_rendered_deployment_passes_restricted_pod_security_and_is_scheduled_off_the_windows_nodes() {
     use support::controller_manager::{ControllerManager, DEPLOYMENT, NODE_LIFECYCLE, REPLICA_SET};
-    let cp = ControlPlane::start();
-    support::openshift::cluster(&cp, "AWS");
-    for ns in ["openshift-machine-config-operator", "openshift-config", "openshift-machine-api"] {
-        cp.namespace(ns);
-    }
-    let (_tmp, out) = support::render_to_temp(&fixture());
+    let (cp, _tmp, out) = cluster_and_render();
     let mut objects = objects(&out);
     // The namespace held to `restricted`, as OpenShift's label synchronisation holds one whose pods need nothing more.
     let ns = &mut objects.get_mut("namespace-wmrender.yaml").unwrap()["metadata"]["labels"];
@@ -366,12 +371,7 @@ fn the_rendered_deployment_passes_restricted_pod_security_and_is_scheduled_off_t
 
 #[test]
 fn the_api_server_takes_the_controllers_objects_and_its_rbac_is_enough_to_read_the_fleet() {
-    let cp = ControlPlane::start();
-    support::openshift::cluster(&cp, "AWS");
-    for ns in ["openshift-machine-config-operator", "openshift-config", "openshift-machine-api"] {
-        cp.namespace(ns);
-    }
-    let (_tmp, out) = support::render_to_temp(&fixture());
+    let (cp, _tmp, out) = cluster_and_render();
     let objects = objects(&out);
     let applied = apply_controller_objects(&cp, &objects);
     assert!(applied >= 14, "{applied} objects");

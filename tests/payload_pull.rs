@@ -13,7 +13,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-use support::registry::{Ca, Registry};
+use support::registry::{Registry, Scratch};
 
 const USER: (&str, &str) = ("ci", "s3cret-pull");
 const REPOSITORY: &str = "openshift4-wincw/windows-machine-config-rhel9-operator";
@@ -33,20 +33,18 @@ fn images() -> &'static Path {
 }
 
 /// A CA, registries and files for one test.
-struct World {
-    dir: tempfile::TempDir,
-    ca: Ca,
+struct World(Scratch);
+
+impl std::ops::Deref for World {
+    type Target = Scratch;
+    fn deref(&self) -> &Scratch {
+        &self.0
+    }
 }
 
 impl World {
     fn new() -> World {
-        let dir = tempfile::tempdir().unwrap();
-        let ca = Ca::new(dir.path());
-        World { dir, ca }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
+        World(Scratch::new())
     }
 
     fn registry(&self, name: &str, auth: bool) -> Registry {

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use support::registry::{Ca, Registry};
+use support::registry::{Registry, Scratch};
 use support::{code, stderr, wmrender};
 use wmrender_contract::signed_bundle::{self, PublicKey, Refusal, Signature};
 
@@ -30,20 +30,18 @@ fn cosign() -> PathBuf {
 }
 
 /// A CA, a registry and files for one test.
-struct World {
-    dir: tempfile::TempDir,
-    ca: Ca,
+struct World(Scratch);
+
+impl std::ops::Deref for World {
+    type Target = Scratch;
+    fn deref(&self) -> &Scratch {
+        &self.0
+    }
 }
 
 impl World {
     fn new() -> World {
-        let dir = tempfile::tempdir().unwrap();
-        let ca = Ca::new(dir.path());
-        World { dir, ca }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
+        World(Scratch::new())
     }
 
     /// `examples/aws` rendered, with `apiServerInternalURL` changed when `host` is given (which changes exactly
@@ -70,8 +68,14 @@ impl World {
         (private, public)
     }
 
+    /// `wmrender publish --rendered DIR` to `to`, trusting the test CA.
     fn publish(&self, rendered: &Path, to: &str, extra: &[&str]) -> Output {
-        let mut args = vec!["publish", "--rendered", rendered.to_str().unwrap(), "--to", to];
+        self.publish_from("--rendered", rendered, to, extra)
+    }
+
+    /// `wmrender publish <--rendered|--payload> DIR` to `to`, trusting the test CA.
+    fn publish_from(&self, source: &str, dir: &Path, to: &str, extra: &[&str]) -> Output {
+        let mut args = vec!["publish", source, dir.to_str().unwrap(), "--to", to];
         let ca = self.ca.pem();
         args.extend(["--registry-ca", ca.to_str().unwrap()]);
         args.extend_from_slice(extra);
@@ -383,21 +387,12 @@ fn a_payload_is_published_as_an_artifact_of_its_own_with_its_list_and_only_when_
     }
     let to = format!("{}/fleet/windows-payload:v1", registry.addr);
     // Not listed yet: refused, with what to run.
-    let r = wmrender(&["publish", "--payload", payload.to_str().unwrap(), "--to", &to]);
+    let r = w.publish_from("--payload", &payload, &to, &[]);
     assert_eq!(code(&r), 2, "{}", stderr(&r));
     assert!(stderr(&r).contains("run `wmrender payload list"), "{}", stderr(&r));
     let listed = wmrender(&["payload", "list", payload.to_str().unwrap()]);
     assert_eq!(code(&listed), 0, "{}", stderr(&listed));
-    let ca = w.ca.pem();
-    let r = wmrender(&[
-        "publish",
-        "--payload",
-        payload.to_str().unwrap(),
-        "--to",
-        &to,
-        "--registry-ca",
-        ca.to_str().unwrap(),
-    ]);
+    let r = w.publish_from("--payload", &payload, &to, &[]);
     assert_eq!(code(&r), 0, "{}", stderr(&r));
     let manifest = w.manifest(stdout(&r).trim());
     assert_eq!(manifest["artifactType"], "application/vnd.wmrender.payload.v1");
@@ -410,28 +405,12 @@ fn a_payload_is_published_as_an_artifact_of_its_own_with_its_list_and_only_when_
     assert_eq!(titles, ["C/k/cni/host-local.exe", "C/k/hns.psm1", "C/k/kubelet.exe", "payload.json"]);
     // A file changed after the list was written is not published.
     std::fs::write(payload.join("C/k/kubelet.exe"), "changed").unwrap();
-    let r = wmrender(&[
-        "publish",
-        "--payload",
-        payload.to_str().unwrap(),
-        "--to",
-        &to,
-        "--registry-ca",
-        ca.to_str().unwrap(),
-    ]);
+    let r = w.publish_from("--payload", &payload, &to, &[]);
     assert_eq!(code(&r), 2, "{}", stderr(&r));
     assert!(stderr(&r).contains("C/k/kubelet.exe has sha256"), "{}", stderr(&r));
     // One of the two, not both.
     let out = w.rendered("out", None);
-    let r = wmrender(&[
-        "publish",
-        "--payload",
-        payload.to_str().unwrap(),
-        "--rendered",
-        out.to_str().unwrap(),
-        "--to",
-        &to,
-    ]);
+    let r = w.publish_from("--payload", &payload, &to, &["--rendered", out.to_str().unwrap()]);
     assert_eq!(code(&r), 2, "{}", stderr(&r));
 }
 

@@ -296,23 +296,14 @@ fn attempt(e: OciDistributionError) -> Attempt {
             }
         }
         E::AuthenticationFailure(_) | E::UnauthorizedError { .. } => {
-            Attempt::Refused("the registry refused the credentials (or asks for some): check --registry-config".into())
+            Attempt::Refused(crate::oci::CREDENTIALS_REFUSED.into())
         }
         E::ServerError { code, .. } if *code == 404 => Attempt::Refused("no such image".into()),
         // What Limited refuses: more bytes than the manifest said.
         E::IoError(io) if io.kind() == std::io::ErrorKind::Other => Attempt::Refused(io.to_string()),
-        E::RequestError(r) => Attempt::Failed(request_reason(r)),
+        E::RequestError(r) => Attempt::Failed(crate::oci::request_reason(r)),
         _ => Attempt::Failed(e.to_string()),
     }
-}
-
-/// A connection failure in words, the innermost cause (a refused connection, a certificate not trusted).
-fn request_reason(e: &reqwest::Error) -> String {
-    let mut cause: &dyn std::error::Error = e;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    if e.is_timeout() { "it did not answer in time".into() } else { format!("cannot reach it: {cause}") }
 }
 
 #[cfg(test)]

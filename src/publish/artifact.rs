@@ -61,7 +61,6 @@ impl Blob {
 pub struct Artifact {
     pub manifest: Vec<u8>,
     pub digest: String,
-    pub media_type: &'static str,
     pub blobs: Vec<Blob>,
 }
 
@@ -143,7 +142,7 @@ pub fn artifact(kind: Kind, files: Vec<File>) -> Artifact {
         layers,
     }
     .to_bytes();
-    Artifact { digest: digest(&manifest), manifest, media_type: MANIFEST_MEDIA_TYPE, blobs }
+    Artifact { digest: digest(&manifest), manifest, blobs }
 }
 
 #[cfg(test)]

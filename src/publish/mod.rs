@@ -2,12 +2,13 @@
 //! OCI registry as one artifact addressed by digest, and signed there in the form the real `cosign` verifies, so
 //! that nodes can pull what was reviewed and check that it is (docs/pull.md).
 //!
-//! Read (the rendered directory, checked against its manifest.json) → [`artifact`] (pure: the layout) →
+//! [`read`] (the rendered directory or the payload, checked against their lists) → [`artifact`] (pure: the layout) →
 //! [`push`] (the registry) and [`signature`] (cosign's simple signing).
 
 pub mod artifact;
 pub mod error;
 pub mod push;
+pub mod read;
 pub mod signature;
 
 pub use error::PublishError;

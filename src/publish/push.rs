@@ -1,5 +1,6 @@
-//! Pushing an artifact and its signatures to a registry: every blob the registry lacks (asked first, so a file
-//! already there is not sent again), the manifest by its digest and, when a tag was given, under that tag too.
+//! Pushing an artifact and its signatures to a registry: every blob the registry lacks (those the tag's current
+//! manifest names are known to be there; the others are asked for, so a file already there is not sent again), then
+//! the manifest once: under the tag when one was given (which stores it by its digest too), else by its digest.
 
 use super::artifact::{Artifact, Blob, MANIFEST_MEDIA_TYPE};
 use super::error::PublishError;
@@ -206,27 +207,19 @@ fn not_found(e: &OciDistributionError) -> bool {
 fn failure(at: &Reference, doing: &str, e: OciDistributionError) -> PublishError {
     use OciDistributionError as E;
     let reference = format!("{}/{}", at.registry(), at.repository());
+    let refused = |why: String| PublishError::Refused { reference: reference.clone(), why: format!("{doing}: {why}") };
     match &e {
-        E::AuthenticationFailure(_) | E::UnauthorizedError { .. } => PublishError::Refused {
-            reference,
-            why: format!("{doing}: the registry refused the credentials (or asks for some): check --registry-config"),
-        },
+        E::AuthenticationFailure(_) | E::UnauthorizedError { .. } => refused(crate::oci::CREDENTIALS_REFUSED.into()),
+        // oci-client hands a HEAD's or a blob upload's 401 on as the HTTP error it is.
+        E::RequestError(r) if matches!(r.status().map(|s| s.as_u16()), Some(401 | 403)) => {
+            refused(crate::oci::CREDENTIALS_REFUSED.into())
+        }
         E::RegistryError { envelope, .. } => {
             let said: Vec<String> = envelope.errors.iter().map(|x| x.message.clone()).collect();
-            PublishError::Refused { reference, why: format!("{doing}: the registry refused: {}", said.join(", ")) }
+            refused(format!("the registry refused: {}", said.join(", ")))
         }
-        E::RequestError(r) if matches!(r.status().map(|s| s.as_u16()), Some(401 | 403)) => PublishError::Refused {
-            reference,
-            why: format!("{doing}: the registry refused the credentials (or asks for some): check --registry-config"),
-        },
         E::RequestError(r) => {
-            let mut cause: &dyn std::error::Error = r;
-            while let Some(next) = cause.source() {
-                cause = next;
-            }
-            let why =
-                if r.is_timeout() { "it did not answer in time".into() } else { format!("cannot reach it: {cause}") };
-            PublishError::Registry { reference, why: format!("{doing}: {why}") }
+            PublishError::Registry { reference, why: format!("{doing}: {}", crate::oci::request_reason(r)) }
         }
         _ => PublishError::Registry { reference, why: format!("{doing}: {e}") },
     }

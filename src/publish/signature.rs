@@ -52,12 +52,15 @@ impl SigningKey {
                     .into(),
             ));
         } else {
-            pem_block(&text, "PRIVATE KEY").ok_or_else(|| {
+            use rustls_pki_types::PrivatePkcs8KeyDer;
+            use rustls_pki_types::pem::PemObject;
+            let key = PrivatePkcs8KeyDer::from_pem_slice(text.as_bytes()).map_err(|_| {
                 refuse(
                     "no -----BEGIN PRIVATE KEY----- block: expected an ECDSA P-256 key in PKCS#8 PEM, or a cosign key"
                         .into(),
                 )
-            })?
+            })?;
+            key.secret_pkcs8_der().to_vec()
         };
         let pair =
             EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &der, &SystemRandom::new()).map_err(|_| {
@@ -161,7 +164,8 @@ mod cosign_key {
     }
 }
 
-/// The body of the first PEM block of that label.
+/// The body of the first PEM block of that label: for cosign's own labels, which rustls-pki-types' PEM reader
+/// skips as unknown.
 fn pem_block(text: &str, label: &str) -> Option<Vec<u8>> {
     let begin = format!("-----BEGIN {label}-----");
     let end = format!("-----END {label}-----");

@@ -59,6 +59,24 @@ impl Ca {
     }
 }
 
+/// A test's folder with a throwaway CA in it: where its registries keep their data and its other files go.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+    pub ca: Ca,
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = Ca::new(dir.path());
+        Scratch { dir, ca }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
 pub struct Registry {
     pub addr: String,
     pub data: PathBuf,

@@ -84,21 +84,17 @@ impl PublicKey {
     /// Every `PUBLIC KEY` block of a PEM text (one file may hold the old and the new key of a rotation). A block
     /// that is not a P-256 key is an error naming it; a text without any block is an error.
     pub fn parse_pem(text: &str) -> Result<Vec<PublicKey>, String> {
-        const BEGIN: &str = "-----BEGIN PUBLIC KEY-----";
-        const END: &str = "-----END PUBLIC KEY-----";
+        use rustls_pki_types::SubjectPublicKeyInfoDer;
+        use rustls_pki_types::pem::PemObject;
         let mut keys = Vec::new();
-        let mut rest = text;
-        while let Some(start) = rest.find(BEGIN) {
-            let body_start = start + BEGIN.len();
-            let stop = rest[body_start..].find(END).ok_or("a PUBLIC KEY block has no END line")? + body_start;
-            let body: String = rest[body_start..stop].chars().filter(|c| !c.is_whitespace()).collect();
-            let n = keys.len() + 1;
-            let der = STANDARD.decode(body).map_err(|_| format!("public key {n}: not base64"))?;
+        for (i, der) in SubjectPublicKeyInfoDer::pem_slice_iter(text.as_bytes()).enumerate() {
+            let n = i + 1;
+            let der = der.map_err(|_| format!("public key {n}: not a PEM block that reads (base64, an END line)"))?;
             let point = der
+                .as_ref()
                 .strip_prefix(&P256_SPKI_PREFIX[..])
                 .ok_or_else(|| format!("public key {n}: not an ECDSA P-256 key (cosign's keys are P-256)"))?;
             keys.push(PublicKey::from_point(point).ok_or_else(|| format!("public key {n}: not a P-256 point"))?);
-            rest = &rest[stop + END.len()..];
         }
         if keys.is_empty() {
             return Err("no -----BEGIN PUBLIC KEY----- block".into());

@@ -1,0 +1,47 @@
+//! What `publish` publishes, read from the user's directory and checked before anything is sent: the rendered
+//! `node/` bundle against its manifest.json (`delivery::read_rendered`, as `sync` reads it), a payload against its
+//! payload.json (`payload::list::checked`). Each file keeps the sha256 it was checked against, so it is not hashed
+//! again.
+
+use super::artifact::File;
+use crate::error::Error;
+use std::collections::BTreeMap;
+use std::path::Path;
+use wmrender_contract::payload::PAYLOAD_LIST;
+
+/// The node bundle of a rendered directory: the files under `node/`, by their path there (`C/k/kubelet.conf`).
+pub fn node_bundle(dir: &Path) -> Result<Vec<File>, Error> {
+    let rendered = crate::delivery::read_rendered(dir)?;
+    let checked: BTreeMap<&str, &str> =
+        rendered.manifest.files.iter().map(|e| (e.path.as_str(), e.sha256.as_str())).collect();
+    let mut files = Vec::new();
+    for (path, bytes) in &rendered.files {
+        let (Some(node_path), Some(sha256)) = (path.strip_prefix("node/"), checked.get(path.as_str())) else {
+            continue;
+        };
+        files.push(File { path: node_path.to_string(), bytes: bytes.clone(), sha256: sha256.to_string() });
+    }
+    Ok(files)
+}
+
+/// A payload directory's files: those its payload.json lists, checked against it, and the list itself (a node
+/// reads the versions there). A directory without a list is refused: what is published must be listed.
+pub fn payload(dir: &Path) -> Result<Vec<File>, Error> {
+    if crate::payload::list::read_list(dir)?.is_none() {
+        return Err(Error::Usage(format!(
+            "{} has no {PAYLOAD_LIST}: run `wmrender payload list {}` first, so that what is published is listed",
+            dir.display(),
+            dir.display()
+        )));
+    }
+    let list = crate::payload::list::checked(dir)?;
+    let listed = list.files.iter().map(|f| (f.path.as_str(), Some(f.sha256.as_str())));
+    let mut files = Vec::new();
+    for (path, sha256) in listed.chain([(PAYLOAD_LIST, None)]) {
+        let file = dir.join(path);
+        let bytes = std::fs::read(&file).map_err(|source| crate::payload::PayloadError::Read { file, source })?;
+        let sha256 = sha256.map(str::to_string).unwrap_or_else(|| wmrender_contract::sha256_hex(&bytes));
+        files.push(File { path: path.to_string(), bytes, sha256 });
+    }
+    Ok(files)
+}
