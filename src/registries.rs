@@ -35,12 +35,7 @@ impl RegistryHost {
     }
 }
 
-pub fn dir_for(host: &str) -> String {
-    match host.rsplit_once(':') {
-        Some((h, port)) => format!("{h}_{port}_"),
-        None => host.to_string(),
-    }
-}
+pub use wmrender_contract::hosts_toml::dir_for;
 
 /// A directory name is safe when it cannot climb out of, or reach beside, the registries directory.
 pub fn is_safe_dir(dir: &str) -> bool {

@@ -10,37 +10,7 @@
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// What is published.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// `node/` of a rendered directory.
-    NodeBundle,
-    /// A payload directory (`payload pull`, `payload list`): the programs, with their `payload.json`.
-    Payload,
-}
-
-impl Kind {
-    /// The manifest's `artifactType`.
-    pub fn artifact_type(self) -> &'static str {
-        match self {
-            Kind::NodeBundle => "application/vnd.wmrender.node-bundle.v1",
-            Kind::Payload => "application/vnd.wmrender.payload.v1",
-        }
-    }
-
-    /// A layer's media type: one file, its bytes as they are.
-    pub fn file_media_type(self) -> &'static str {
-        match self {
-            Kind::NodeBundle => "application/vnd.wmrender.node-bundle.file.v1",
-            Kind::Payload => "application/vnd.wmrender.payload.file.v1",
-        }
-    }
-}
-/// The layer annotation that names the file: its path under `node/` (`C/k/kubelet.conf`).
-pub const TITLE: &str = "org.opencontainers.image.title";
-pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
-/// OCI 1.1's empty descriptor: the config of an artifact that needs none.
-pub const EMPTY_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
+pub use wmrender_contract::bundle_artifact::{EMPTY_MEDIA_TYPE, Kind, MANIFEST_MEDIA_TYPE, TITLE};
 const EMPTY: &[u8] = b"{}";
 
 /// A blob to push: its digest (`sha256:<hex>`) and bytes.

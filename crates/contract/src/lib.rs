@@ -2,9 +2,11 @@
 //! to. One definition of each file and path, used by all three; everything read back from a node goes through the
 //! parsers here, which check it as untrusted input.
 
+pub mod bundle_artifact;
 pub mod ca_bundle;
 pub mod cluster_names;
 pub mod compat;
+pub mod hosts_toml;
 pub mod machine;
 pub mod manifest;
 pub mod node_status;

@@ -22,6 +22,9 @@ pub const TAINT_EFFECT: &str = "NoSchedule";
 pub const CONDITION_TYPE: &str = "wmrender.dev/Configured";
 /// The Node annotation with the digest of the bundle the agent last applied.
 pub const BUNDLE_ANNOTATION: &str = "wmrender.dev/bundle";
+/// The Node annotation with the bundle the node should pull (`registry/repository@sha256:…`,
+/// [`crate::bundle_artifact::Reference`]): set by the controller, a user or Argo CD; read by the agent.
+pub const DESIRED_BUNDLE_ANNOTATION: &str = "wmrender.dev/desired-bundle";
 
 /// The condition's reasons (CamelCase, as Kubernetes condition reasons are).
 pub const REASON_CONVERGED: &str = "Converged";

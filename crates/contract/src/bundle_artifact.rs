@@ -1,0 +1,248 @@
+//! The node bundle as an OCI artifact: what `wmrender publish` writes and what the agent pulls. One OCI image
+//! manifest with its own artifact type, OCI 1.1's empty config, and one layer per file: the file's bytes as they
+//! are, addressed by their sha256 and titled with the node path (`C/k/kubelet.conf`, ORAS's convention). A registry
+//! keeps every file once across versions, so a bundle that changed in one file costs that file and a manifest.
+//!
+//! Here are the names both sides use, the reference a Node's `wmrender.dev/desired-bundle` annotation holds, and the
+//! reading of a manifest fetched from a registry: untrusted input, every path a checked [`NodePath`], every digest a
+//! sha256, every size bounded.
+
+use crate::path::NodePath;
+use serde::Deserialize;
+use std::collections::BTreeSet;
+
+/// What is published.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `node/` of a rendered directory.
+    NodeBundle,
+    /// A payload directory (`payload pull`, `payload list`): the programs, with their `payload.json`.
+    Payload,
+}
+
+impl Kind {
+    /// The manifest's `artifactType`.
+    pub fn artifact_type(self) -> &'static str {
+        match self {
+            Kind::NodeBundle => "application/vnd.wmrender.node-bundle.v1",
+            Kind::Payload => "application/vnd.wmrender.payload.v1",
+        }
+    }
+
+    /// A layer's media type: one file, its bytes as they are.
+    pub fn file_media_type(self) -> &'static str {
+        match self {
+            Kind::NodeBundle => "application/vnd.wmrender.node-bundle.file.v1",
+            Kind::Payload => "application/vnd.wmrender.payload.file.v1",
+        }
+    }
+}
+
+/// The layer annotation that names the file: its path under `node/` (`C/k/kubelet.conf`).
+pub const TITLE: &str = "org.opencontainers.image.title";
+pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+/// OCI 1.1's empty descriptor: the config of an artifact that needs none.
+pub const EMPTY_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
+/// The largest manifest a node reads (a bundle of a few hundred files is tens of KiB).
+pub const MANIFEST_MAX: u64 = 4 << 20;
+/// The largest bundle file a node accepts (the node bundle is configuration; programs come with the payload).
+pub const BUNDLE_FILE_MAX: u64 = 64 << 20;
+
+/// `registry/repository@sha256:<hex>`: what `publish` prints and what the desired-bundle annotation holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reference {
+    /// `host[:port]`.
+    pub registry: String,
+    /// `fleet/windows-bundle`.
+    pub repository: String,
+    /// `sha256:<hex>`.
+    pub digest: String,
+}
+
+impl Reference {
+    /// Reads a reference by digest; the error says what was expected.
+    pub fn parse(text: &str) -> Result<Reference, String> {
+        let expected = "expected registry/repository@sha256:<64 hex digits>, as `wmrender publish` prints it";
+        let (name, digest) = text.trim().split_once('@').ok_or_else(|| format!("no @digest: {expected}"))?;
+        if !is_digest(digest) {
+            return Err(format!("`{}` is not a sha256 digest: {expected}", digest.escape_debug()));
+        }
+        let (registry, repository) = name.split_once('/').ok_or_else(|| format!("no repository: {expected}"))?;
+        let host_ok = !registry.is_empty()
+            && (registry.contains('.') || registry.contains(':') || registry == "localhost")
+            && registry.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'));
+        if !host_ok {
+            return Err(format!("`{}` is not a registry host: {expected}", registry.escape_debug()));
+        }
+        // The distribution spec's repository name: lowercase path components separated by `/`.
+        let component_ok = |c: &str| {
+            !c.is_empty()
+                && c.starts_with(|ch: char| ch.is_ascii_lowercase() || ch.is_ascii_digit())
+                && c.ends_with(|ch: char| ch.is_ascii_lowercase() || ch.is_ascii_digit())
+                && c.chars().all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || matches!(ch, '.' | '_' | '-'))
+        };
+        if repository.len() > 255 || !repository.split('/').all(component_ok) {
+            return Err(format!("`{}` is not a repository name: {expected}", repository.escape_debug()));
+        }
+        Ok(Reference { registry: registry.into(), repository: repository.into(), digest: digest.into() })
+    }
+}
+
+impl std::fmt::Display for Reference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}@{}", self.registry, self.repository, self.digest)
+    }
+}
+
+/// `sha256:` and 64 lowercase hex digits.
+pub fn is_digest(text: &str) -> bool {
+    text.strip_prefix("sha256:")
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+}
+
+/// One file of a fetched bundle manifest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layer {
+    pub path: NodePath,
+    /// `sha256:<hex>`.
+    pub digest: String,
+    pub size: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Descriptor {
+    media_type: String,
+    digest: String,
+    size: u64,
+    #[serde(default)]
+    annotations: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Manifest {
+    media_type: Option<String>,
+    artifact_type: Option<String>,
+    layers: Vec<Descriptor>,
+}
+
+/// Reads a manifest fetched for a bundle of `kind`: its files, each a node path below `C:\k` named once, with a
+/// sha256 and a size under [`BUNDLE_FILE_MAX`]. Anything else is refused with what was wrong.
+pub fn read_manifest(bytes: &[u8], kind: Kind) -> Result<Vec<Layer>, String> {
+    let m: Manifest =
+        serde_json::from_slice(bytes).map_err(|e| format!("the manifest is not an OCI image manifest: {e}"))?;
+    if m.media_type.as_deref().is_some_and(|t| t != MANIFEST_MEDIA_TYPE) {
+        return Err(format!("the manifest's mediaType is not {MANIFEST_MEDIA_TYPE}"));
+    }
+    if m.artifact_type.as_deref() != Some(kind.artifact_type()) {
+        return Err(format!(
+            "the artifact's type is {}, not {}: the reference names something other than a wmrender node bundle",
+            m.artifact_type.as_deref().unwrap_or("(none)"),
+            kind.artifact_type()
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    let mut layers = Vec::new();
+    for (i, d) in m.layers.into_iter().enumerate() {
+        let n = i + 1;
+        if d.media_type != kind.file_media_type() {
+            return Err(format!("layer {n} is a {}, not a {}", d.media_type, kind.file_media_type()));
+        }
+        if !is_digest(&d.digest) {
+            return Err(format!("layer {n}'s digest is not a sha256 digest"));
+        }
+        if d.size > BUNDLE_FILE_MAX {
+            return Err(format!("layer {n} is {} bytes, over the {BUNDLE_FILE_MAX} a bundle file may have", d.size));
+        }
+        let title = d.annotations.get(TITLE).ok_or_else(|| format!("layer {n} has no {TITLE}"))?;
+        let path = NodePath::from_bundle_path(&format!("node/{title}"))
+            .and_then(|p| NodePath::parse_delivered(p.as_str()).ok())
+            .ok_or_else(|| format!("layer {n}'s title `{}` is not a path below C:\\k", title.escape_debug()))?;
+        if !seen.insert(path.as_str().to_ascii_lowercase()) {
+            return Err(format!("layer {n} names {path} a second time"));
+        }
+        layers.push(Layer { path, digest: d.digest, size: d.size });
+    }
+    Ok(layers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const D: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn references_by_digest_are_read_and_anything_else_is_refused() {
+        let r = Reference::parse(&format!("127.0.0.1:5000/fleet/windows-bundle@{D}")).unwrap();
+        assert_eq!(
+            (r.registry.as_str(), r.repository.as_str(), r.digest.as_str()),
+            ("127.0.0.1:5000", "fleet/windows-bundle", D)
+        );
+        assert_eq!(r.to_string(), format!("127.0.0.1:5000/fleet/windows-bundle@{D}"));
+        for bad in [
+            "registry.example.com/fleet/b:main".to_string(),
+            format!("fleet/b@{D}"),
+            format!("registry.example.com/Fleet/b@{D}"),
+            format!("registry.example.com/fleet/../b@{D}"),
+            "registry.example.com/fleet/b@sha256:ABC".to_string(),
+            format!("reg istry.example.com/b@{D}"),
+        ] {
+            assert!(Reference::parse(&bad).is_err(), "{bad}");
+        }
+    }
+
+    fn manifest(layers: &str) -> Vec<u8> {
+        format!(
+            r#"{{"schemaVersion":2,"mediaType":"{MANIFEST_MEDIA_TYPE}","artifactType":"application/vnd.wmrender.node-bundle.v1","config":{{"mediaType":"{EMPTY_MEDIA_TYPE}","digest":"{D}","size":2}},"layers":[{layers}]}}"#
+        )
+        .into_bytes()
+    }
+
+    fn layer(title: &str) -> String {
+        format!(
+            r#"{{"mediaType":"application/vnd.wmrender.node-bundle.file.v1","digest":"{D}","size":3,"annotations":{{"{TITLE}":"{title}"}}}}"#
+        )
+    }
+
+    #[test]
+    fn a_bundle_manifest_gives_node_paths_and_refuses_what_could_reach_outside() {
+        let layers = read_manifest(
+            &manifest(&[layer("C/k/kubelet.conf"), layer("C/k/wmrender/node.json")].join(",")),
+            Kind::NodeBundle,
+        )
+        .unwrap();
+        assert_eq!(layers[0], Layer { path: NodePath::known(r"C:\k\kubelet.conf"), digest: D.into(), size: 3 });
+        assert_eq!(layers[1].path, NodePath::known(r"C:\k\wmrender\node.json"));
+        for (bad, why) in [
+            (manifest(&layer("C/k/../../Windows/win.ini")), "not a path below"),
+            (manifest(&layer("C/Windows/win.ini")), "not a path below"),
+            (manifest(&[layer("C/k/a"), layer("C/k/A")].join(",")), "second time"),
+            (
+                manifest(&layer("C/k/a").replace("node-bundle.file", "payload.file")),
+                "not a application/vnd.wmrender.node-bundle.file.v1",
+            ),
+            (manifest(&layer("C/k/a").replace(D, "sha256:00")), "not a sha256"),
+            (manifest(&layer("C/k/a").replace("\"size\":3", "\"size\":99999999999")), "over the"),
+            (
+                manifest(&layer("C/k/a")).replace_with("node-bundle.v1", "payload.v1"),
+                "not application/vnd.wmrender.node-bundle.v1",
+            ),
+            (b"{}".to_vec(), "not an OCI image manifest"),
+        ] {
+            let e = read_manifest(&bad, Kind::NodeBundle).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
+    }
+
+    trait ReplaceWith {
+        fn replace_with(self, from: &str, to: &str) -> Vec<u8>;
+    }
+
+    impl ReplaceWith for Vec<u8> {
+        fn replace_with(self, from: &str, to: &str) -> Vec<u8> {
+            String::from_utf8(self).unwrap().replacen(from, to, 1).into_bytes()
+        }
+    }
+}
