@@ -63,12 +63,7 @@ pub fn identity(machine: Option<&str>) -> Option<Desired> {
     Some(from_bytes(NodePath::known(wmrender_contract::paths::MACHINE), FileKind::Identity, bytes))
 }
 
-/// Whether a node path is a registry's hosts.toml, which carries mirror credentials when a pull secret is given.
-pub fn is_hosts_toml(path: &NodePath) -> bool {
-    let registries = NodePath::known(wmrender_contract::paths::CONTAINERD_REGISTRIES);
-    path.parent().and_then(|registry| registry.parent()).is_some_and(|dir| dir == registries)
-        && path.file_name() == "hosts.toml"
-}
+pub use wmrender_contract::hosts_toml::is_hosts_toml;
 
 /// Everything every node should hold, sorted by node path.
 pub fn desired(

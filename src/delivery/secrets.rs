@@ -91,29 +91,9 @@ impl Secrets {
     /// A rendered hosts.toml with an `authorization` header after every mirror that has credentials
     /// (../shared/spec/registries.md, "Credentials").
     pub fn merge_into_hosts_toml(&self, rendered: &[u8]) -> Vec<u8> {
-        if self.auths.is_empty() {
-            return rendered.to_vec();
-        }
-        let text = String::from_utf8_lossy(rendered);
-        let mut out = String::new();
-        let mut current: Option<(String, String)> = None; // (URL, host[:port]) of the [host] table being read
-        for line in text.lines() {
-            out.push_str(line);
-            out.push('\n');
-            if let Some(url) = line.strip_prefix("[host.\"").and_then(|l| l.strip_suffix("\"]")) {
-                let host = url.trim_start_matches("https://").split('/').next().unwrap_or("").to_string();
-                current = Some((url.to_string(), host));
-            } else if line == "  override_path = true"
-                && let Some((url, host)) = current.take()
-                && let Some(auth) = self.auths.get(&host)
-            {
-                out.push_str(&format!("  [host.\"{url}\".header]\n"));
-                out.push_str("    authorization = \"");
-                out.push_str(&String::from_utf8_lossy(auth.bytes()));
-                out.push_str("\"\n");
-            }
-        }
-        out.into_bytes()
+        wmrender_contract::hosts_toml::merge_credentials(rendered, &|host| {
+            self.auths.get(host).map(|auth| String::from_utf8_lossy(auth.bytes()).into_owned())
+        })
     }
 }
 

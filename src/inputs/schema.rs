@@ -371,6 +371,13 @@ schema! {
         controller: Option<Controller> = optional("controller"),
         /// How the node services' log files are rotated.
         node_logs: Option<NodeLogs> = optional("nodeLogs"),
+        /// The keys a node trusts on a bundle it pulls (`wmrender publish --sign-key`, cosign).
+        bundle_signing: Option<BundleSigning> = optional("bundleSigning"),
+    }
+
+    pub struct BundleSigning {
+        at: Located<()> = here,
+        public_keys: Vec<Located<String>> = list("publicKeys"),
     }
 
     pub struct NodeLogs {

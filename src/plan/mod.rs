@@ -30,6 +30,8 @@ pub struct NodePlan {
     pub proxy: ProxyPlan,
     /// How the services' log files are rotated.
     pub logs: crate::validate::checked::NodeLogs,
+    /// The keys whose signatures a node accepts on a bundle it pulls (PEM each).
+    pub bundle_keys: Vec<String>,
 }
 
 /// Machine-level proxy variables; `None` removes the variable from the node.
@@ -94,6 +96,7 @@ pub fn plan(checked: &Checked) -> Plan {
             vxlan_port: checked.vxlan_port,
             proxy: proxy.unwrap_or_default(),
             logs: checked.node_logs,
+            bundle_keys: checked.bundle_keys.clone(),
         },
         ssh_public_key: checked.ssh_public_key.clone(),
         controller: checked.controller.clone(),

@@ -175,13 +175,7 @@ fn pem_block(text: &str, label: &str) -> Option<Vec<u8>> {
     STANDARD.decode(body).ok()
 }
 
-/// One signature layer: the payload's blob, and the signature that rides on its descriptor.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Layer {
-    pub payload_digest: String,
-    pub payload_size: u64,
-    pub signature: String,
-}
+pub use wmrender_contract::signed_bundle::{Layer, stored_layers};
 
 /// The signature image of `layers` (the ones already stored first, then the new ones): its config blob, its
 /// manifest's bytes and digest.
@@ -216,25 +210,6 @@ pub fn image(layers: &[Layer]) -> (Blob, Vec<u8>) {
     }
     .to_bytes();
     (config, manifest)
-}
-
-/// The signature layers of a stored signature image (a manifest cosign or wmrender wrote); those of another kind
-/// are left out.
-pub fn stored_layers(manifest: &[u8]) -> Vec<Layer> {
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(manifest) else { return Vec::new() };
-    value["layers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|l| l["mediaType"] == SIMPLE_SIGNING_MEDIA_TYPE)
-        .filter_map(|l| {
-            Some(Layer {
-                payload_digest: l["digest"].as_str()?.to_string(),
-                payload_size: l["size"].as_u64()?,
-                signature: l["annotations"][SIGNATURE_ANNOTATION].as_str()?.to_string(),
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -79,6 +79,8 @@ pub struct Checked {
     /// `wmrender controller` in the cluster, when the inputs ask for it.
     pub controller: Option<ControllerPlan>,
     pub node_logs: NodeLogs,
+    /// The public keys (PEM, one key each) a node trusts on a bundle it pulls, in the inputs' order.
+    pub bundle_keys: Vec<String>,
     pub warnings: Diagnostics,
 }
 
@@ -310,6 +312,7 @@ pub(super) fn resolve(
     registries: Vec<RegistryHost>,
     networks: Networks,
     ssh_public_key: Option<AuthorizedKey>,
+    bundle_keys: Vec<String>,
     warnings: Diagnostics,
 ) -> Checked {
     let spec = &loaded.inputs.spec;
@@ -474,6 +477,7 @@ pub(super) fn resolve(
             replicas: c.replicas.as_ref().map(|r| r.value).unwrap_or(DEFAULT_CONTROLLER_REPLICAS),
         }),
         node_logs: node_logs(spec.node_logs.as_ref()),
+        bundle_keys,
         warnings,
         loaded,
     }

@@ -2,6 +2,7 @@
 //! the [`Checked`] value the plan reads. Rules never stop at the first problem: each adds its diagnostics, and
 //! every rule whose fields were read runs, whatever failed elsewhere (see [`Decoded`]).
 
+mod bundle_keys;
 mod byoh;
 pub mod checked;
 mod cluster;
@@ -92,12 +93,13 @@ pub fn check(loaded: Loaded) -> Result<Checked, Diagnostics> {
     byoh::check(inputs, &decoded, &mut d);
     logs::check(inputs, &decoded, &mut d);
     let ssh_public_key = ssh_key::check(inputs, &decoded, &mut d);
+    let bundle_keys = bundle_keys::check(inputs, &decoded, &mut d);
     let registries = mirrors::check(&loaded, &mut d);
     let mut all = loaded.diagnostics.clone();
     all.extend(decoded.keep(d));
     match (networks, registries) {
         (Some(networks), Some(registries)) if !all.has_errors() => {
-            Ok(checked::resolve(loaded, registries, networks, ssh_public_key, all))
+            Ok(checked::resolve(loaded, registries, networks, ssh_public_key, bundle_keys, all))
         }
         _ => {
             if !all.has_errors() {

@@ -6,6 +6,7 @@
 //! Read from the node: untrusted input. Only `https` hosts are used; a file that does not read is an error.
 
 use crate::path::NodePath;
+use std::collections::BTreeMap;
 
 /// The folder name of a registry host's hosts.toml: containerd's form, `host_port_` for `host:port`.
 pub fn dir_for(host: &str) -> String {
@@ -18,6 +19,14 @@ pub fn dir_for(host: &str) -> String {
 /// Where the hosts.toml of `host` is on the node.
 pub fn node_path(host: &str) -> Option<NodePath> {
     NodePath::parse_delivered(&format!(r"{}\{}\hosts.toml", crate::paths::CONTAINERD_REGISTRIES, dir_for(host))).ok()
+}
+
+/// Whether a node path is a registry's hosts.toml (`C:\k\containerd\registries\<host>\hosts.toml`), which
+/// carries mirror credentials when a pull secret was given.
+pub fn is_hosts_toml(path: &NodePath) -> bool {
+    let registries = NodePath::known(crate::paths::CONTAINERD_REGISTRIES);
+    path.parent().and_then(|registry| registry.parent()).is_some_and(|dir| dir == registries)
+        && path.file_name() == "hosts.toml"
 }
 
 /// One host to ask, in the order containerd asks them.
@@ -106,6 +115,43 @@ fn endpoint(url: &str, table: &dyn toml_edit::TableLike) -> Result<Endpoint, Str
     Ok(Endpoint { url, pull, resolve, authorization })
 }
 
+/// A rendered hosts.toml with an `authorization` header after every mirror that `auth_for` has credentials for, by
+/// its `host[:port]` (../shared/spec/registries.md, "Credentials"): what sync merges from the pull secret, and what
+/// the agent carries over from the hosts.toml on the node into one it pulled.
+pub fn merge_credentials(rendered: &[u8], auth_for: &dyn Fn(&str) -> Option<String>) -> Vec<u8> {
+    let text = String::from_utf8_lossy(rendered);
+    let mut out = String::new();
+    let mut current: Option<(String, String)> = None; // (URL, host[:port]) of the [host] table being read
+    for line in text.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if let Some(url) = line.strip_prefix("[host.\"").and_then(|l| l.strip_suffix("\"]")) {
+            let host = url.trim_start_matches("https://").split('/').next().unwrap_or("").to_string();
+            current = Some((url.to_string(), host));
+        } else if line == "  override_path = true"
+            && let Some((url, host)) = current.take()
+            && let Some(auth) = auth_for(&host)
+        {
+            out.push_str(&format!("  [host.\"{url}\".header]\n"));
+            out.push_str("    authorization = \"");
+            out.push_str(&auth);
+            out.push_str("\"\n");
+        }
+    }
+    out.into_bytes()
+}
+
+/// The credentials of a hosts.toml (read from the node), by mirror `host[:port]`.
+pub fn credentials(text: &str) -> BTreeMap<String, String> {
+    let Ok(list) = endpoints(text) else { return BTreeMap::new() };
+    list.into_iter()
+        .filter_map(|e| {
+            let host = e.url.trim_start_matches("https://").split('/').next()?.to_string();
+            Some((host, e.authorization?))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,6 +174,8 @@ mod tests {
         );
         assert_eq!(e[1].authorization.as_deref(), Some("Basic dTpw"));
         assert!(!format!("{e:?}").contains("dTpw"), "Debug never shows a credential");
+        let creds = credentials(text);
+        assert_eq!(creds.into_iter().collect::<Vec<_>>(), [("m1.example.com".to_string(), "Basic dTpw".to_string())]);
     }
 
     #[test]

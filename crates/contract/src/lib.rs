@@ -22,7 +22,7 @@ pub use machine::NodeMachine;
 pub use manifest::{BundleEntry, BundleManifest, FileKind, Journal, Mode, NodeFile, NodeManifest};
 pub use path::NodePath;
 pub use result::Actions;
-pub use result::{ApplyResult, ApplyStatus};
+pub use result::{ApplyResult, ApplyStatus, PullOutcome, PullReport};
 pub use services::{NodeVariable, Service, ServicesFile};
 pub use settings::{NodeNameSource, NodeSettings, RotatedFiles, Step, StepOutput, When};
 
@@ -40,6 +40,8 @@ pub mod paths {
     pub const AGENT_EXE: &str = r"C:\k\wmrender\wmrender-node.exe";
     /// Written by the agent only after a converged pass: what it applied.
     pub const APPLIED_STATE: &str = r"C:\k\wmrender\applied.json";
+    /// The pulled bundle on the node: its reference, its signed version and its files' digest (the agent's).
+    pub const PULLED_STATE: &str = r"C:\k\wmrender\pulled.json";
     /// Held by the agent while it converges, so a sync's `apply` and the service's loop never overlap.
     pub const AGENT_LOCK: &str = r"C:\k\wmrender\agent.lock";
     /// Written by every pass of the agent (sync's `apply` and the service's): its result line, so that sync sees a

@@ -25,6 +25,16 @@ pub const BUNDLE_ANNOTATION: &str = "wmrender.dev/bundle";
 /// The Node annotation with the bundle the node should pull (`registry/repository@sha256:…`,
 /// [`crate::bundle_artifact::Reference`]): set by the controller, a user or Argo CD; read by the agent.
 pub const DESIRED_BUNDLE_ANNOTATION: &str = "wmrender.dev/desired-bundle";
+/// The Node annotation with the pulled bundle (`registry/repository@sha256:…`) the agent last converged to.
+pub const PULLED_BUNDLE_ANNOTATION: &str = "wmrender.dev/pulled-bundle";
+/// The Node condition that says whether the desired bundle was pulled: `True` (reason [`REASON_PULLED`]) once it is
+/// on the node, `False` ([`REASON_REFUSED`]) when the node refused it, `Unknown` ([`REASON_RETRYING`]) while it
+/// cannot be fetched. A refused bundle leaves the node as it was, still configured: this condition, not
+/// [`CONDITION_TYPE`], says so.
+pub const PULL_CONDITION_TYPE: &str = "wmrender.dev/BundlePulled";
+pub const REASON_PULLED: &str = "Pulled";
+pub const REASON_REFUSED: &str = "Refused";
+pub const REASON_RETRYING: &str = "Retrying";
 
 /// The condition's reasons (CamelCase, as Kubernetes condition reasons are).
 pub const REASON_CONVERGED: &str = "Converged";

@@ -89,6 +89,39 @@ pub struct ApplyResult {
     pub since_delivery: Actions,
     #[serde(default)]
     pub errors: Vec<String>,
+    /// What the pass's pull of the Node's desired bundle came to; `None` where no bundle is to be pulled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull: Option<PullReport>,
+}
+
+/// The outcome of a pull of the bundle named by the Node's `wmrender.dev/desired-bundle`
+/// ([`crate::node_status::DESIRED_BUNDLE_ANNOTATION`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PullReport {
+    /// The reference the annotation holds.
+    pub desired: String,
+    pub outcome: PullOutcome,
+    /// What was done, or why nothing was.
+    pub message: String,
+    /// The pulled bundle now on the node (`registry/repository@sha256:…`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_node: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PullOutcome {
+    /// The desired bundle was verified and staged in this pass; the pass applied it.
+    Staged,
+    /// The desired bundle is the one on the node already.
+    #[default]
+    Current,
+    /// The bundle was refused (no trusted signature, another digest, an older version, content that does not
+    /// match its digest, a manifest that is not a node bundle): nothing changed on the node.
+    Refused,
+    /// The registry or the API server could not be asked, or a sync is delivering: tried again next pass.
+    Retrying,
 }
 
 /// What passes did to the services and files, for [`ApplyResult::since_delivery`].

@@ -28,6 +28,10 @@ pub struct NodeSettings {
     /// newest are kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rotated_files: Vec<RotatedFiles>,
+    /// The public keys (PEM, ECDSA P-256, cosign's) whose signatures the agent accepts on a bundle it pulls
+    /// (`bundleSigning.publicKeys` of the inputs). Two during a rotation; none: the node pulls nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bundle_keys: Vec<String>,
 }
 
 /// The placeholder of the Machine's name in the arguments of the [`NodeSettings::rename_to_machine`] step.

@@ -102,6 +102,11 @@ impl PublicKey {
         Ok(keys)
     }
 
+    /// The uncompressed point (65 bytes).
+    pub fn point(&self) -> &[u8] {
+        &self.point
+    }
+
     /// Whether `signature` (base64 of ASN.1 DER) is this key's signature of `payload`.
     pub fn verifies(&self, payload: &[u8], signature: &str) -> bool {
         let Ok(sig) = STANDARD.decode(signature.trim()) else { return false };
@@ -117,6 +122,38 @@ impl PublicKey {
 pub struct Signature {
     pub payload: Vec<u8>,
     pub signature: String,
+}
+
+/// One signature layer of a signature image: the payload's blob, and the signature that rides on its descriptor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layer {
+    pub payload_digest: String,
+    pub payload_size: u64,
+    pub signature: String,
+}
+
+/// The largest signature payload a node fetches (cosign's are a few hundred bytes).
+pub const PAYLOAD_MAX: u64 = 64 << 10;
+/// The most signatures of one digest a node looks at (one per key and re-signing; a registry could list more).
+pub const SIGNATURES_MAX: usize = 64;
+
+/// The signature layers of a stored signature image (a manifest cosign or wmrender wrote); those of another kind
+/// are left out. Read from a registry: a layer without a sha256 digest is left out too.
+pub fn stored_layers(manifest: &[u8]) -> Vec<Layer> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(manifest) else { return Vec::new() };
+    value["layers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| l["mediaType"] == SIMPLE_SIGNING_MEDIA_TYPE)
+        .filter_map(|l| {
+            Some(Layer {
+                payload_digest: l["digest"].as_str().filter(|d| crate::bundle_artifact::is_digest(d))?.to_string(),
+                payload_size: l["size"].as_u64()?,
+                signature: l["annotations"][SIGNATURE_ANNOTATION].as_str()?.to_string(),
+            })
+        })
+        .collect()
 }
 
 /// What a node accepted.

@@ -35,7 +35,10 @@ pub fn apply(sys: &mut dyn System, timing: &Timing) -> ApplyResult {
         Ok(l) => l,
         Err(e) => return failed(e.to_string()),
     };
+    // The Node's desired bundle, when it names one, is pulled and staged before the pass that applies it.
+    let pull = crate::pull::pull(sys);
     let mut result = apply_locked(sys, timing);
+    result.pull = pull;
     drop(lock);
     // Without the lock: the service's own pass may be waiting on it, and must end before its service can stop.
     agent_service::hand_over(sys, timing, &mut result);

@@ -1,7 +1,7 @@
 //! The desired state sync staged: the node manifest, services.json and node.json, read and checked as untrusted
 //! input (a node's files can be edited by anyone with an administrator's session).
 
-use crate::system::System;
+use crate::system::Files;
 use wmrender_contract::{NodeManifest, NodePath, NodeSettings, ServicesFile, paths};
 
 pub struct Desired {
@@ -18,7 +18,7 @@ pub struct InputError {
     pub message: String,
 }
 
-fn read(sys: &dyn System, file: &'static str) -> Result<Vec<u8>, InputError> {
+fn read(sys: &dyn Files, file: &'static str) -> Result<Vec<u8>, InputError> {
     let local = sys.local(&NodePath::known(file));
     std::fs::read(&local).map_err(|e| InputError {
         file,
@@ -30,7 +30,7 @@ fn read(sys: &dyn System, file: &'static str) -> Result<Vec<u8>, InputError> {
 }
 
 impl Desired {
-    pub fn read(sys: &dyn System) -> Result<Desired, InputError> {
+    pub fn read(sys: &dyn Files) -> Result<Desired, InputError> {
         let manifest = NodeManifest::parse(&read(sys, paths::NODE_MANIFEST)?)
             .map_err(|e| InputError { file: paths::NODE_MANIFEST, message: e.to_string() })?;
         let services = ServicesFile::parse(&read(sys, paths::SERVICES_JSON)?)

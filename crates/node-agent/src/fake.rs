@@ -19,6 +19,7 @@
 //!   DER certificate;
 //! - PowerShell returns what the test scripted; unscripted, it behaves like Wine's stub (exit 0, no output).
 
+use crate::system::Files;
 use crate::system::{RunState, ScriptRun, ServiceConfig, ServiceStatus, SysError, SysResult, System};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
@@ -358,11 +359,13 @@ impl Inner {
     }
 }
 
-impl System for FakeSystem {
+impl crate::system::Files for FakeSystem {
     fn root(&self) -> PathBuf {
         self.dir.path().to_path_buf()
     }
+}
 
+impl System for FakeSystem {
     fn service(&self, name: &str) -> SysResult<Option<ServiceStatus>> {
         *self.inner.borrow_mut().queries.entry(name.to_string()).or_default() += 1;
         let inner = self.inner.borrow();

@@ -66,7 +66,7 @@ mod platform {
     use wmrender_contract::NodePath;
     use wmrender_node::timing::Timing;
     use wmrender_node::windows::{WindowsSystem, service};
-    use wmrender_node::{apply, log, system::System};
+    use wmrender_node::{apply, log, system::Files};
 
     pub fn apply(timing: &Timing) -> i32 {
         let mut sys = WindowsSystem::new(timing.clone());

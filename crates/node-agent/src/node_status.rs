@@ -12,9 +12,10 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wmrender_contract::node_status::{
-    BUNDLE_ANNOTATION, CONDITION_TYPE, REASON_CONVERGED, REASON_FAILED, REASON_PENDING,
+    BUNDLE_ANNOTATION, CONDITION_TYPE, PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION, REASON_CONVERGED, REASON_FAILED,
+    REASON_PENDING, REASON_PULLED, REASON_REFUSED, REASON_RETRYING,
 };
-use wmrender_contract::{ApplyResult, ApplyStatus};
+use wmrender_contract::{ApplyResult, ApplyStatus, PullOutcome};
 
 /// The bound on each request: a pass must not hang on an API server that does not answer.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -43,12 +44,42 @@ pub fn condition(result: &ApplyResult) -> (&'static str, &'static str, String) {
         ApplyStatus::Failed => ("False", REASON_FAILED, result.errors.join("; ")),
         ApplyStatus::Pending => ("Unknown", REASON_PENDING, result.pending.join("; ")),
     };
-    let message = if message.chars().count() > MESSAGE_MAX {
+    (status, reason, shorten(message))
+}
+
+/// The condition a pull gives: (status, reason).
+pub fn pull_condition(outcome: PullOutcome) -> (&'static str, &'static str) {
+    match outcome {
+        PullOutcome::Staged | PullOutcome::Current => ("True", REASON_PULLED),
+        PullOutcome::Refused => ("False", REASON_REFUSED),
+        PullOutcome::Retrying => ("Unknown", REASON_RETRYING),
+    }
+}
+
+fn shorten(message: String) -> String {
+    if message.chars().count() > MESSAGE_MAX {
         message.chars().take(MESSAGE_MAX).chain("…".chars()).collect()
     } else {
         message
-    };
-    (status, reason, message)
+    }
+}
+
+/// The condition entry to write when the Node's differs (its transition time kept while its status stays).
+fn changed(node: &Value, kind: &str, status: &str, reason: &str, message: String) -> Option<Value> {
+    let current = node["status"]["conditions"]
+        .as_array()
+        .and_then(|l| l.iter().find(|c| c["type"] == kind))
+        .cloned()
+        .unwrap_or(Value::Null);
+    if current["status"] == status && current["reason"] == reason && current["message"] == message.as_str() {
+        return None;
+    }
+    let now = crate::log::utc_now();
+    let since = if current["status"] == status { current["lastTransitionTime"].clone() } else { now.clone().into() };
+    Some(json!({
+        "type": kind, "status": status, "reason": reason, "message": message,
+        "lastHeartbeatTime": now, "lastTransitionTime": since,
+    }))
 }
 
 /// The parts of a kubeconfig the agent uses: its current context's cluster and user.
@@ -204,31 +235,37 @@ impl Client {
     }
 
     /// Sets the condition (its transition time kept while its status stays) and, for a converged pass, the bundle
-    /// annotation; a Node already saying so is not written again.
+    /// annotation; with a pull, its condition too, and once a pulled bundle converged, the pulled-bundle annotation.
+    /// A Node already saying so is not written again.
     pub fn report(&self, result: &ApplyResult) -> Result<(), String> {
         let path = format!("/api/v1/nodes/{}", result.node_name);
         let node = self.send("GET", &path, "application/json", None)?;
+        let mut conditions = Vec::new();
         let (status, reason, message) = condition(result);
-        let current = node["status"]["conditions"]
-            .as_array()
-            .and_then(|l| l.iter().find(|c| c["type"] == CONDITION_TYPE))
-            .cloned()
-            .unwrap_or(Value::Null);
-        let now = crate::log::utc_now();
-        if current["status"] != status || current["reason"] != reason || current["message"] != message.as_str() {
-            let since =
-                if current["status"] == status { current["lastTransitionTime"].clone() } else { now.clone().into() };
-            let patch = json!({ "status": { "conditions": [{
-                "type": CONDITION_TYPE, "status": status, "reason": reason, "message": message,
-                "lastHeartbeatTime": now, "lastTransitionTime": since,
-            }]}});
+        conditions.extend(changed(&node, CONDITION_TYPE, status, reason, message));
+        if let Some(pull) = &result.pull {
+            let (status, reason) = pull_condition(pull.outcome);
+            conditions.extend(changed(&node, PULL_CONDITION_TYPE, status, reason, shorten(pull.message.clone())));
+        }
+        if !conditions.is_empty() {
             // Strategic merge: conditions merge by type, so kubelet's own stay as they are.
+            let patch = json!({ "status": { "conditions": conditions } });
             self.send("PATCH", &format!("{path}/status"), "application/strategic-merge-patch+json", Some(&patch))?;
         }
-        if result.status == ApplyStatus::Converged
-            && node["metadata"]["annotations"][BUNDLE_ANNOTATION].as_str() != Some(result.bundle.as_str())
-        {
-            let patch = json!({ "metadata": { "annotations": { BUNDLE_ANNOTATION: result.bundle } } });
+        let mut annotations = serde_json::Map::new();
+        let current = |key: &str| node["metadata"]["annotations"][key].as_str().map(str::to_string);
+        if result.status == ApplyStatus::Converged {
+            if current(BUNDLE_ANNOTATION).as_deref() != Some(result.bundle.as_str()) {
+                annotations.insert(BUNDLE_ANNOTATION.into(), result.bundle.clone().into());
+            }
+            if let Some(on_node) = result.pull.as_ref().and_then(|p| p.on_node.clone())
+                && current(PULLED_BUNDLE_ANNOTATION).as_ref() != Some(&on_node)
+            {
+                annotations.insert(PULLED_BUNDLE_ANNOTATION.into(), on_node.into());
+            }
+        }
+        if !annotations.is_empty() {
+            let patch = json!({ "metadata": { "annotations": annotations } });
             self.send("PATCH", &path, "application/merge-patch+json", Some(&patch))?;
         }
         Ok(())

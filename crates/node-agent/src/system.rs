@@ -66,7 +66,8 @@ pub struct ScriptRun {
     pub stderr: String,
 }
 
-pub trait System {
+/// Where the node's files are: what reading and writing them needs, and all a pull needs.
+pub trait Files {
     /// The local folder that stands for `C:\` (on Windows, `C:\` itself).
     fn root(&self) -> PathBuf;
 
@@ -78,7 +79,18 @@ pub trait System {
         }
         p
     }
+}
 
+/// A folder that stands for `C:\`: a node's files without the rest of the system (tests, tools).
+pub struct Folder(pub PathBuf);
+
+impl Files for Folder {
+    fn root(&self) -> PathBuf {
+        self.0.clone()
+    }
+}
+
+pub trait System: Files {
     /// `None` when no service of that name exists.
     fn service(&self, name: &str) -> SysResult<Option<ServiceStatus>>;
     /// A service's state and process alone, `None` when no service of that name exists: what most questions of a

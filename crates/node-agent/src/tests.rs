@@ -3,6 +3,7 @@
 use crate::apply::apply;
 use crate::fake::{Event, FakeSystem, StopBehaviour};
 use crate::state::AppliedState;
+use crate::system::Files;
 use crate::system::{RunState, ServiceConfig, System};
 use crate::timing::Timing;
 use std::collections::BTreeMap;
@@ -89,6 +90,7 @@ impl Node {
             ],
             rename_to_machine: None,
             rotated_files: vec![],
+            bundle_keys: vec![],
         };
         let node = Node {
             sys: FakeSystem::new(),

@@ -78,6 +78,7 @@ pub fn settings(plan: &Plan) -> NodeSettings {
             keep: 2,
             keep_always: vec!["ovnkube-client-current.pem".into()],
         }],
+        bundle_keys: plan.node.bundle_keys.clone(),
     }
 }
 

@@ -10,7 +10,7 @@ mod scm;
 mod script;
 pub mod service;
 
-use crate::system::{RunStatus, ScriptRun, ServiceConfig, ServiceStatus, SysResult, System};
+use crate::system::{Files, RunStatus, ScriptRun, ServiceConfig, ServiceStatus, SysResult, System};
 use crate::timing::Timing;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -28,11 +28,13 @@ impl WindowsSystem {
     }
 }
 
-impl System for WindowsSystem {
+impl Files for WindowsSystem {
     fn root(&self) -> PathBuf {
         PathBuf::from(r"C:\")
     }
+}
 
+impl System for WindowsSystem {
     fn service(&self, name: &str) -> SysResult<Option<ServiceStatus>> {
         self.scm.query(name)
     }

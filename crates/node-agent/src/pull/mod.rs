@@ -1,0 +1,240 @@
+//! The pull model: the node fetches its bundle itself. Before each pass the agent reads its own Node's
+//! `wmrender.dev/desired-bundle` annotation with the node's credentials (the kubeconfig kubelet's TLS bootstrap
+//! wrote; NodeRestriction lets a node read its own Node). When it names a bundle other than the one the agent last
+//! pulled, the agent
+//!
+//! 1. fetches the manifest by its digest through the registry's mirrors (the rendered hosts.toml, with the
+//!    credentials sync merged in), every byte checked against the digest;
+//! 2. fetches the signatures under cosign's `sha256-<hex>.sig` tag and judges them
+//!    ([`wmrender_contract::signed_bundle::judge`]) with the public keys node.json lists: a trusted key must sign
+//!    exactly this digest with a version not older than the one applied, unless signed as a downgrade;
+//! 3. fetches each file it does not hold already (a file whose bytes are on the node, under any path, is not
+//!    fetched again), each checked against its digest;
+//! 4. stages the files as sync would ([`stage`]) and records the pull (`C:\k\wmrender\pulled.json`).
+//!
+//! The pass that follows applies the bundle as it applies a pushed one. Anything refused (no trusted signature, an
+//! older version, content that does not match its digest, an artifact that is not a node bundle) changes nothing
+//! and says why on the Node's `wmrender.dev/BundlePulled` condition; a registry that cannot be reached is tried
+//! again at the next pass, with the run loop's back-off.
+
+mod registry;
+pub mod stage;
+
+use crate::desired::Desired;
+use crate::node_status::Client;
+use crate::system::Files;
+use registry::{FetchError, Registry};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use wmrender_contract::bundle_artifact::{self, Kind, MANIFEST_MAX, Reference};
+use wmrender_contract::hosts_toml::{self, Endpoint};
+use wmrender_contract::node_status::DESIRED_BUNDLE_ANNOTATION;
+use wmrender_contract::signed_bundle::{self, PAYLOAD_MAX, PublicKey, SIGNATURES_MAX, Signature};
+use wmrender_contract::{NodePath, PullOutcome, PullReport, paths};
+
+pub use registry::sha256_digest;
+
+/// `C:\k\wmrender\pulled.json`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PulledState {
+    /// The reference last staged.
+    #[serde(default)]
+    pub reference: String,
+    /// Its signed version: the floor for the next (rollback protection).
+    #[serde(default)]
+    pub version: u64,
+    /// The node manifest's bundle digest once it was staged: while the node holds these files, the pulled bundle
+    /// is the one on the node (a sync may have pushed another since).
+    #[serde(default)]
+    pub bundle: String,
+    /// A pull that wrote its journal and was cut off before it finished: that journal is the agent's own to
+    /// finish.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staging: Option<String>,
+}
+
+impl PulledState {
+    pub fn load(sys: &dyn Files) -> PulledState {
+        std::fs::read(sys.local(&NodePath::known(paths::PULLED_STATE)))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    fn save(&self, sys: &dyn Files) -> Result<(), String> {
+        let path = sys.local(&NodePath::known(paths::PULLED_STATE));
+        let tmp = path.with_extension("json.tmp");
+        let bytes = serde_json::to_vec_pretty(self).map_err(|e| e.to_string())?;
+        std::fs::write(&tmp, bytes)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| format!("cannot write {}: {e}", paths::PULLED_STATE))
+    }
+}
+
+/// The pull before a pass; `None` when there is nothing to pull from (the node has not joined, its name is not
+/// known yet, or its Node names no desired bundle).
+pub fn pull(sys: &dyn Files) -> Option<PullReport> {
+    let kubeconfig = sys.local(&NodePath::known(paths::KUBECONFIG));
+    let node_name = crate::state::AppliedState::load(&sys.local(&NodePath::known(paths::APPLIED_STATE)))
+        .map(|s| s.node_name)
+        .unwrap_or_default();
+    if node_name.is_empty() || !kubeconfig.exists() {
+        return None;
+    }
+    let pulled = PulledState::load(sys);
+    let on_node = |p: &PulledState| (!p.reference.is_empty()).then(|| p.reference.clone());
+    let desired = match Client::from_kubeconfig(&kubeconfig)
+        .and_then(|c| c.request("GET", &format!("/api/v1/nodes/{node_name}"), "application/json", None))
+    {
+        Ok(node) => node["metadata"]["annotations"][DESIRED_BUNDLE_ANNOTATION].as_str()?.to_string(),
+        // A node that never pulled is pushed to: an API server it cannot ask is the report's to say.
+        Err(_) if pulled.reference.is_empty() => return None,
+        Err(e) => {
+            return Some(PullReport {
+                desired: String::new(),
+                outcome: PullOutcome::Retrying,
+                message: format!("cannot read the node's desired bundle: {e}"),
+                on_node: on_node(&pulled),
+            });
+        }
+    };
+    let (outcome, message, after) = match pull_desired(sys, &desired, &pulled) {
+        Ok(done) => done,
+        Err((outcome, message)) => (outcome, message, pulled),
+    };
+    Some(PullReport { desired, outcome, message, on_node: on_node(&after) })
+}
+
+type Failure = (PullOutcome, String);
+
+fn refused(message: impl Into<String>) -> Failure {
+    (PullOutcome::Refused, message.into())
+}
+
+fn retrying(message: impl Into<String>) -> Failure {
+    (PullOutcome::Retrying, message.into())
+}
+
+fn fetch_failure(what: &str, e: FetchError) -> Failure {
+    match e {
+        FetchError::Tampered(why) => {
+            refused(format!("{what}: the registry served content that does not match its digest ({why})"))
+        }
+        FetchError::Unavailable(why) => retrying(format!("{what} cannot be fetched: {why}")),
+    }
+}
+
+fn pull_desired(
+    sys: &dyn Files,
+    desired: &str,
+    pulled: &PulledState,
+) -> Result<(PullOutcome, String, PulledState), Failure> {
+    let reference = Reference::parse(desired)
+        .map_err(|e| refused(format!("the annotation {DESIRED_BUNDLE_ANNOTATION} does not name a bundle: {e}")))?;
+    if pulled.reference == desired && pulled.staging.is_none() {
+        return Ok((PullOutcome::Current, format!("the bundle {desired} is on the node"), pulled.clone()));
+    }
+    let settings = Desired::read(sys).map_err(|e| retrying(e.to_string()))?.settings;
+    let mut keys = Vec::new();
+    for (i, pem) in settings.bundle_keys.iter().enumerate() {
+        keys.extend(PublicKey::parse_pem(pem).map_err(|e| refused(format!("node.json's bundle key {}: {e}", i + 1)))?);
+    }
+    if keys.is_empty() {
+        return Err(refused(
+            "this node trusts no bundle signing key: list them under bundleSigning.publicKeys in the inputs, render and sync",
+        ));
+    }
+    let endpoints = endpoints(sys, &reference.registry)?;
+    let ca = std::fs::read(sys.local(&NodePath::known(paths::TRUSTED_CA_BUNDLE))).ok();
+    let registry = Registry::new(ca.as_deref()).map_err(retrying)?;
+    let repo = &reference.repository;
+
+    let manifest = registry
+        .by_digest(&endpoints, repo, "manifests", &reference.digest, MANIFEST_MAX)
+        .map_err(|e| fetch_failure("the manifest", e))?;
+    let layers = bundle_artifact::read_manifest(&manifest, Kind::NodeBundle).map_err(refused)?;
+
+    let tag = signed_bundle::tag_for(&reference.digest);
+    let signatures = match registry.by_tag(&endpoints, repo, &tag, MANIFEST_MAX) {
+        Ok(Some(bytes)) => signed_bundle::stored_layers(&bytes),
+        Ok(None) => Vec::new(),
+        Err(e) => return Err(fetch_failure("the signatures", e)),
+    };
+    let mut stored = Vec::new();
+    for layer in signatures.iter().take(SIGNATURES_MAX).filter(|l| l.payload_size <= PAYLOAD_MAX) {
+        let payload = registry
+            .by_digest(&endpoints, repo, "blobs", &layer.payload_digest, PAYLOAD_MAX)
+            .map_err(|e| fetch_failure("a signature's payload", e))?;
+        stored.push(Signature { payload, signature: layer.signature.clone() });
+    }
+    let applied = (!pulled.reference.is_empty()).then_some(pulled.version);
+    let accepted =
+        signed_bundle::judge(&reference.digest, &stored, &keys, applied).map_err(|r| refused(r.to_string()))?;
+
+    // Files the node holds already, by content: read from the node, checked again, not fetched.
+    let on_node = stage::node_manifest(sys).map_err(retrying)?;
+    let held: BTreeMap<String, NodePath> =
+        on_node.files.iter().map(|f| (format!("sha256:{}", f.sha256), f.path.clone())).collect();
+    let mut files = Vec::new();
+    let mut fetched = 0usize;
+    for layer in &layers {
+        let local = held
+            .get(&layer.digest)
+            .and_then(|p| std::fs::read(sys.local(p)).ok())
+            .filter(|bytes| sha256_digest(bytes) == layer.digest);
+        let bytes = match local {
+            Some(bytes) => bytes,
+            None => {
+                fetched += 1;
+                registry
+                    .by_digest(&endpoints, repo, "blobs", &layer.digest, layer.size)
+                    .map_err(|e| fetch_failure(&format!("{}", layer.path), e))?
+            }
+        };
+        files.push((layer.path.clone(), bytes));
+    }
+
+    let mut state = PulledState { staging: Some(desired.to_string()), ..pulled.clone() };
+    let own_journal = pulled.staging.is_some();
+    state.save(sys).map_err(retrying)?;
+    let staged = stage::stage(sys, files, own_journal).map_err(|e| match e {
+        stage::StageError::Refused(why) => refused(why),
+        stage::StageError::NotNow(why) => retrying(why),
+    });
+    let staged = match staged {
+        Ok(s) => s,
+        Err(failure) => {
+            // Nothing was written when the journal was not: the record goes back to what it was.
+            if !own_journal && stage::node_manifest(sys).is_ok_and(|m| m.pending.is_none()) {
+                let _ = pulled.save(sys);
+            }
+            return Err(failure);
+        }
+    };
+    state =
+        PulledState { reference: desired.to_string(), version: accepted.version, bundle: staged.bundle, staging: None };
+    state.save(sys).map_err(retrying)?;
+    let message = format!(
+        "the bundle {desired} (version {}{}, signed by {}) is staged: {} of {} files fetched ({} bytes read), {} written, {} removed",
+        accepted.version,
+        if accepted.downgrade { ", a signed downgrade" } else { "" },
+        accepted.key,
+        fetched,
+        layers.len(),
+        *registry.bytes_read.borrow(),
+        staged.written.len(),
+        staged.removed.len(),
+    );
+    Ok((PullOutcome::Staged, message, state))
+}
+
+/// The hosts to ask for `registry`: its hosts.toml on the node, else the registry itself.
+fn endpoints(sys: &dyn Files, registry: &str) -> Result<Vec<Endpoint>, Failure> {
+    let Some(path) = hosts_toml::node_path(registry) else { return Ok(hosts_toml::direct(registry)) };
+    match std::fs::read_to_string(sys.local(&path)) {
+        Ok(text) => hosts_toml::endpoints(&text).map_err(|e| retrying(format!("{path}: {e}"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(hosts_toml::direct(registry)),
+        Err(e) => Err(retrying(format!("{path} cannot be read: {e}"))),
+    }
+}

@@ -1,0 +1,257 @@
+//! Fetching from an OCI registry the way containerd pulls: each host of the registry's hosts.toml in turn (mirrors,
+//! then the server), content by digest from a host that may `pull`, a tag only from one that may `resolve`. Every
+//! byte is checked against the digest it was asked for, and read up to a bound, so a mirror that serves something
+//! else is caught and passed over. Credentials are the `authorization` header sync merged into hosts.toml from the
+//! pull secret; a registry that answers with a Bearer challenge gets them at its token realm (the distribution
+//! token flow).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use wmrender_contract::hosts_toml::Endpoint;
+
+/// The bound on each request's connection and answer: a pass must not hang on a registry that does not answer.
+const TIMEOUT: Duration = Duration::from_secs(30);
+pub const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json";
+
+/// Why content could not be had.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FetchError {
+    /// A host served bytes that are not the digest asked for (and no other host served the right ones).
+    Tampered(String),
+    /// No host could serve it: unreachable, refused, not there. Worth another try later.
+    Unavailable(String),
+}
+
+pub struct Registry {
+    agent: ureq::Agent,
+    /// Bearer tokens got from a realm, by host URL.
+    tokens: RefCell<BTreeMap<String, String>>,
+    /// Bytes read from registries (answers' bodies), for the result and the benchmark.
+    pub bytes_read: RefCell<u64>,
+}
+
+impl Registry {
+    /// A client that trusts the CAs of `ca_bundle` (PEM; the node's trusted CA bundle, which holds the system's as
+    /// OpenShift's proxy bundle does), else the public web PKI.
+    pub fn new(ca_bundle: Option<&[u8]>) -> Result<Registry, String> {
+        let roots = match ca_bundle {
+            Some(pem) => {
+                let certs: Vec<_> = ureq::tls::parse_pem(pem)
+                    .filter_map(|item| match item {
+                        Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
+                        _ => None,
+                    })
+                    .collect();
+                if certs.is_empty() {
+                    return Err("the trusted CA bundle holds no certificate".into());
+                }
+                ureq::tls::RootCerts::new_with_certs(&certs)
+            }
+            None => ureq::tls::RootCerts::WebPki,
+        };
+        let tls = ureq::tls::TlsConfig::builder().root_certs(roots).build();
+        let agent = ureq::Agent::config_builder()
+            .tls_config(tls)
+            .timeout_global(Some(TIMEOUT))
+            .http_status_as_error(false)
+            // Redirects to blob storage are followed; credentials are not sent along (ureq drops them across hosts).
+            .max_redirects(5)
+            .user_agent(format!("wmrender-node/{} (windows)", env!("CARGO_PKG_VERSION")))
+            .build()
+            .new_agent();
+        Ok(Registry { agent, tokens: RefCell::new(BTreeMap::new()), bytes_read: RefCell::new(0) })
+    }
+
+    /// A manifest (`what` = `manifests`) or blob (`blobs`) by its digest, from the first host that can pull and
+    /// serves exactly those bytes.
+    pub fn by_digest(
+        &self,
+        endpoints: &[Endpoint],
+        repository: &str,
+        what: &str,
+        digest: &str,
+        max: u64,
+    ) -> Result<Vec<u8>, FetchError> {
+        let mut tampered = Vec::new();
+        let mut unavailable = Vec::new();
+        for e in endpoints.iter().filter(|e| e.pull) {
+            match self.get(e, &format!("{repository}/{what}/{digest}"), max) {
+                Ok(Some(bytes)) if sha256_digest(&bytes) == digest => return Ok(bytes),
+                Ok(Some(_)) => tampered.push(format!("{} served other content for {digest}", e.url)),
+                Ok(None) => unavailable.push(format!("{}: {what} {digest} is not there", e.url)),
+                Err(why) => unavailable.push(format!("{}: {why}", e.url)),
+            }
+        }
+        if !tampered.is_empty() {
+            return Err(FetchError::Tampered(tampered.join("; ")));
+        }
+        Err(FetchError::Unavailable(if unavailable.is_empty() {
+            "no host of the registry may pull (hosts.toml's capabilities)".into()
+        } else {
+            unavailable.join("; ")
+        }))
+    }
+
+    /// The manifest under a tag from the first host that may resolve and has it; `None` when every host that
+    /// answered says there is none.
+    pub fn by_tag(
+        &self,
+        endpoints: &[Endpoint],
+        repository: &str,
+        tag: &str,
+        max: u64,
+    ) -> Result<Option<Vec<u8>>, FetchError> {
+        let mut unavailable = Vec::new();
+        let mut answered = false;
+        for e in endpoints.iter().filter(|e| e.resolve) {
+            match self.get(e, &format!("{repository}/manifests/{tag}"), max) {
+                Ok(Some(bytes)) => return Ok(Some(bytes)),
+                Ok(None) => answered = true,
+                Err(why) => unavailable.push(format!("{}: {why}", e.url)),
+            }
+        }
+        if answered || unavailable.is_empty() {
+            return Ok(None);
+        }
+        Err(FetchError::Unavailable(unavailable.join("; ")))
+    }
+
+    /// GET `<url>/<path>`: the body, `None` for 404, an error for anything else.
+    fn get(&self, e: &Endpoint, path: &str, max: u64) -> Result<Option<Vec<u8>>, String> {
+        let url = format!("{}/{path}", e.url);
+        let mut response = self.send(&url, e, self.tokens.borrow().get(&e.url).cloned())?;
+        if response.status() == 401 {
+            let challenge = response.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).unwrap_or("");
+            if let Some(token) = self.token(challenge, e)? {
+                self.tokens.borrow_mut().insert(e.url.clone(), token.clone());
+                response = self.send(&url, e, Some(token))?;
+            }
+        }
+        match response.status().as_u16() {
+            200 => {}
+            404 => return Ok(None),
+            401 | 403 => return Err(format!("refused the node's credentials ({})", response.status().as_u16())),
+            s => return Err(format!("answered {s}")),
+        }
+        let bytes = response
+            .body_mut()
+            .with_config()
+            .limit(max)
+            .read_to_vec()
+            .map_err(|e| format!("the answer could not be read, or is over {max} bytes: {e}"))?;
+        *self.bytes_read.borrow_mut() += bytes.len() as u64;
+        Ok(Some(bytes))
+    }
+
+    fn send(
+        &self,
+        url: &str,
+        e: &Endpoint,
+        bearer: Option<String>,
+    ) -> Result<ureq::http::Response<ureq::Body>, String> {
+        let mut request = ureq::http::Request::builder().method("GET").uri(url).header("Accept", MANIFEST_ACCEPT);
+        match (bearer, &e.authorization) {
+            (Some(token), _) => request = request.header("Authorization", format!("Bearer {token}")),
+            (None, Some(auth)) => request = request.header("Authorization", auth.as_str()),
+            (None, None) => {}
+        }
+        let request = request.body(()).map_err(|_| format!("`{url}` is not a URL"))?;
+        self.agent.run(request).map_err(|e| connection_words(&e))
+    }
+
+    /// The token a Bearer challenge's realm gives for the host's credentials; `None` for another challenge.
+    fn token(&self, challenge: &str, e: &Endpoint) -> Result<Option<String>, String> {
+        let Some(params) = challenge.strip_prefix("Bearer ").or_else(|| challenge.strip_prefix("bearer ")) else {
+            return Ok(None);
+        };
+        let params = challenge_params(params);
+        let Some(realm) = params.get("realm").filter(|r| r.starts_with("https://")) else {
+            return Err("asked for a token at a realm that is not https".into());
+        };
+        let mut query = Vec::new();
+        for key in ["service", "scope"] {
+            if let Some(v) = params.get(key) {
+                query.push(format!("{key}={}", percent_encode(v)));
+            }
+        }
+        let url = if query.is_empty() { realm.clone() } else { format!("{realm}?{}", query.join("&")) };
+        let mut request = ureq::http::Request::builder().method("GET").uri(&url);
+        if let Some(auth) = &e.authorization {
+            request = request.header("Authorization", auth.as_str());
+        }
+        let request = request.body(()).map_err(|_| "the token realm is not a URL".to_string())?;
+        let mut response = self.agent.run(request).map_err(|e| format!("token realm: {}", connection_words(&e)))?;
+        if response.status() != 200 {
+            return Err(format!("the token realm refused the node's credentials ({})", response.status().as_u16()));
+        }
+        let body = response.body_mut().with_config().limit(64 << 10).read_to_vec().map_err(|e| e.to_string())?;
+        let value: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let token = value["token"].as_str().or_else(|| value["access_token"].as_str());
+        token.map(|t| Some(t.to_string())).ok_or_else(|| "the token realm gave no token".into())
+    }
+}
+
+/// `sha256:<hex>` of bytes.
+pub fn sha256_digest(bytes: &[u8]) -> String {
+    format!("sha256:{}", wmrender_contract::sha256_hex(bytes))
+}
+
+fn connection_words(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Io(io) => format!("cannot be reached: {io}"),
+        ureq::Error::Timeout(_) => "did not answer in time".into(),
+        ureq::Error::HostNotFound => "its host name does not resolve".into(),
+        ureq::Error::Tls(_) | ureq::Error::Rustls(_) => {
+            format!("its TLS certificate is not trusted or does not match ({e})")
+        }
+        other => format!("cannot be reached: {other}"),
+    }
+}
+
+/// `realm="…",service="…",scope="…"`.
+fn challenge_params(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut rest = text.trim();
+    while let Some((key, after)) = rest.split_once('=') {
+        let key = key.trim().trim_start_matches(',').trim().to_ascii_lowercase();
+        let (value, next) = match after.strip_prefix('"') {
+            Some(quoted) => match quoted.split_once('"') {
+                Some((v, next)) => (v.to_string(), next),
+                None => (quoted.to_string(), ""),
+            },
+            None => match after.split_once(',') {
+                Some((v, next)) => (v.trim().to_string(), next),
+                None => (after.trim().to_string(), ""),
+            },
+        };
+        out.insert(key, value);
+        rest = next.trim_start_matches(',').trim();
+    }
+    out
+}
+
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bearer_challenge_reads_as_the_distribution_spec_writes_it() {
+        let p = challenge_params(
+            r#"realm="https://auth.example.com/token",service="registry.example.com",scope="repository:fleet/b:pull""#,
+        );
+        assert_eq!(p["realm"], "https://auth.example.com/token");
+        assert_eq!(p["service"], "registry.example.com");
+        assert_eq!(p["scope"], "repository:fleet/b:pull");
+        assert_eq!(percent_encode("repository:fleet/b:pull"), "repository%3Afleet%2Fb%3Apull");
+    }
+}

@@ -1,0 +1,159 @@
+//! A verified pulled bundle put on the node the way sync puts a pushed one, so that the pass after it applies it
+//! exactly as it would a pushed bundle: the node manifest first with a journal of what will change, then each file
+//! (`<path>.wmrender-tmp`, then a rename over the old one), the files that left the bundle removed, and the manifest
+//! without its journal, not yet applied. A pull replaces the bundle only: the payload, the credentials and the node's
+//! identity stay as sync left them, and a pulled bundle that names one of their files, or one of the agent's own,
+//! is refused. The mirror credentials sync merged into the registries' hosts.toml are carried over into the pulled
+//! ones.
+//!
+//! A pull cut off halfway leaves the journal; the next pull finishes it (the files it names are written again).
+
+use crate::system::Files;
+use std::collections::{BTreeMap, BTreeSet};
+use wmrender_contract::hosts_toml::{credentials, is_hosts_toml, merge_credentials};
+use wmrender_contract::{FileKind, Journal, NodeFile, NodeManifest, NodePath, TEMP_SUFFIX, paths, sha256_hex};
+
+/// Files only the agent or sync writes: never from a bundle.
+const AGENT_FILES: &[&str] = &[
+    paths::NODE_MANIFEST,
+    paths::APPLIED_STATE,
+    paths::PULLED_STATE,
+    paths::AGENT_LOCK,
+    paths::LAST_PASS,
+    paths::AGENT_RUNNING,
+    paths::MACHINE,
+    paths::AGENT_EXE,
+];
+
+/// Why a bundle cannot be staged.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StageError {
+    /// The bundle would overwrite what is not the bundle's: refused for good.
+    Refused(String),
+    /// The node cannot take it now (a sync's journal, a file that cannot be written): tried again.
+    NotNow(String),
+}
+
+/// What staging changed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Staged {
+    pub written: Vec<NodePath>,
+    pub removed: Vec<NodePath>,
+    /// The node manifest's bundle digest after staging.
+    pub bundle: String,
+}
+
+/// Reads the node manifest; a node sync never reached has none.
+pub fn node_manifest(sys: &dyn Files) -> Result<NodeManifest, String> {
+    match std::fs::read(sys.local(&NodePath::known(paths::NODE_MANIFEST))) {
+        Ok(bytes) => NodeManifest::parse(&bytes).map_err(|e| format!("{}: {e}", paths::NODE_MANIFEST)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(NodeManifest::default()),
+        Err(e) => Err(format!("{} cannot be read: {e}", paths::NODE_MANIFEST)),
+    }
+}
+
+/// Stages `files` (node path, verified bytes) as the node's bundle. `own_journal`: the journal on the node, if
+/// any, is one a pull of this agent left.
+pub fn stage(sys: &dyn Files, files: Vec<(NodePath, Vec<u8>)>, own_journal: bool) -> Result<Staged, StageError> {
+    let on_node = node_manifest(sys).map_err(StageError::NotNow)?;
+    if on_node.pending.is_some() && !own_journal {
+        return Err(StageError::NotNow(format!(
+            "{} has an open journal: a sync is delivering files or was cut off; the pull waits for it",
+            paths::NODE_MANIFEST
+        )));
+    }
+    let journal = on_node.pending.clone().unwrap_or_default();
+    let uncertain: BTreeSet<&NodePath> = journal.files.iter().map(|f| &f.path).collect();
+    let replaced = |f: &NodeFile| f.kind == FileKind::Bundle || is_hosts_toml(&f.path);
+    let kept: Vec<&NodeFile> = on_node.files.iter().filter(|f| !replaced(f)).collect();
+
+    // The mirror credentials of the hosts.toml on the node, carried into the pulled ones.
+    let mut auths = BTreeMap::new();
+    for f in on_node.files.iter().filter(|f| is_hosts_toml(&f.path) && f.kind == FileKind::Credential) {
+        if let Ok(text) = std::fs::read_to_string(sys.local(&f.path)) {
+            auths.extend(credentials(&text));
+        }
+    }
+
+    let mut new: Vec<(NodeFile, Vec<u8>)> = Vec::new();
+    for (path, bytes) in files {
+        let lower = path.as_str().to_ascii_lowercase();
+        if AGENT_FILES.iter().any(|a| a.eq_ignore_ascii_case(&lower))
+            || kept.iter().any(|k| k.path.as_str().eq_ignore_ascii_case(&lower))
+        {
+            return Err(StageError::Refused(format!(
+                "the bundle names {path}, which is the agent's or came with the payload or a credential: a bundle may not replace it"
+            )));
+        }
+        let (kind, bytes) = if is_hosts_toml(&path) && !auths.is_empty() {
+            (FileKind::Credential, merge_credentials(&bytes, &|host| auths.get(host).cloned()))
+        } else {
+            (FileKind::Bundle, bytes)
+        };
+        let file = NodeFile { sha256: sha256_hex(&bytes), size: bytes.len() as u64, path, kind, staged: false };
+        new.push((file, bytes));
+    }
+
+    let known: BTreeMap<&NodePath, &NodeFile> = on_node.files.iter().map(|f| (&f.path, f)).collect();
+    let wanted: BTreeSet<&NodePath> = new.iter().map(|(f, _)| &f.path).collect();
+    let write: Vec<&(NodeFile, Vec<u8>)> = new
+        .iter()
+        .filter(|(f, _)| uncertain.contains(&f.path) || known.get(&f.path).is_none_or(|k| k.sha256 != f.sha256))
+        .collect();
+    let remove: Vec<NodePath> = on_node
+        .files
+        .iter()
+        .filter(|f| replaced(f))
+        .map(|f| &f.path)
+        .chain(&journal.remove)
+        .filter(|p| !wanted.contains(p))
+        .cloned()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+
+    let mut result: Vec<NodeFile> =
+        kept.iter().map(|f| (*f).clone()).chain(new.iter().map(|(f, _)| f.clone())).collect();
+    result.sort_by(|a, b| a.path.cmp(&b.path));
+    let bundle = NodeManifest { files: result.clone(), ..NodeManifest::default() }.bundle_digest();
+    let version =
+        if on_node.wmrender.is_empty() { env!("CARGO_PKG_VERSION").to_string() } else { on_node.wmrender.clone() };
+    if write.is_empty() && remove.is_empty() && on_node.pending.is_none() {
+        return Ok(Staged { bundle, ..Staged::default() });
+    }
+
+    let touched: BTreeSet<&NodePath> = write.iter().map(|(f, _)| &f.path).chain(&remove).collect();
+    let journal_manifest = NodeManifest {
+        wmrender: version.clone(),
+        files: on_node.files.iter().filter(|f| !touched.contains(&f.path)).cloned().collect(),
+        pending: Some(Journal { files: write.iter().map(|(f, _)| f.clone()).collect(), remove: remove.clone() }),
+        applied: false,
+    };
+    write_atomically(sys, &NodePath::known(paths::NODE_MANIFEST), &journal_manifest.to_json())?;
+    for (f, bytes) in &write {
+        write_atomically(sys, &f.path, bytes)?;
+    }
+    for p in &remove {
+        match std::fs::remove_file(sys.local(p)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StageError::NotNow(format!("cannot remove {p}: {e}"))),
+        }
+    }
+    let done = NodeManifest { wmrender: version, files: result, pending: None, applied: false };
+    write_atomically(sys, &NodePath::known(paths::NODE_MANIFEST), &done.to_json())?;
+    Ok(Staged { written: write.iter().map(|(f, _)| f.path.clone()).collect(), removed: remove, bundle })
+}
+
+/// `<path>.wmrender-tmp`, then a rename over `path`: a reader sees the old file or the new one, never half.
+fn write_atomically(sys: &dyn Files, path: &NodePath, bytes: &[u8]) -> Result<(), StageError> {
+    let local = sys.local(path);
+    let tmp = path.with_suffix(TEMP_SUFFIX).map_err(|e| StageError::NotNow(e.to_string()))?;
+    if let Some(dir) = local.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StageError::NotNow(format!("cannot create the folder of {path}: {e}")))?;
+    }
+    std::fs::write(sys.local(&tmp), bytes).map_err(|e| StageError::NotNow(format!("cannot write {tmp}: {e}")))?;
+    std::fs::rename(sys.local(&tmp), &local)
+        .map_err(|e| StageError::NotNow(format!("cannot move {tmp} to {path}: {e}")))
+}
