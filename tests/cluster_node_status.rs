@@ -10,54 +10,12 @@ mod support;
 
 use serde_json::{Value, json};
 use std::time::Duration;
-use support::apiserver::{ControlPlane, Kube};
+use support::apiserver::ControlPlane;
 use support::controller_manager::{CSR_SIGNING, ControllerManager};
-use support::played::{CSRS, Kubelet, Registration};
+use support::played::joined;
 use wmrender_contract::node_status::{BUNDLE_ANNOTATION, CONDITION_TYPE, TAINT_EFFECT, TAINT_KEY};
 use wmrender_contract::{ApplyResult, ApplyStatus};
 use wmrender_node::node_status::{Client, report};
-
-/// Approves every pending CSR as the cluster's admin would, until `done` returns.
-fn approving<T>(admin: &Kube, done: impl FnOnce() -> T + Send) -> T
-where
-    T: Send,
-{
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|s| {
-        let worker = s.spawn(|| {
-            let out = done();
-            stop.store(true, std::sync::atomic::Ordering::SeqCst);
-            out
-        });
-        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-            for csr in admin.list(CSRS) {
-                if csr["status"]["conditions"].is_null() {
-                    let name = csr["metadata"]["name"].as_str().unwrap_or("").to_string();
-                    let mut body = csr.clone();
-                    body["status"]["conditions"] =
-                        json!([{"type": "Approved", "status": "True", "reason": "Test", "message": "by the test"}]);
-                    let _ = admin.put(&format!("{CSRS}/{name}/approval"), &body);
-                }
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        worker.join().unwrap()
-    })
-}
-
-fn joined(cp: &ControlPlane, token: &str, name: &str, ip: &str) -> Kubelet {
-    let dir = cp.path(&format!("node-{name}"));
-    let kubelet = approving(cp.admin(), || Kubelet::bootstrap(cp, token, name, &dir, Duration::from_secs(30)))
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    let reg = Registration {
-        addresses: vec![("InternalIP".into(), ip.into()), ("Hostname".into(), name.into())],
-        taints: vec![json!({"key": TAINT_KEY, "effect": TAINT_EFFECT})],
-        provider_id: None,
-        boot_id: "boot-1".into(),
-    };
-    approving(cp.admin(), || kubelet.register(&reg, Duration::from_secs(30))).unwrap();
-    kubelet
-}
 
 fn condition(node: &Value) -> Value {
     node["status"]["conditions"]

@@ -20,15 +20,6 @@ use wmrender_contract::signed_bundle::{self, PublicKey, Refusal, Signature};
 
 const USER: (&str, &str) = ("ci", "s3cret-push");
 
-fn cosign() -> PathBuf {
-    static BUILD: std::sync::Once = std::sync::Once::new();
-    BUILD.call_once(|| {
-        let out = Command::new("bash").arg(support::root().join("tests/cosign/build.sh")).output().expect("bash");
-        assert!(out.status.success(), "tests/cosign/build.sh: {}", String::from_utf8_lossy(&out.stderr));
-    });
-    support::root().join("target/cosign/cosign")
-}
-
 /// A CA, a registry and files for one test.
 struct World(Scratch);
 
@@ -59,15 +50,6 @@ impl World {
         out
     }
 
-    /// An ECDSA P-256 key pair made by openssl: (private PKCS#8 PEM, public PEM).
-    fn key(&self, name: &str) -> (PathBuf, PathBuf) {
-        let (private, public) = (self.path(&format!("{name}.pem")), self.path(&format!("{name}.pub")));
-        let p = private.to_str().unwrap();
-        support::openssl(&["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", p]);
-        support::openssl(&["pkey", "-in", p, "-pubout", "-out", public.to_str().unwrap()]);
-        (private, public)
-    }
-
     /// `wmrender publish --rendered DIR` to `to`, trusting the test CA.
     fn publish(&self, rendered: &Path, to: &str, extra: &[&str]) -> Output {
         self.publish_from("--rendered", rendered, to, extra)
@@ -82,17 +64,8 @@ impl World {
         wmrender(&args)
     }
 
-    /// A cosign command that trusts the test CA (Go reads SSL_CERT_FILE), with no transparency log to reach.
     fn cosign(&self, args: &[&str]) -> Output {
-        Command::new(cosign())
-            .args(args)
-            .env("SSL_CERT_FILE", self.ca.pem())
-            .env("COSIGN_PASSWORD", "cosign-test-password")
-            .env("COSIGN_YES", "true")
-            .env("HOME", self.dir.path())
-            .current_dir(self.dir.path())
-            .output()
-            .expect("cosign runs")
+        support::cosign::run(self, args)
     }
 
     fn verify(&self, public: &Path, reference: &str) -> Output {

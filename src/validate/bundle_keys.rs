@@ -42,7 +42,11 @@ pub fn check(inputs: &ClusterInputs, decoded: &Decoded, d: &mut Diagnostics) -> 
                     .expected(EXPECTED)
                     .hint("give each key its own list entry"),
             ),
-            Err(why) => d.push(key.error(format!("not a public key: {why}")).expected(EXPECTED)),
+            Err(why) => {
+                // One entry is one key: the block's number in it says nothing.
+                let why = why.strip_prefix("public key 1: ").unwrap_or(&why);
+                d.push(key.error(why.to_string()).expected(EXPECTED))
+            }
         }
     }
     if keys.is_empty() && !d.has_errors() {

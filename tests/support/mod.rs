@@ -7,6 +7,7 @@ pub mod apiserver;
 pub mod controller_manager;
 #[cfg(feature = "cluster")]
 pub mod controller_rig;
+pub mod cosign;
 pub mod openapi;
 #[cfg(feature = "cluster")]
 pub mod openshift;

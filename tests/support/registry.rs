@@ -75,6 +75,15 @@ impl Scratch {
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
+
+    /// An ECDSA P-256 key pair made by openssl: (private PKCS#8 PEM, public PEM).
+    pub fn key(&self, name: &str) -> (PathBuf, PathBuf) {
+        let (private, public) = (self.path(&format!("{name}.pem")), self.path(&format!("{name}.pub")));
+        let p = private.to_str().unwrap();
+        super::openssl(&["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", p]);
+        super::openssl(&["pkey", "-in", p, "-pubout", "-out", public.to_str().unwrap()]);
+        (private, public)
+    }
 }
 
 pub struct Registry {

@@ -218,7 +218,7 @@ pub fn judge(
     if signatures.is_empty() {
         return Err(Refusal::Unsigned);
     }
-    let mut best: Option<Accepted> = None;
+    let mut verified: Vec<Accepted> = Vec::new();
     let mut other_digest = None;
     let mut unversioned = false;
     for s in signatures {
@@ -239,23 +239,22 @@ pub fn judge(
             continue;
         };
         let downgrade = optional.get(DOWNGRADE).and_then(|v| v.as_str()) == Some("true");
-        let candidate = Accepted { version, downgrade, key: key.id.clone() };
-        if best.as_ref().is_none_or(|b| candidate.version > b.version) {
-            best = Some(candidate);
-        }
+        verified.push(Accepted { version, downgrade, key: key.id.clone() });
     }
-    let Some(accepted) = best else {
-        return Err(match (other_digest, unversioned) {
+    // The newest signature that the rollback rule lets through: a bundle signed once as version 2 and again as a
+    // downgrade to 2 is taken on a node at version 5 by the second.
+    let allowed = |a: &Accepted| applied.is_none_or(|applied| a.version >= applied || a.downgrade);
+    let newest = |list: &mut dyn Iterator<Item = &Accepted>| list.max_by_key(|a| (a.version, !a.downgrade)).cloned();
+    if let Some(accepted) = newest(&mut verified.iter().filter(|a| allowed(a))) {
+        return Ok(accepted);
+    }
+    match (newest(&mut verified.iter()), applied) {
+        (Some(a), Some(applied)) => Err(Refusal::Older { offered: a.version, applied }),
+        _ => Err(match (other_digest, unversioned) {
             (_, true) => Refusal::NoVersion,
             (Some(d), false) => Refusal::OtherDigest(d),
             (None, false) => Refusal::Untrusted(signatures.len()),
-        });
-    };
-    match applied {
-        Some(applied) if accepted.version < applied && !accepted.downgrade => {
-            Err(Refusal::Older { offered: accepted.version, applied })
-        }
-        _ => Ok(accepted),
+        }),
     }
 }
 
@@ -303,6 +302,10 @@ mod tests {
         );
         // A downgrade signed as one is accepted; the highest verified version counts.
         assert!(judge(&d, &[ci.sign(&claim(&d, 4, true))], &keys, Some(5)).unwrap().downgrade);
+        // Signed as version 4 once, and again as a downgrade to 4: the downgrade lets it through.
+        let twice = [ci.sign(&claim(&d, 4, false)), ci.sign(&claim(&d, 4, true))];
+        assert!(judge(&d, &twice, &keys, Some(5)).unwrap().downgrade);
+        assert!(!judge(&d, &twice, &keys, Some(4)).unwrap().downgrade, "not a downgrade where none is needed");
         let two = [stranger.sign(&claim(&d, 9, false)), ci.sign(&claim(&d, 6, false)), ci.sign(&claim(&d, 7, false))];
         assert_eq!(judge(&d, &two, &keys, Some(6)).unwrap().version, 7);
         // A payload changed after signing verifies with no key.

@@ -23,6 +23,14 @@ pub enum FetchError {
     Unavailable(String),
 }
 
+/// What a host answered to a GET.
+enum Answer {
+    Body(Vec<u8>),
+    /// More than the bytes asked for: for content by digest, not that content.
+    TooLarge,
+    NotFound,
+}
+
 pub struct Registry {
     agent: ureq::Agent,
     /// Bearer tokens got from a realm, by host URL.
@@ -77,9 +85,12 @@ impl Registry {
         let mut unavailable = Vec::new();
         for e in endpoints.iter().filter(|e| e.pull) {
             match self.get(e, &format!("{repository}/{what}/{digest}"), max) {
-                Ok(Some(bytes)) if sha256_digest(&bytes) == digest => return Ok(bytes),
-                Ok(Some(_)) => tampered.push(format!("{} served other content for {digest}", e.url)),
-                Ok(None) => unavailable.push(format!("{}: {what} {digest} is not there", e.url)),
+                Ok(Answer::Body(bytes)) if sha256_digest(&bytes) == digest => return Ok(bytes),
+                Ok(Answer::Body(_)) => tampered.push(format!("{} served other content for {digest}", e.url)),
+                Ok(Answer::TooLarge) => {
+                    tampered.push(format!("{} served more than the {max} bytes of {digest}", e.url))
+                }
+                Ok(Answer::NotFound) => unavailable.push(format!("{}: {what} {digest} is not there", e.url)),
                 Err(why) => unavailable.push(format!("{}: {why}", e.url)),
             }
         }
@@ -106,8 +117,9 @@ impl Registry {
         let mut answered = false;
         for e in endpoints.iter().filter(|e| e.resolve) {
             match self.get(e, &format!("{repository}/manifests/{tag}"), max) {
-                Ok(Some(bytes)) => return Ok(Some(bytes)),
-                Ok(None) => answered = true,
+                Ok(Answer::Body(bytes)) => return Ok(Some(bytes)),
+                Ok(Answer::NotFound) => answered = true,
+                Ok(Answer::TooLarge) => unavailable.push(format!("{}: the manifest is over {max} bytes", e.url)),
                 Err(why) => unavailable.push(format!("{}: {why}", e.url)),
             }
         }
@@ -117,8 +129,8 @@ impl Registry {
         Err(FetchError::Unavailable(unavailable.join("; ")))
     }
 
-    /// GET `<url>/<path>`: the body, `None` for 404, an error for anything else.
-    fn get(&self, e: &Endpoint, path: &str, max: u64) -> Result<Option<Vec<u8>>, String> {
+    /// GET `<url>/<path>`: the body (up to `max` bytes), or 404; an error for anything else.
+    fn get(&self, e: &Endpoint, path: &str, max: u64) -> Result<Answer, String> {
         let url = format!("{}/{path}", e.url);
         let mut response = self.send(&url, e, self.tokens.borrow().get(&e.url).cloned())?;
         if response.status() == 401 {
@@ -130,18 +142,17 @@ impl Registry {
         }
         match response.status().as_u16() {
             200 => {}
-            404 => return Ok(None),
+            404 => return Ok(Answer::NotFound),
             401 | 403 => return Err(format!("refused the node's credentials ({})", response.status().as_u16())),
             s => return Err(format!("answered {s}")),
         }
-        let bytes = response
-            .body_mut()
-            .with_config()
-            .limit(max)
-            .read_to_vec()
-            .map_err(|e| format!("the answer could not be read, or is over {max} bytes: {e}"))?;
+        let bytes = match response.body_mut().with_config().limit(max).read_to_vec() {
+            Ok(bytes) => bytes,
+            Err(ureq::Error::BodyExceedsLimit(_)) => return Ok(Answer::TooLarge),
+            Err(e) => return Err(format!("the answer could not be read: {e}")),
+        };
         *self.bytes_read.borrow_mut() += bytes.len() as u64;
-        Ok(Some(bytes))
+        Ok(Answer::Body(bytes))
     }
 
     fn send(

@@ -157,3 +157,100 @@ fn write_atomically(sys: &dyn Files, path: &NodePath, bytes: &[u8]) -> Result<()
     std::fs::rename(sys.local(&tmp), &local)
         .map_err(|e| StageError::NotNow(format!("cannot move {tmp} to {path}: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::system::Folder;
+
+    fn np(p: &str) -> NodePath {
+        NodePath::known(p)
+    }
+
+    /// A node as sync leaves it: two bundle files, a payload file, a credential.
+    fn node() -> (tempfile::TempDir, Folder) {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = Folder(dir.path().to_path_buf());
+        let mut files = Vec::new();
+        for (path, bytes, kind) in [
+            (r"C:\k\kubelet.conf", "old conf", FileKind::Bundle),
+            (r"C:\k\gone.ps1", "left the bundle", FileKind::Bundle),
+            (r"C:\k\kubelet.exe", "MZ", FileKind::Payload),
+            (r"C:\k\bootstrap-kubeconfig", "secret", FileKind::Credential),
+        ] {
+            let local = folder.local(&np(path));
+            std::fs::create_dir_all(local.parent().unwrap()).unwrap();
+            std::fs::write(&local, bytes).unwrap();
+            files.push(NodeFile {
+                path: np(path),
+                sha256: sha256_hex(bytes.as_bytes()),
+                size: bytes.len() as u64,
+                kind,
+                staged: false,
+            });
+        }
+        let m = NodeManifest { wmrender: "0.1.0".into(), files, pending: None, applied: true };
+        write_atomically(&folder, &np(paths::NODE_MANIFEST), &m.to_json()).unwrap();
+        (dir, folder)
+    }
+
+    #[test]
+    fn the_bundle_is_replaced_and_the_payload_and_credentials_stay() {
+        let (_dir, f) = node();
+        let staged = stage(
+            &f,
+            vec![(np(r"C:\k\kubelet.conf"), b"new conf".to_vec()), (np(r"C:\k\new.toml"), b"x".to_vec())],
+            false,
+        )
+        .unwrap();
+        assert_eq!(staged.written, [np(r"C:\k\kubelet.conf"), np(r"C:\k\new.toml")]);
+        assert_eq!(staged.removed, [np(r"C:\k\gone.ps1")]);
+        assert_eq!(std::fs::read(f.local(&np(r"C:\k\kubelet.conf"))).unwrap(), b"new conf");
+        assert!(!f.local(&np(r"C:\k\gone.ps1")).exists());
+        assert_eq!(std::fs::read(f.local(&np(r"C:\k\kubelet.exe"))).unwrap(), b"MZ");
+        let m = node_manifest(&f).unwrap();
+        let listed: Vec<(&str, FileKind)> = m.files.iter().map(|e| (e.path.as_str(), e.kind)).collect();
+        assert_eq!(
+            listed,
+            [
+                (r"C:\k\bootstrap-kubeconfig", FileKind::Credential),
+                (r"C:\k\kubelet.conf", FileKind::Bundle),
+                (r"C:\k\kubelet.exe", FileKind::Payload),
+                (r"C:\k\new.toml", FileKind::Bundle),
+            ]
+        );
+        assert!(m.pending.is_none() && !m.applied);
+        assert_eq!(staged.bundle, m.bundle_digest());
+    }
+
+    #[test]
+    fn a_bundle_naming_the_payload_a_credential_or_the_agents_files_is_refused_before_anything_is_written() {
+        for path in [
+            r"C:\k\kubelet.exe",
+            r"C:\k\BOOTSTRAP-kubeconfig",
+            r"C:\k\wmrender\pulled.json",
+            r"C:\k\wmrender\wmrender-node.exe",
+        ] {
+            let (_dir, f) = node();
+            let before = std::fs::read(f.local(&np(paths::NODE_MANIFEST))).unwrap();
+            let e = stage(&f, vec![(np(path), b"evil".to_vec())], false).unwrap_err();
+            assert!(matches!(&e, StageError::Refused(why) if why.contains("may not replace")), "{e:?}");
+            assert_eq!(std::fs::read(f.local(&np(paths::NODE_MANIFEST))).unwrap(), before, "{path}");
+        }
+    }
+
+    #[test]
+    fn a_syncs_journal_holds_the_pull_back_and_the_agents_own_is_finished() {
+        let (_dir, f) = node();
+        let mut m = node_manifest(&f).unwrap();
+        m.files.retain(|e| e.path != np(r"C:\k\kubelet.conf"));
+        m.pending = Some(Journal { files: vec![], remove: vec![np(r"C:\k\gone.ps1")] });
+        write_atomically(&f, &np(paths::NODE_MANIFEST), &m.to_json()).unwrap();
+        let files = || vec![(np(r"C:\k\kubelet.conf"), b"new conf".to_vec())];
+        assert!(matches!(stage(&f, files(), false), Err(StageError::NotNow(why)) if why.contains("journal")));
+        let staged = stage(&f, files(), true).unwrap();
+        assert_eq!(staged.written, [np(r"C:\k\kubelet.conf")]);
+        assert_eq!(staged.removed, [np(r"C:\k\gone.ps1")]);
+        assert!(node_manifest(&f).unwrap().pending.is_none());
+    }
+}

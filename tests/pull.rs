@@ -1,0 +1,341 @@
+//! The agent's pull (crates/node-agent/src/pull, the code the Windows agent runs before each pass) on real parts: a
+//! real kube-apiserver with the Node authorizer and NodeRestriction (the agent reads its own Node's
+//! `wmrender.dev/desired-bundle` with the credentials kubelet's TLS bootstrap gave it, the signer being
+//! kube-controller-manager's), Debian's `docker-registry` on 127.0.0.1 with TLS and htpasswd, reached through the
+//! rendered hosts.toml of an ImageTagMirrorSet with the credentials sync merges in, `wmrender publish` signing in
+//! CI's place, and the real `cosign` signing with its own key. The node is a folder standing for `C:\` laid out as
+//! sync leaves it (the bundle, a payload file, a credential); kubelet is played (tests/support/played.rs).
+//!
+//! Not here: the agent under Wine pulling (its pass is the same code; the Wine rig's tests run the pass).
+#![cfg(all(feature = "registry", feature = "cluster"))]
+
+mod support;
+
+use base64::Engine;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use support::apiserver::ControlPlane;
+use support::controller_manager::{CSR_SIGNING, ControllerManager};
+use support::registry::{Registry, Scratch};
+use support::{code, stderr, wmrender};
+use wmrender_contract::node_status::{DESIRED_BUNDLE_ANNOTATION, PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION};
+use wmrender_contract::{
+    ApplyResult, ApplyStatus, FileKind, NodeFile, NodeManifest, NodePath, PullOutcome, PullReport,
+};
+use wmrender_node::system::Folder;
+
+const USER: (&str, &str) = ("fleet", "s3cret-pull");
+/// The repository the bundle is published to (on the test registry) and named by (through the mirror).
+const SOURCE: &str = "bundles.example.com/fleet/windows-bundle";
+
+struct Fleet {
+    scratch: Scratch,
+    registry: Registry,
+    /// The folder standing for the node's `C:\`.
+    node: PathBuf,
+    /// The node's kubeconfig, from its TLS bootstrap.
+    kubeconfig: PathBuf,
+    cp: ControlPlane,
+}
+
+impl Fleet {
+    /// `examples/aws` with the bundle's registry mirrored to the test registry (a tag mirror: signatures are found
+    /// by tag) and the trusted keys; `host` changes `apiServerInternalURL` (one node file: services.json).
+    fn render(&self, name: &str, keys: &[&Path], host: &str) -> PathBuf {
+        let mut text = std::fs::read_to_string(support::root().join("examples/aws/wmrender.yaml")).unwrap();
+        text = text.replace("api-int.prod-east.example.com", host);
+        let mut extra = format!(
+            "  mirrors:\n    imageTagMirrors:\n    - source: bundles.example.com/fleet\n      mirrors: [{}/fleet]\n  bundleSigning:\n    publicKeys:\n",
+            self.registry.addr
+        );
+        for key in keys {
+            extra.push_str("    - |\n");
+            for line in std::fs::read_to_string(key).unwrap().lines() {
+                extra.push_str(&format!("      {line}\n"));
+            }
+        }
+        text.push_str(&extra);
+        let inputs = self.scratch.path(&format!("{name}.yaml"));
+        std::fs::write(&inputs, text).unwrap();
+        let out = self.scratch.path(name);
+        let r = wmrender(&["render", "-f", inputs.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        assert_eq!(code(&r), 0, "{}", stderr(&r));
+        out
+    }
+
+    fn auth(&self) -> String {
+        format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", USER.0, USER.1)))
+    }
+
+    /// `wmrender publish` of a render to the test registry; its `registry/repository@digest`.
+    fn publish(&self, rendered: &Path, extra: &[&str]) -> String {
+        let secret = self.scratch.path("auth.json");
+        let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", USER.0, USER.1));
+        std::fs::write(&secret, json!({"auths": {self.registry.addr.clone(): {"auth": auth}}}).to_string()).unwrap();
+        let to = format!("{}/fleet/windows-bundle:main", self.registry.addr);
+        let mut args = vec!["publish", "--rendered", rendered.to_str().unwrap(), "--to", &to];
+        let ca = self.scratch.ca.pem();
+        args.extend(["--registry-ca", ca.to_str().unwrap(), "--registry-config", secret.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let r = wmrender(&args);
+        assert_eq!(code(&r), 0, "publish: {}", stderr(&r));
+        String::from_utf8_lossy(&r.stdout).trim().to_string()
+    }
+
+    /// The reference by the mirrored source's name, as a user writes it on the Node.
+    fn desired(&self, published: &str) -> String {
+        format!("{SOURCE}@{}", published.split_once('@').unwrap().1)
+    }
+
+    /// The Node says which bundle it should have, as the controller, a user or Argo CD sets it.
+    fn want(&self, reference: &str) {
+        let patch = json!({"metadata": {"annotations": {DESIRED_BUNDLE_ANNOTATION: reference}}});
+        self.cp.admin().merge_patch("/api/v1/nodes/win-a", &patch).unwrap();
+    }
+
+    fn pull(&self) -> PullReport {
+        wmrender_node::pull::pull(&Folder(self.node.clone())).expect("the Node names a desired bundle")
+    }
+
+    /// Every file of the node, by its path: what "nothing changed" compares.
+    fn files(&self) -> BTreeMap<String, Vec<u8>> {
+        walkdir::WalkDir::new(&self.node)
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().is_file())
+            .map(|e| {
+                (e.path().strip_prefix(&self.node).unwrap().display().to_string(), std::fs::read(e.path()).unwrap())
+            })
+            .collect()
+    }
+
+    fn manifest(&self) -> NodeManifest {
+        NodeManifest::parse(&std::fs::read(self.node.join("k/wmrender/manifest.json")).unwrap()).unwrap()
+    }
+
+    /// The node as sync leaves it after first contact: the rendered bundle (its hosts.toml with the mirror's
+    /// credentials, as sync merges the pull secret in), a payload file, a credential, the trusted CA bundle, the
+    /// kubeconfig of kubelet's bootstrap, and the agent's record of its Node's name.
+    fn first_contact(&self, rendered: &Path) {
+        let mut files = Vec::new();
+        let mut put = |path: &str, bytes: Vec<u8>, kind: FileKind| {
+            let np = NodePath::parse(path).unwrap();
+            let local = self.node.join(np.relative_slash());
+            std::fs::create_dir_all(local.parent().unwrap()).unwrap();
+            std::fs::write(&local, &bytes).unwrap();
+            files.push(NodeFile {
+                sha256: wmrender_contract::sha256_hex(&bytes),
+                size: bytes.len() as u64,
+                path: np,
+                kind,
+                staged: false,
+            });
+        };
+        for e in walkdir::WalkDir::new(rendered.join("node")).into_iter().map(|e| e.unwrap()) {
+            if !e.file_type().is_file() {
+                continue;
+            }
+            let rel = e.path().strip_prefix(rendered).unwrap().display().to_string();
+            let np = NodePath::from_bundle_path(&rel).unwrap();
+            let bytes = std::fs::read(e.path()).unwrap();
+            if wmrender_contract::hosts_toml::is_hosts_toml(&np) {
+                let auth = self.auth();
+                let addr = self.registry.addr.clone();
+                let merged = wmrender_contract::hosts_toml::merge_credentials(&bytes, &|host| {
+                    (host == addr).then(|| auth.clone())
+                });
+                put(np.as_str(), merged, FileKind::Credential);
+            } else {
+                put(np.as_str(), bytes, FileKind::Bundle);
+            }
+        }
+        put(r"C:\k\kubelet.exe", b"MZ the payload's kubelet".to_vec(), FileKind::Payload);
+        put(r"C:\k\bootstrap-kubeconfig", b"apiVersion: v1\nkind: Config\n".to_vec(), FileKind::Credential);
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let manifest = NodeManifest { wmrender: "0.1.0".into(), files, pending: None, applied: true };
+        std::fs::write(self.node.join("k/wmrender/manifest.json"), manifest.to_json()).unwrap();
+        std::fs::copy(self.scratch.ca.pem(), self.node.join("k/ca-bundle.crt")).unwrap();
+        std::fs::copy(&self.kubeconfig, self.node.join("k/kubeconfig")).unwrap();
+        std::fs::write(self.node.join("k/wmrender/applied.json"), r#"{"nodeName":"win-a"}"#).unwrap();
+    }
+}
+
+fn rendered_file(rendered: &Path, node_path: &str) -> Vec<u8> {
+    std::fs::read(rendered.join(NodePath::known(node_path).bundle_path())).unwrap()
+}
+
+fn pull_condition(node: &Value) -> Value {
+    node["status"]["conditions"]
+        .as_array()
+        .and_then(|l| l.iter().find(|c| c["type"] == PULL_CONDITION_TYPE))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[test]
+fn a_signed_bundle_is_pulled_through_the_mirror_verified_and_staged_and_every_bad_one_changes_nothing() {
+    let cp = ControlPlane::start();
+    let token = support::openshift::cluster(&cp, "None");
+    let _controllers = ControllerManager::start(&cp, &[CSR_SIGNING]);
+    let kubelet = support::played::joined(&cp, &token, "win-a", "10.0.0.5");
+    let scratch = Scratch::new();
+    let registry = Registry::start(&scratch.path("registry"), &scratch.ca, Some(USER));
+    let node = scratch.path("node");
+    let f = Fleet { kubeconfig: kubelet.kubeconfig.clone(), scratch, registry, node, cp };
+    let (ci, ci_public) = f.scratch.key("ci");
+    let (stranger, _) = f.scratch.key("stranger");
+    let g = support::cosign::run(&f.scratch, &["generate-key-pair"]);
+    assert_eq!(code(&g), 0, "cosign generate-key-pair: {}", stderr(&g));
+    let cosign_public = f.scratch.path("cosign.pub");
+    let keys = [ci_public.as_path(), cosign_public.as_path()];
+
+    let v1 = f.render("v1", &keys, "api-int.one.example.com");
+    f.first_contact(&v1);
+    let payload_before = std::fs::read(f.node.join("k/kubelet.exe")).unwrap();
+
+    // No desired bundle on the Node: nothing to pull.
+    assert_eq!(wmrender_node::pull::pull(&Folder(f.node.clone())), None);
+
+    // CI publishes v2, signed as version 2; the Node is told to take it, by the mirrored source's name.
+    let v2 = f.render("v2", &keys, "api-int.two.example.com");
+    let v2_ref = f.desired(&f.publish(&v2, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "2"]));
+    f.want(&v2_ref);
+    let r = f.pull();
+    assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
+    assert_eq!(r.on_node.as_deref(), Some(v2_ref.as_str()));
+    // Only services.json changed between the renders: it is fetched, and the mirror's hosts.toml (the node's copy
+    // carries the credentials, so its bytes are not the published ones); the others are read from the node.
+    let files = walkdir::WalkDir::new(v2.join("node"))
+        .into_iter()
+        .filter(|e| e.as_ref().unwrap().file_type().is_file())
+        .count();
+    assert!(r.message.contains(&format!("2 of {files} files fetched")), "{}", r.message);
+    assert_eq!(
+        std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(),
+        rendered_file(&v2, r"C:\k\wmrender\services.json")
+    );
+    let m = f.manifest();
+    assert!(m.pending.is_none() && !m.applied, "staged, to be applied by the pass: {m:?}");
+    let kind_of = |p: &str| m.files.iter().find(|e| e.path.as_str() == p).map(|e| e.kind);
+    assert_eq!(kind_of(r"C:\k\kubelet.exe"), Some(FileKind::Payload), "the payload stays");
+    assert_eq!(kind_of(r"C:\k\bootstrap-kubeconfig"), Some(FileKind::Credential), "credentials stay");
+    assert_eq!(std::fs::read(f.node.join("k/kubelet.exe")).unwrap(), payload_before);
+    let hosts: Vec<&NodeFile> =
+        m.files.iter().filter(|e| wmrender_contract::hosts_toml::is_hosts_toml(&e.path)).collect();
+    assert!(!hosts.is_empty());
+    for h in hosts {
+        let text = std::fs::read_to_string(f.node.join(h.path.relative_slash())).unwrap();
+        if text.contains(&f.registry.addr) {
+            assert!(text.contains(&f.auth()), "the mirror's credentials are carried over: {text}");
+            assert_eq!(h.kind, FileKind::Credential);
+        }
+    }
+    // Every file the manifest lists is on the node with its digest.
+    for e in &m.files {
+        let bytes = std::fs::read(f.node.join(e.path.relative_slash())).unwrap();
+        assert_eq!(wmrender_contract::sha256_hex(&bytes), e.sha256, "{}", e.path);
+    }
+
+    // The pass converged: the Node says so, with the node's own credentials.
+    let result = ApplyResult {
+        status: ApplyStatus::Converged,
+        node_name: "win-a".into(),
+        bundle: m.bundle_digest(),
+        pull: Some(r.clone()),
+        ..Default::default()
+    };
+    assert_eq!(wmrender_node::node_status::report(&f.node.join("k/kubeconfig"), &result), "reported");
+    let n = f.cp.admin().get("/api/v1/nodes/win-a").unwrap();
+    let c = pull_condition(&n);
+    assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some("True"), Some("Pulled")), "{n}");
+    assert_eq!(n["metadata"]["annotations"][PULLED_BUNDLE_ANNOTATION], v2_ref.as_str());
+
+    // Asked again: nothing fetched.
+    let requests = f.registry.requests().len();
+    assert_eq!(f.pull().outcome, PullOutcome::Current);
+    assert_eq!(f.registry.requests().len(), requests, "a bundle on the node is not fetched again");
+
+    // Each bad bundle is refused, and nothing on the node changes.
+    let refused = |reference: &str, says: &str| {
+        let before = f.files();
+        f.want(reference);
+        let r = f.pull();
+        assert_eq!(r.outcome, PullOutcome::Refused, "{r:?}");
+        assert!(r.message.contains(says), "{says}: {}", r.message);
+        assert_eq!(r.on_node.as_deref(), Some(v2_ref.as_str()));
+        assert!(f.files() == before, "{reference} changed the node");
+        r
+    };
+    let v1_old = f.desired(&f.publish(&v1, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "1"]));
+    refused(&v1_old, "older than version 2");
+    let v3 = f.render("v3", &keys, "api-int.three.example.com");
+    let v3_unsigned = f.desired(&f.publish(&v3, &[]));
+    refused(&v3_unsigned, "not signed");
+    let v3_stranger = f.desired(&f.publish(&v3, &["--sign-key", stranger.to_str().unwrap(), "--bundle-version", "3"]));
+    assert_eq!(v3_stranger, v3_unsigned, "the same render, the same digest");
+    refused(&v3_stranger, "no trusted key verifies");
+    refused(&format!("{SOURCE}:main"), "does not name a bundle");
+    // Content at rest in the registry changed under its digest: caught, refused.
+    let v4 = f.render("v4", &keys, "api-int.four.example.com");
+    let v4_ref = f.desired(&f.publish(&v4, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "4"]));
+    let services = rendered_file(&v4, r"C:\k\wmrender\services.json");
+    let blob = f.registry.blob(&format!("sha256:{}", wmrender_contract::sha256_hex(&services)));
+    let mut longer = services.clone();
+    longer.extend_from_slice(b" ");
+    let mut same_size = services.clone();
+    *same_size.last_mut().unwrap() ^= 0x20;
+    for (tampered, says) in [(longer, "served more than"), (same_size, "served other content")] {
+        std::fs::write(&blob, &tampered).unwrap();
+        let r = refused(&v4_ref, "does not match its digest");
+        assert!(r.message.contains(says), "{}", r.message);
+    }
+    std::fs::write(&blob, &services).unwrap();
+
+    // A registry that cannot be reached: tried again, nothing changed.
+    let before = f.files();
+    f.want(&format!("127.0.0.1:1/fleet/windows-bundle@{}", v4_ref.split_once('@').unwrap().1));
+    let r = f.pull();
+    assert_eq!(r.outcome, PullOutcome::Retrying, "{r:?}");
+    assert!(r.message.contains("cannot be fetched"), "{}", r.message);
+    assert!(f.files() == before);
+    let result = ApplyResult { pull: Some(r), ..result };
+    assert_eq!(wmrender_node::node_status::report(&f.node.join("k/kubeconfig"), &result), "reported");
+    let c = pull_condition(&f.cp.admin().get("/api/v1/nodes/win-a").unwrap());
+    assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some("Unknown"), Some("Retrying")));
+
+    // What cosign signed with its own key (listed in node.json) is pulled like what wmrender signed.
+    let v5 = f.render("v5", &keys, "api-int.five.example.com");
+    let v5_published = f.publish(&v5, &[]);
+    let docker = f.scratch.path(".docker");
+    std::fs::create_dir_all(&docker).unwrap();
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", USER.0, USER.1));
+    std::fs::write(docker.join("config.json"), json!({"auths": {f.registry.addr.clone(): {"auth": auth}}}).to_string())
+        .unwrap();
+    let s = support::cosign::run(
+        &f.scratch,
+        &["sign", "--key", "cosign.key", "--tlog-upload=false", "-a", "dev.wmrender.bundle-version=5", &v5_published],
+    );
+    assert_eq!(code(&s), 0, "cosign sign: {}", stderr(&s));
+    let v5_ref = f.desired(&v5_published);
+    f.want(&v5_ref);
+    let r = f.pull();
+    assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
+    assert_eq!(
+        std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(),
+        rendered_file(&v5, r"C:\k\wmrender\services.json")
+    );
+
+    // A rollback signed as one is taken.
+    let back =
+        f.desired(&f.publish(&v2, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "2", "--downgrade"]));
+    assert_eq!(back, v2_ref);
+    f.want(&back);
+    let r = f.pull();
+    assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
+    assert!(r.message.contains("a signed downgrade"), "{}", r.message);
+    assert_eq!(
+        std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(),
+        rendered_file(&v2, r"C:\k\wmrender\services.json")
+    );
+}
