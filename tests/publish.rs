@@ -8,13 +8,10 @@
 mod support;
 
 use serde_json::Value;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use support::registry::{Registry, Scratch};
+use support::registry::{Registry, Relay, Scratch};
 use support::{code, stderr, wmrender};
 use wmrender_contract::signed_bundle::{self, PublicKey, Refusal, Signature};
 
@@ -271,47 +268,6 @@ fn the_node_bundle_is_one_artifact_by_digest_one_layer_per_file_signed_so_that_c
     assert_eq!(code(&unsigned), 0, "{}", stderr(&unsigned));
     let v = w.verify(&public, stdout(&unsigned).trim());
     assert_ne!(code(&v), 0, "cosign verified an unsigned bundle");
-}
-
-/// A TCP relay on 127.0.0.1 that counts the bytes both ways (TLS records, headers and bodies).
-struct Relay {
-    addr: String,
-    bytes: Arc<AtomicU64>,
-}
-
-impl Relay {
-    fn start(to: &str) -> Relay {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let bytes = Arc::new(AtomicU64::new(0));
-        let (to, counter) = (to.to_string(), bytes.clone());
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else { return };
-                let Ok(server) = TcpStream::connect(&to) else { continue };
-                for (mut from, mut into) in
-                    [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
-                {
-                    let counter = counter.clone();
-                    std::thread::spawn(move || {
-                        let mut buf = [0u8; 16384];
-                        while let Ok(n) = from.read(&mut buf) {
-                            if n == 0 || into.write_all(&buf[..n]).is_err() {
-                                break;
-                            }
-                            counter.fetch_add(n as u64, Ordering::SeqCst);
-                        }
-                        let _ = into.shutdown(std::net::Shutdown::Write);
-                    });
-                }
-            }
-        });
-        Relay { addr, bytes }
-    }
-
-    fn take(&self) -> u64 {
-        self.bytes.swap(0, Ordering::SeqCst)
-    }
 }
 
 #[test]

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use support::apiserver::ControlPlane;
 use support::controller_manager::{CSR_SIGNING, ControllerManager};
-use support::registry::{Registry, Scratch};
+use support::registry::{Registry, Relay, Scratch};
 use support::{code, stderr, wmrender};
 use wmrender_contract::node_status::{DESIRED_BUNDLE_ANNOTATION, PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION};
 use wmrender_contract::{
@@ -32,6 +32,8 @@ const SOURCE: &str = "bundles.example.com/fleet/windows-bundle";
 struct Fleet {
     scratch: Scratch,
     registry: Registry,
+    /// The mirror the nodes pull through: a byte-counting relay to the registry (TLS passes through it).
+    mirror: Relay,
     /// The folder standing for the node's `C:\`.
     node: PathBuf,
     /// The node's kubeconfig, from its TLS bootstrap.
@@ -47,7 +49,7 @@ impl Fleet {
         text = text.replace("api-int.prod-east.example.com", host);
         let mut extra = format!(
             "  mirrors:\n    imageTagMirrors:\n    - source: bundles.example.com/fleet\n      mirrors: [{}/fleet]\n  bundleSigning:\n    publicKeys:\n",
-            self.registry.addr
+            self.mirror.addr
         );
         for key in keys {
             extra.push_str("    - |\n");
@@ -141,7 +143,7 @@ impl Fleet {
             let bytes = std::fs::read(e.path()).unwrap();
             if wmrender_contract::hosts_toml::is_hosts_toml(&np) {
                 let auth = self.auth();
-                let addr = self.registry.addr.clone();
+                let addr = self.mirror.addr.clone();
                 let merged = wmrender_contract::hosts_toml::merge_credentials(&bytes, &|host| {
                     (host == addr).then(|| auth.clone())
                 });
@@ -182,7 +184,8 @@ fn a_signed_bundle_is_pulled_through_the_mirror_verified_and_staged_and_every_ba
     let scratch = Scratch::new();
     let registry = Registry::start(&scratch.path("registry"), &scratch.ca, Some(USER));
     let node = scratch.path("node");
-    let f = Fleet { kubeconfig: kubelet.kubeconfig.clone(), scratch, registry, node, cp };
+    let mirror = Relay::start(&registry.addr);
+    let f = Fleet { kubeconfig: kubelet.kubeconfig.clone(), scratch, registry, mirror, node, cp };
     let (ci, ci_public) = f.scratch.key("ci");
     let (stranger, _) = f.scratch.key("stranger");
     let g = support::cosign::run(&f.scratch, &["generate-key-pair"]);
@@ -201,16 +204,23 @@ fn a_signed_bundle_is_pulled_through_the_mirror_verified_and_staged_and_every_ba
     let v2 = f.render("v2", &keys, "api-int.two.example.com");
     let v2_ref = f.desired(&f.publish(&v2, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "2"]));
     f.want(&v2_ref);
+    f.mirror.take();
     let r = f.pull();
+    let wire = f.mirror.take();
     assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
     assert_eq!(r.on_node.as_deref(), Some(v2_ref.as_str()));
-    // Only services.json changed between the renders: it is fetched, and the mirror's hosts.toml (the node's copy
-    // carries the credentials, so its bytes are not the published ones); the others are read from the node.
+    // Only services.json changed between the renders: it alone is fetched; the others are read from the node (the
+    // mirror's hosts.toml with the credentials sync merged in taken out).
     let files = walkdir::WalkDir::new(v2.join("node"))
         .into_iter()
         .filter(|e| e.as_ref().unwrap().file_type().is_file())
         .count();
-    assert!(r.message.contains(&format!("2 of {files} files fetched")), "{}", r.message);
+    assert!(r.message.contains(&format!("1 of {files} files fetched")), "{}", r.message);
+    // What the one-file change cost on the wire (TLS included): the manifest, the signature image and its payload,
+    // the file.
+    let changed = rendered_file(&v2, r"C:\k\wmrender\services.json").len() as u64;
+    eprintln!("pulling a one-file change: {wire} bytes on the wire; the file is {changed} bytes ({})", r.message);
+    assert!(wire > changed && wire < changed + 32 * 1024, "{wire} bytes for a {changed}-byte change");
     assert_eq!(
         std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(),
         rendered_file(&v2, r"C:\k\wmrender\services.json")
@@ -226,7 +236,7 @@ fn a_signed_bundle_is_pulled_through_the_mirror_verified_and_staged_and_every_ba
     assert!(!hosts.is_empty());
     for h in hosts {
         let text = std::fs::read_to_string(f.node.join(h.path.relative_slash())).unwrap();
-        if text.contains(&f.registry.addr) {
+        if text.contains(&f.mirror.addr) {
             assert!(text.contains(&f.auth()), "the mirror's credentials are carried over: {text}");
             assert_eq!(h.kind, FileKind::Credential);
         }

@@ -1,8 +1,12 @@
 //! Debian's `docker-registry` (the CNCF distribution registry) on 127.0.0.1 with TLS from a throwaway CA, and
 //! optionally htpasswd authentication; stopped when dropped. Images are pushed to it with the real `skopeo`.
 
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A CA and a serving certificate for 127.0.0.1, made with `openssl`.
@@ -170,4 +174,46 @@ impl Drop for Registry {
 
 fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
+}
+
+/// A TCP relay on 127.0.0.1 that counts the bytes both ways (TLS records, headers and bodies).
+pub struct Relay {
+    pub addr: String,
+    bytes: Arc<AtomicU64>,
+}
+
+impl Relay {
+    pub fn start(to: &str) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let bytes = Arc::new(AtomicU64::new(0));
+        let (to, counter) = (to.to_string(), bytes.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(&to) else { continue };
+                for (mut from, mut into) in
+                    [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
+                {
+                    let counter = counter.clone();
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 16384];
+                        while let Ok(n) = from.read(&mut buf) {
+                            if n == 0 || into.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                            counter.fetch_add(n as u64, Ordering::SeqCst);
+                        }
+                        let _ = into.shutdown(std::net::Shutdown::Write);
+                    });
+                }
+            }
+        });
+        Relay { addr, bytes }
+    }
+
+    /// The bytes relayed since the last call.
+    pub fn take(&self) -> u64 {
+        self.bytes.swap(0, Ordering::SeqCst)
+    }
 }

@@ -141,6 +141,24 @@ pub fn merge_credentials(rendered: &[u8], auth_for: &dyn Fn(&str) -> Option<Stri
     out.into_bytes()
 }
 
+/// A hosts.toml with the headers [`merge_credentials`] added taken out again: the rendered bytes.
+pub fn strip_credentials(merged: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(merged);
+    let mut out = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        if line.starts_with("  [host.\"") && line.ends_with("\".header]") {
+            if lines.peek().is_some_and(|next| next.starts_with("    authorization = \"")) {
+                lines.next();
+            }
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.into_bytes()
+}
+
 /// The credentials of a hosts.toml (read from the node), by mirror `host[:port]`.
 pub fn credentials(text: &str) -> BTreeMap<String, String> {
     let Ok(list) = endpoints(text) else { return BTreeMap::new() };
@@ -174,6 +192,12 @@ mod tests {
         );
         assert_eq!(e[1].authorization.as_deref(), Some("Basic dTpw"));
         assert!(!format!("{e:?}").contains("dTpw"), "Debug never shows a credential");
+        let rendered = text
+            .replace("  [host.\"https://m1.example.com/v2/redhat\".header]\n    authorization = \"Basic dTpw\"\n", "");
+        assert_eq!(String::from_utf8(strip_credentials(text.as_bytes())).unwrap(), rendered);
+        let remerged =
+            merge_credentials(rendered.as_bytes(), &|h| (h == "m1.example.com").then(|| "Basic dTpw".into()));
+        assert_eq!(String::from_utf8(remerged).unwrap(), text);
         let creds = credentials(text);
         assert_eq!(creds.into_iter().collect::<Vec<_>>(), [("m1.example.com".to_string(), "Basic dTpw".to_string())]);
     }

@@ -172,17 +172,27 @@ fn pull_desired(
     let accepted =
         signed_bundle::judge(&reference.digest, &stored, &keys, applied).map_err(|r| refused(r.to_string()))?;
 
-    // Files the node holds already, by content: read from the node, checked again, not fetched.
+    // Files the node holds already, by content: read from the node, checked again, not fetched. A hosts.toml
+    // that carries credentials is the rendered one with them taken out.
     let on_node = stage::node_manifest(sys).map_err(retrying)?;
-    let held: BTreeMap<String, NodePath> =
-        on_node.files.iter().map(|f| (format!("sha256:{}", f.sha256), f.path.clone())).collect();
+    let mut held: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    for f in &on_node.files {
+        let wanted = |digest: &str| layers.iter().any(|l| l.digest == digest);
+        if wanted(&format!("sha256:{}", f.sha256)) {
+            if let Ok(bytes) = std::fs::read(sys.local(&f.path)) {
+                held.insert(sha256_digest(&bytes), bytes);
+            }
+        } else if hosts_toml::is_hosts_toml(&f.path)
+            && let Ok(bytes) = std::fs::read(sys.local(&f.path))
+        {
+            let rendered = hosts_toml::strip_credentials(&bytes);
+            held.insert(sha256_digest(&rendered), rendered);
+        }
+    }
     let mut files = Vec::new();
     let mut fetched = 0usize;
     for layer in &layers {
-        let local = held
-            .get(&layer.digest)
-            .and_then(|p| std::fs::read(sys.local(p)).ok())
-            .filter(|bytes| sha256_digest(bytes) == layer.digest);
+        let local = held.get(&layer.digest).cloned();
         let bytes = match local {
             Some(bytes) => bytes,
             None => {
