@@ -45,19 +45,9 @@ impl Fleet {
     /// `examples/aws` with the bundle's registry mirrored to the test registry (a tag mirror: signatures are found
     /// by tag) and the trusted keys; `host` changes `apiServerInternalURL` (one node file: services.json).
     fn render(&self, name: &str, keys: &[&Path], host: &str) -> PathBuf {
-        let mut text = std::fs::read_to_string(support::root().join("examples/aws/wmrender.yaml")).unwrap();
-        text = text.replace("api-int.prod-east.example.com", host);
-        let mut extra = format!(
-            "  mirrors:\n    imageTagMirrors:\n    - source: bundles.example.com/fleet\n      mirrors: [{}/fleet]\n  bundleSigning:\n    publicKeys:\n",
-            self.mirror.addr
-        );
-        for key in keys {
-            extra.push_str("    - |\n");
-            for line in std::fs::read_to_string(key).unwrap().lines() {
-                extra.push_str(&format!("      {line}\n"));
-            }
-        }
-        text.push_str(&extra);
+        let text = std::fs::read_to_string(support::root().join("examples/aws/wmrender.yaml")).unwrap();
+        let text =
+            support::registry::with_pull(&text.replace("api-int.prod-east.example.com", host), &self.mirror.addr, keys);
         let inputs = self.scratch.path(&format!("{name}.yaml"));
         std::fs::write(&inputs, text).unwrap();
         let out = self.scratch.path(name);

@@ -14,9 +14,12 @@
 //!   taints) and the service CA operator (the exporter's serving certificate for the rendered Service); the reboots
 //!   (`shutdown.exe /r` is recorded by the sshd's wrapper and the Wine machine restarted); PowerShell (the fake
 //!   answers each step: the Containers feature asks for a reboot once, the metadata step names the host).
+//! - **Pulled** afterwards: a bundle published and signed by `wmrender publish` to Debian's `docker-registry` (TLS
+//!   from a CA the cluster's proxy trusts, which sync delivers), named on the Node, pulled by the agent under Wine
+//!   through the rendered mirror, verified and applied; an unsigned one refused with nothing changed.
 //!
 //! Needs root, openssh-server, Wine and the Windows target (`bash tests/setup.sh`).
-#![cfg(feature = "cluster")]
+#![cfg(all(feature = "cluster", feature = "registry"))]
 
 mod support;
 
@@ -28,12 +31,16 @@ use std::time::{Duration, Instant};
 use support::apiserver::{ControlPlane, WMRENDER_USER};
 use support::controller_manager::{CSR_SIGNING, ControllerManager, NODE_LIFECYCLE};
 use support::played::{self, Kubelet, MachineApi, Registration, ServiceCa};
+use support::registry::{Registry, Scratch};
 use support::sshd::Sshd;
 use support::wine::{Wine, rig};
 use support::wine_bundle::write_whole;
 use support::{code, stderr, wmrender};
-use wmrender_contract::node_status::{BUNDLE_ANNOTATION, CONDITION_TYPE, TAINT_KEY};
-use wmrender_contract::{NodePath, ServicesFile, paths};
+use wmrender_contract::node_status::{
+    BUNDLE_ANNOTATION, CONDITION_TYPE, DESIRED_BUNDLE_ANNOTATION, PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION,
+    TAINT_KEY,
+};
+use wmrender_contract::{ApplyStatus, NodePath, PullOutcome, ServicesFile, paths};
 
 /// The name the host gives itself (AWS's metadata step): the Node's name.
 const NODE: &str = "ip-10-0-0-5.ec2.internal";
@@ -121,12 +128,25 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     let cp = ControlPlane::start();
     support::openshift::infrastructure(&cp, "AWS", &cp.url);
     support::openshift::controller_config(&cp, &support::certificate("kubelet-ca"), &[]);
-    support::openshift::proxy(&cp, None);
+    // The registry the node pulls its later bundles from, with TLS from a CA the cluster's proxy trusts (sync
+    // fetches that bundle and delivers it; the agent trusts it for the registry too).
+    let scratch = Scratch::new();
+    let registry = Registry::start(&scratch.path("registry"), &scratch.ca, None);
+    let ca_pem = std::fs::read_to_string(scratch.ca.pem()).unwrap();
+    support::openshift::proxy(&cp, Some(("user-ca-bundle", &ca_pem)));
     support::openshift::pull_secret(&cp, r#"{"auths":{}}"#);
     played::bootstrap_token(&cp);
-    let inputs = support::root().join("fixtures/aws-defaults/wmrender.yaml");
-    let o = wmrender(&["render", "-f", &p(&inputs), "-o", &p(&path("rendered"))]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let (ci, ci_public) = scratch.key("ci");
+    let (_, next_public) = scratch.key("next");
+    let render = |name: &str, keys: &[&Path]| -> PathBuf {
+        let text = std::fs::read_to_string(support::root().join("fixtures/aws-defaults/wmrender.yaml")).unwrap();
+        std::fs::write(path(&format!("{name}.yaml")), support::registry::with_pull(&text, &registry.addr, keys))
+            .unwrap();
+        let o = wmrender(&["render", "-f", &p(&path(&format!("{name}.yaml"))), "-o", &p(&path(name))]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        path(name)
+    };
+    render("rendered", &[&ci_public]);
     // What Argo CD applies of the rendered cluster/ for the nodes' sake: wmrender's namespace and the exporter's
     // Service, whose serving certificate the service CA issues.
     for file in ["namespace-wmrender.yaml", "service-windows-exporter.yaml"] {
@@ -250,6 +270,93 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     let identity: Value =
         serde_json::from_slice(&std::fs::read(wine.c(r"C:\k\wmrender\machine.json")).unwrap()).unwrap();
     assert_eq!(identity["machine"], MACHINE);
+
+    // Pulled: CI publishes the next bundle (a key rotation's first step: a second key beside the first, so only
+    // node.json changes), signed with the key the node trusts; the Node is told to take it by the mirrored source's
+    // name. The agent under Wine reads its Node with its own credentials, pulls through the rendered mirror over TLS,
+    // verifies, stages and applies it, and says so on its Node.
+    let next = render("rendered-next", &[&ci_public, &next_public]);
+    let publish = |rendered: &Path, extra: &[&str]| -> String {
+        let to = format!("{}/fleet/windows-bundle:main", registry.addr);
+        let mut args = vec!["publish", "--rendered", rendered.to_str().unwrap(), "--to", &to];
+        let ca = scratch.ca.pem();
+        args.extend(["--registry-ca", ca.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let o = wmrender(&args);
+        assert_eq!(code(&o), 0, "publish: {}", stderr(&o));
+        let published = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        format!("bundles.example.com/fleet/windows-bundle@{}", published.split_once('@').unwrap().1)
+    };
+    let desired = publish(&next, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "2"]);
+    let want = |reference: &str| {
+        let patch = json!({"metadata": {"annotations": {DESIRED_BUNDLE_ANNOTATION: reference}}});
+        cp.admin().merge_patch(&format!("/api/v1/nodes/{NODE}"), &patch).unwrap();
+    };
+    let pulled = |node: &Value| {
+        node["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == PULL_CONDITION_TYPE).cloned()
+    };
+    want(&desired);
+    let (run, result) = wine.apply();
+    let pull = result.pull.clone().unwrap_or_else(|| panic!("no pull: {}", run.text()));
+    assert_eq!((pull.outcome, result.status), (PullOutcome::Staged, ApplyStatus::Converged), "{}", run.text());
+    let node_json = r"C:\k\wmrender\node.json";
+    let next_node_json = std::fs::read(next.join(NodePath::known(node_json).bundle_path())).unwrap();
+    assert_eq!(std::fs::read(wine.c(node_json)).unwrap(), next_node_json);
+    let node = cp.admin().get(&format!("/api/v1/nodes/{NODE}")).unwrap();
+    assert_eq!(pulled(&node).map(|c| c["reason"].clone()), Some(json!("Pulled")), "{node}");
+    assert_eq!(node["metadata"]["annotations"][PULLED_BUNDLE_ANNOTATION], desired.as_str(), "{node}");
+    assert_eq!(node["metadata"]["annotations"][BUNDLE_ANNOTATION], result.bundle.as_str(), "{node}");
+
+    // Each bad bundle is refused by the agent under Wine: nothing changes on the node, the Node says why, and the
+    // node stays configured. Unsigned (the rotation's end, published without a signature), signed by a key the node
+    // does not trust, older than the version applied, and changed at rest in the registry under its digest; a
+    // registry that cannot be reached is tried again.
+    let (stranger, stranger_public) = scratch.key("stranger");
+    let last = render("rendered-last", &[&next_public]);
+    let unsigned = publish(&last, &[]);
+    let strangers = publish(
+        &render("rendered-stranger", &[&next_public, &ci_public]),
+        &["--sign-key", stranger.to_str().unwrap(), "--bundle-version", "3"],
+    );
+    let older = publish(&path("rendered"), &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "1"]);
+    let tampered = {
+        let r = publish(
+            &render("rendered-tampered", &[&ci_public, &stranger_public]),
+            &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "4"],
+        );
+        let bytes = std::fs::read(path("rendered-tampered").join(NodePath::known(node_json).bundle_path())).unwrap();
+        let blob = registry.blob(&format!("sha256:{}", wmrender_contract::sha256_hex(&bytes)));
+        let mut changed = bytes.clone();
+        *changed.last_mut().unwrap() ^= 0x20;
+        std::fs::write(blob, changed).unwrap();
+        r
+    };
+    let down = format!("127.0.0.1:1/fleet/windows-bundle@{}", desired.split_once('@').unwrap().1);
+    for (reference, outcome, says) in [
+        (&unsigned, PullOutcome::Refused, "not signed"),
+        (&strangers, PullOutcome::Refused, "no trusted key verifies"),
+        (&older, PullOutcome::Refused, "older than version 2"),
+        (&tampered, PullOutcome::Refused, "does not match its digest"),
+        (&down, PullOutcome::Retrying, "cannot be fetched"),
+    ] {
+        let before = std::fs::read(wine.c(r"C:\k\wmrender\manifest.json")).unwrap();
+        want(reference);
+        let (run, result) = wine.apply();
+        let pull = result.pull.clone().unwrap_or_else(|| panic!("no pull: {}", run.text()));
+        assert_eq!((pull.outcome, result.status), (outcome, ApplyStatus::Converged), "{says}: {}", run.text());
+        assert!(pull.message.contains(says), "{says}: {}", pull.message);
+        assert_eq!(std::fs::read(wine.c(node_json)).unwrap(), next_node_json, "{says}");
+        assert_eq!(std::fs::read(wine.c(r"C:\k\wmrender\manifest.json")).unwrap(), before, "{says}");
+        let node = cp.admin().get(&format!("/api/v1/nodes/{NODE}")).unwrap();
+        let c = pulled(&node).unwrap();
+        let expected = if outcome == PullOutcome::Refused { ("False", "Refused") } else { ("Unknown", "Retrying") };
+        assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some(expected.0), Some(expected.1)), "{node}");
+        assert!(c["message"].as_str().unwrap().contains(says), "{c}");
+        let configured = node["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == CONDITION_TYPE);
+        assert_eq!(configured.unwrap()["status"], "True", "a refused bundle leaves the node configured: {node}");
+        assert_eq!(node["metadata"]["annotations"][PULLED_BUNDLE_ANNOTATION], desired.as_str(), "{node}");
+    }
+    want(&desired);
 
     // Later, after a reboot, the agent service's pass fails (the AWS routes, which every boot needs): its report
     // turns the Node's condition False at once, and the next sync, with nothing to deliver, fails and taints it.

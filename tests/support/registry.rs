@@ -217,3 +217,19 @@ impl Relay {
         self.bytes.swap(0, Ordering::SeqCst)
     }
 }
+
+/// Inputs `text` with the bundle's registry (`bundles.example.com/fleet`) mirrored to `mirror` by tag (signatures
+/// are found by tag) and `keys` (PEM files) as the keys nodes trust on a bundle they pull.
+pub fn with_pull(text: &str, mirror: &str, keys: &[&Path]) -> String {
+    let mut out = text.trim_end().to_string();
+    out.push_str(&format!(
+        "\n  mirrors:\n    imageTagMirrors:\n    - source: bundles.example.com/fleet\n      mirrors: [{mirror}/fleet]\n  bundleSigning:\n    publicKeys:\n"
+    ));
+    for key in keys {
+        out.push_str("    - |\n");
+        for line in std::fs::read_to_string(key).unwrap().lines() {
+            out.push_str(&format!("      {line}\n"));
+        }
+    }
+    out
+}
