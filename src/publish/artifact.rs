@@ -7,11 +7,11 @@
 //!
 //! Same files, byte-identical manifest, same digest: the manifest carries no time and no wmrender version.
 
-use serde::Serialize;
 use std::collections::BTreeMap;
-
-pub use wmrender_contract::bundle_artifact::{EMPTY_MEDIA_TYPE, Kind, MANIFEST_MEDIA_TYPE, TITLE};
-const EMPTY: &[u8] = b"{}";
+use wmrender_contract::bundle_artifact::{self, Entry};
+pub use wmrender_contract::bundle_artifact::{
+    Descriptor, EMPTY, EMPTY_MEDIA_TYPE, Kind, MANIFEST_MEDIA_TYPE, Manifest, TITLE,
+};
 
 /// A blob to push: its digest (`sha256:<hex>`) and bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,42 +39,13 @@ pub fn digest(bytes: &[u8]) -> String {
     format!("sha256:{}", wmrender_contract::sha256_hex(bytes))
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct Descriptor {
-    pub media_type: String,
-    pub digest: String,
-    pub size: u64,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub annotations: BTreeMap<String, String>,
-}
-
-impl Descriptor {
-    pub(crate) fn of(media_type: &str, blob: &Blob) -> Descriptor {
-        Descriptor {
-            media_type: media_type.into(),
-            digest: blob.digest.clone(),
-            size: blob.bytes.len() as u64,
-            annotations: BTreeMap::new(),
-        }
-    }
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct Manifest {
-    pub schema_version: u8,
-    pub media_type: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub artifact_type: Option<&'static str>,
-    pub config: Descriptor,
-    pub layers: Vec<Descriptor>,
-}
-
-impl Manifest {
-    /// The manifest's bytes: compact JSON, fields in a fixed order.
-    pub(crate) fn to_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("a manifest of strings and numbers serializes")
+/// The descriptor of a blob.
+pub fn descriptor(media_type: &str, blob: &Blob) -> Descriptor {
+    Descriptor {
+        media_type: media_type.into(),
+        digest: blob.digest.clone(),
+        size: blob.bytes.len() as u64,
+        annotations: BTreeMap::new(),
     }
 }
 
@@ -88,30 +59,21 @@ pub struct File {
     pub sha256: String,
 }
 
-/// The artifact of `files`, in any order.
+/// The artifact of `files`, in any order: the manifest is the contract's ([`bundle_artifact::manifest`]), which a
+/// controller computes from the same files without publishing.
 pub fn artifact(kind: Kind, files: Vec<File>) -> Artifact {
-    let mut files = files;
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    let config = Blob::of(EMPTY.to_vec());
-    let mut blobs = vec![config.clone()];
-    let mut layers = Vec::new();
-    for File { path, bytes, sha256 } in files {
-        let blob = Blob { digest: format!("sha256:{sha256}"), bytes };
-        let mut layer = Descriptor::of(kind.file_media_type(), &blob);
-        layer.annotations.insert(TITLE.into(), path);
-        layers.push(layer);
-        if !blobs.iter().any(|b| b.digest == blob.digest) {
-            blobs.push(blob);
+    let entries: Vec<Entry> = files
+        .iter()
+        .map(|f| Entry { path: f.path.clone(), sha256: f.sha256.clone(), size: f.bytes.len() as u64 })
+        .collect();
+    let manifest = bundle_artifact::manifest(kind, &entries);
+    let mut blobs = vec![Blob::of(EMPTY.to_vec())];
+    for File { bytes, sha256, .. } in files {
+        let digest = format!("sha256:{sha256}");
+        if !blobs.iter().any(|b| b.digest == digest) {
+            blobs.push(Blob { digest, bytes });
         }
     }
-    let manifest = Manifest {
-        schema_version: 2,
-        media_type: MANIFEST_MEDIA_TYPE,
-        artifact_type: Some(kind.artifact_type()),
-        config: Descriptor::of(EMPTY_MEDIA_TYPE, &config),
-        layers,
-    }
-    .to_bytes();
     Artifact { digest: digest(&manifest), manifest, blobs }
 }
 

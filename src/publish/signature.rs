@@ -8,7 +8,7 @@
 //! The payload's `optional` part carries the bundle version (a number that only grows, so a node can refuse an older
 //! bundle than the one it applied) and, when the publisher says so, that this bundle is a signed downgrade.
 
-use super::artifact::{Blob, Descriptor, MANIFEST_MEDIA_TYPE, Manifest};
+use super::artifact::{Blob, Descriptor, MANIFEST_MEDIA_TYPE, Manifest, descriptor};
 use super::error::PublishError;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -197,7 +197,7 @@ pub fn image(layers: &[Layer]) -> (Blob, Vec<u8>) {
         schema_version: 2,
         media_type: MANIFEST_MEDIA_TYPE,
         artifact_type: None,
-        config: Descriptor::of(CONFIG_MEDIA_TYPE, &config),
+        config: descriptor(CONFIG_MEDIA_TYPE, &config),
         layers: layers
             .iter()
             .map(|l| Descriptor {

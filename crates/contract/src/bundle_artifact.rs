@@ -8,8 +8,8 @@
 //! sha256, every size bounded.
 
 use crate::path::NodePath;
-use serde::Deserialize;
-use std::collections::BTreeSet;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What is published.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,19 +109,82 @@ pub struct Layer {
     pub size: u64,
 }
 
-#[derive(Deserialize)]
+/// An OCI descriptor: what a manifest says of a blob.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Descriptor {
-    media_type: String,
-    digest: String,
-    size: u64,
-    #[serde(default)]
-    annotations: std::collections::BTreeMap<String, String>,
+pub struct Descriptor {
+    pub media_type: String,
+    pub digest: String,
+    pub size: u64,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
 }
 
+/// An OCI image manifest as wmrender writes one (the bundle, the payload, a signature image): compact JSON, fields
+/// in a fixed order, no time, no version.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    pub schema_version: u8,
+    pub media_type: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifact_type: Option<&'static str>,
+    pub config: Descriptor,
+    pub layers: Vec<Descriptor>,
+}
+
+impl Manifest {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a manifest of strings and numbers serializes")
+    }
+}
+
+/// OCI 1.1's empty config: `{}`.
+pub const EMPTY: &[u8] = b"{}";
+
+/// One file of an artifact: its path under `node/` (`C/k/kubelet.conf`, or in the payload directory), its sha256
+/// (hex) and size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub path: String,
+    pub sha256: String,
+    pub size: u64,
+}
+
+/// The manifest of an artifact of `kind` holding `entries` (in any order): the bytes `wmrender publish` pushes and
+/// whose digest names the artifact. Same files, same bytes.
+pub fn manifest(kind: Kind, entries: &[Entry]) -> Vec<u8> {
+    let mut entries: Vec<&Entry> = entries.iter().collect();
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let config = Descriptor {
+        media_type: EMPTY_MEDIA_TYPE.into(),
+        digest: format!("sha256:{}", crate::sha256_hex(EMPTY)),
+        size: EMPTY.len() as u64,
+        annotations: BTreeMap::new(),
+    };
+    let layers = entries
+        .iter()
+        .map(|e| Descriptor {
+            media_type: kind.file_media_type().into(),
+            digest: format!("sha256:{}", e.sha256),
+            size: e.size,
+            annotations: [(TITLE.to_string(), e.path.clone())].into(),
+        })
+        .collect();
+    Manifest {
+        schema_version: 2,
+        media_type: MANIFEST_MEDIA_TYPE,
+        artifact_type: Some(kind.artifact_type()),
+        config,
+        layers,
+    }
+    .to_bytes()
+}
+
+/// A manifest as fetched: only what a node checks.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Manifest {
+struct Fetched {
     media_type: Option<String>,
     artifact_type: Option<String>,
     layers: Vec<Descriptor>,
@@ -130,7 +193,7 @@ struct Manifest {
 /// Reads a manifest fetched for a bundle of `kind`: its files, each a node path below `C:\k` named once, with a
 /// sha256 and a size under [`BUNDLE_FILE_MAX`]. Anything else is refused with what was wrong.
 pub fn read_manifest(bytes: &[u8], kind: Kind) -> Result<Vec<Layer>, String> {
-    let m: Manifest =
+    let m: Fetched =
         serde_json::from_slice(bytes).map_err(|e| format!("the manifest is not an OCI image manifest: {e}"))?;
     if m.media_type.as_deref().is_some_and(|t| t != MANIFEST_MEDIA_TYPE) {
         return Err(format!("the manifest's mediaType is not {MANIFEST_MEDIA_TYPE}"));
