@@ -491,9 +491,17 @@ pub struct ControllerArgs {
     /// How many instances are synced at once (at least 1).
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = at_least_one())]
     pub parallel: usize,
-    /// How many nodes may be changed, drained or rebooted at once across the fleet (at least 1).
+    /// How many nodes may be changed, drained or rebooted at once across the fleet (at least 1); with --pull-from,
+    /// how many Nodes may be pointed at the new bundle and not have applied it yet.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = at_least_one())]
     pub max_unavailable: usize,
+    /// The pull model (docs/pull.md): the repository CI publishes the rendered bundle to (`wmrender publish --to`),
+    /// e.g. registry.example.com/fleet/windows-bundle. A configured node whose agent applied another bundle is not
+    /// synced but pointed at REPOSITORY@<the rendered bundle's digest> (its `wmrender.dev/desired-bundle`
+    /// annotation), in waves of --max-unavailable, and its agent pulls it. SSH stays for first contact and for a
+    /// node that fails.
+    #[arg(long, value_name = "REPOSITORY")]
+    pub pull_from: Option<String>,
     #[command(flatten)]
     pub drain: DrainArgs,
     /// Seconds between two full reconciles when nothing changes; the cluster's credentials are fetched again then.

@@ -192,7 +192,12 @@ fn a_signed_bundle_is_pulled_through_the_mirror_verified_and_staged_and_every_ba
 
     // CI publishes v2, signed as version 2; the Node is told to take it, by the mirrored source's name.
     let v2 = f.render("v2", &keys, "api-int.two.example.com");
-    let v2_ref = f.desired(&f.publish(&v2, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "2"]));
+    let v2_published = f.publish(&v2, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "2"]);
+    // The controller names the same digest from the render alone (`--pull-from`), without publishing.
+    let repository = format!("{}/fleet/windows-bundle", f.registry.addr);
+    let rendered = wmrender::delivery::read_rendered(&v2).unwrap();
+    assert_eq!(wmrender::controller::published_reference(&rendered, &repository), v2_published);
+    let v2_ref = f.desired(&v2_published);
     f.want(&v2_ref);
     f.mirror.take();
     let r = f.pull();

@@ -74,6 +74,18 @@ pub async fn set_taint(cluster: &Cluster, node: &str, on: bool) -> Result<bool, 
     Ok(found.is_some())
 }
 
+/// Sets the Node's `wmrender.dev/desired-bundle` annotation (the bundle its agent pulls); `false` when the Node is
+/// gone.
+pub async fn set_desired_bundle(cluster: &Cluster, node: &str, reference: &str) -> Result<bool, ClusterError> {
+    let key = wmrender_contract::node_status::DESIRED_BUNDLE_ANNOTATION;
+    let found = patch(cluster, node, Instant::now() + API_TIMEOUT, |current| {
+        (current["metadata"]["annotations"][key].as_str() != Some(reference))
+            .then(|| json!({ "metadata": { "annotations": { key: reference } } }))
+    })
+    .await?;
+    Ok(found.is_some())
+}
+
 /// Waits until the Node is Ready and, when `old_boot` is given, runs a boot other than that one.
 pub async fn wait_back(cluster: &Cluster, name: &str, old_boot: Option<&str>, deadline: Instant) -> Result<(), String> {
     loop {

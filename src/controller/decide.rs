@@ -12,6 +12,11 @@
 //!    pods stay) and sync it again after a back-off; configured → untaint it if it is tainted, else nothing; not
 //!    known yet → sync it again after a back-off (its agent's service also goes on by itself).
 //!
+//! With `--pull-from` (the pull model, docs/pull.md), step 2 points the Node at the published bundle instead
+//! (annotation `wmrender.dev/desired-bundle`, [`Next::Pull`]) and its agent pulls it; at most `--max-unavailable`
+//! Nodes are on their way to it at once (pointed, not yet applied), the others wait for the wave. SSH stays for first
+//! contact and for a node that fails.
+//!
 //! A target whose step is still running is left to it. Then the hosts that left ([`crate::lifecycle::prune::plan`]),
 //! within `--max-prune`: over the budget, none.
 
@@ -26,6 +31,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
+use wmrender_contract::node_status::{DESIRED_BUNDLE_ANNOTATION, PULL_CONDITION_TYPE};
 
 /// The first pause before the same target is synced again while it is not configured; it doubles up to
 /// [`BACKOFF_MAX`].
@@ -82,11 +88,39 @@ pub enum Next {
     Taint(String),
     /// Not configured, synced recently: wait for the back-off (or for the agent's service, which goes on by itself).
     Wait(String),
+    /// Point the Node at the published bundle: its agent pulls it (`--pull-from`).
+    Pull(String),
+}
+
+/// The bundle the Node is pointed at (`wmrender.dev/desired-bundle`), if any.
+pub fn desired_bundle(node: &Value) -> Option<&str> {
+    node["metadata"]["annotations"][DESIRED_BUNDLE_ANNOTATION].as_str()
+}
+
+/// What a Node pointed at `reference` says of its pull, for the line and the log.
+fn pulling(node: &Value, reference: &str) -> String {
+    let c = node["status"]["conditions"]
+        .as_array()
+        .and_then(|l| l.iter().find(|c| c["type"] == PULL_CONDITION_TYPE))
+        .filter(|c| c["message"].as_str().is_some_and(|m| m.contains(reference)) || c["status"] != "True");
+    let message = c.and_then(|c| c["message"].as_str()).unwrap_or("");
+    match c.and_then(|c| c["status"].as_str()) {
+        Some("False") => format!("the node refused {reference}: {message}"),
+        Some("Unknown") => format!("the node retries {reference}: {message}"),
+        _ => format!("the node is pulling {reference}"),
+    }
 }
 
 /// The decision for a target whose Node is `node` (none yet), the rendered bundle being `desired` (its digest),
 /// `token_due` when its credentials must be renewed now.
-pub fn decide(node: Option<&Value>, desired: &str, token_due: bool, memory: &Memory, now: Instant) -> Next {
+pub fn decide(
+    node: Option<&Value>,
+    desired: &str,
+    pull: Option<&str>,
+    token_due: bool,
+    memory: &Memory,
+    now: Instant,
+) -> Next {
     let Some(node) = node else {
         return if memory.due(now) {
             Next::Sync("no Node yet: first contact".into())
@@ -100,7 +134,13 @@ pub fn decide(node: Option<&Value>, desired: &str, token_due: bool, memory: &Mem
     let agent = configured(node);
     let applied = agent.as_ref().map(|c| c.bundle.as_str()).unwrap_or("");
     if !applied.is_empty() && applied != desired {
-        return Next::Sync(format!("the agent applied {applied}; the rendered bundle is {desired}"));
+        return match pull {
+            Some(reference) if desired_bundle(node) == Some(reference) => Next::Wait(pulling(node, reference)),
+            Some(reference) => Next::Pull(format!(
+                "the agent applied {applied}; the rendered bundle is {desired}, published as {reference}"
+            )),
+            None => Next::Sync(format!("the agent applied {applied}; the rendered bundle is {desired}")),
+        };
     }
     // A host whose agent does not report (yet): what its last sync delivered says the same.
     if applied.is_empty()
@@ -138,6 +178,8 @@ pub enum Action {
     Prune,
     /// Not contacted, and why: a hostile or missing address, an unknown platform, a conflict, no record.
     Refused,
+    /// Point the Node at the published bundle, for its agent to pull.
+    Pull,
     /// The desired state could not be read: nothing is done until it can.
     Blocked,
 }
@@ -254,6 +296,8 @@ pub struct Plan {
     pub sync: Vec<(usize, bool, String)>,
     /// Nodes to taint (with why) or untaint, by target index.
     pub taint: Vec<(usize, Verdict)>,
+    /// Nodes to point at the published bundle, by target index (within `--max-unavailable`).
+    pub pull: Vec<(usize, String)>,
     /// Hosts to prune.
     pub prune: Vec<Leaving>,
     /// Records to drop: a Machine's whose Machine and Node are gone.
@@ -279,7 +323,18 @@ pub struct Fleet<'a> {
     pub token: Option<MintedToken>,
     /// Prune the hosts that left, within this budget (`None`: `--no-prune`).
     pub prune: Option<MaxPrune>,
+    /// Nodes pull the bundle: where it is published, and how many may be on their way to it at once.
+    pub pull: Option<Wave<'a>>,
     pub now: Instant,
+}
+
+/// The pull model's rollout (`--pull-from`, `--max-unavailable`).
+#[derive(Clone, Copy, Debug)]
+pub struct Wave<'a> {
+    /// The rendered bundle as `wmrender publish` names it: `registry/repository@sha256:…`.
+    pub reference: &'a str,
+    /// How many Nodes may be pointed at it and not have applied it yet.
+    pub max_unavailable: usize,
 }
 
 /// The Node of a target: the one named as its node, and no other (a Node writes its own addresses).
@@ -291,6 +346,17 @@ pub fn node_of<'a>(nodes: &'a [Value], target: &Target) -> Option<&'a Value> {
 pub fn fleet(f: &Fleet) -> Plan {
     let mut plan = Plan::default();
     let none = Memory::default();
+    // The Nodes on their way to the published bundle: pointed at it, not applied yet (failing ones too: a pull that
+    // goes wrong holds the wave, as a drain holds a rollout).
+    let mut on_the_way = f.pull.map_or(0, |w| {
+        f.targets
+            .targets
+            .iter()
+            .filter_map(|t| node_of(f.nodes, t))
+            .filter(|n| desired_bundle(n) == Some(w.reference))
+            .filter(|n| configured(n).is_none_or(|c| c.bundle != f.desired))
+            .count()
+    });
     for (i, target) in f.targets.targets.iter().enumerate() {
         let node = node_of(f.nodes, target);
         let mut line = Line::of(&target.reach.name, target.machine().map(|m| m.name.clone()), node, f.desired);
@@ -302,7 +368,8 @@ pub fn fleet(f: &Fleet) -> Plan {
         }
         let memory = f.memories.get(&target.name).unwrap_or(&none);
         let renew = node.is_some() && token_due(memory, f.token, f.now);
-        let (next, why) = match decide(node, f.desired, renew, memory, f.now) {
+        let reference = f.pull.map(|w| w.reference);
+        let (next, why) = match decide(node, f.desired, reference, renew, memory, f.now) {
             Next::Nothing => (Action::Nothing, String::new()),
             Next::Sync(why) => {
                 plan.sync.push((i, node.is_some(), why.clone()));
@@ -317,6 +384,22 @@ pub fn fleet(f: &Fleet) -> Plan {
                 (Action::Taint, why)
             }
             Next::Wait(why) => (Action::Wait, why),
+            Next::Pull(why) => match f.pull {
+                Some(w) if on_the_way < w.max_unavailable => {
+                    on_the_way += 1;
+                    plan.pull.push((i, why.clone()));
+                    (Action::Pull, why)
+                }
+                _ => {
+                    let max = f.pull.map_or(0, |w| w.max_unavailable);
+                    (
+                        Action::Wait,
+                        format!(
+                            "waiting for the wave: {on_the_way} node(s) on their way to the bundle (--max-unavailable {max})"
+                        ),
+                    )
+                }
+            },
         };
         if next == Action::Nothing && line.state != State::NoNode {
             line.state = State::Configured;
@@ -396,18 +479,21 @@ mod tests {
     #[test]
     fn a_target_without_a_node_is_synced_then_waited_for() {
         let now = Instant::now() + Duration::from_secs(3600);
-        assert!(matches!(decide(None, DESIRED, false, &Memory::default(), now), Next::Sync(_)));
-        assert!(matches!(decide(None, DESIRED, false, &synced(10, 0, now), now), Next::Wait(_)));
-        assert!(matches!(decide(None, DESIRED, false, &synced(31, 0, now), now), Next::Sync(_)));
-        assert!(matches!(decide(None, DESIRED, false, &synced(100, 3, now), now), Next::Wait(_)), "back-off 240 s");
+        assert!(matches!(decide(None, DESIRED, None, false, &Memory::default(), now), Next::Sync(_)));
+        assert!(matches!(decide(None, DESIRED, None, false, &synced(10, 0, now), now), Next::Wait(_)));
+        assert!(matches!(decide(None, DESIRED, None, false, &synced(31, 0, now), now), Next::Sync(_)));
+        assert!(
+            matches!(decide(None, DESIRED, None, false, &synced(100, 3, now), now), Next::Wait(_)),
+            "back-off 240 s"
+        );
     }
 
     #[test]
     fn a_configured_node_is_untainted_and_then_left_alone() {
         let now = Instant::now();
         let m = Memory::default();
-        assert_eq!(decide(Some(&node(Some("True"), DESIRED, true)), DESIRED, false, &m, now), Next::Untaint);
-        assert_eq!(decide(Some(&node(Some("True"), DESIRED, false)), DESIRED, false, &m, now), Next::Nothing);
+        assert_eq!(decide(Some(&node(Some("True"), DESIRED, true)), DESIRED, None, false, &m, now), Next::Untaint);
+        assert_eq!(decide(Some(&node(Some("True"), DESIRED, false)), DESIRED, None, false, &m, now), Next::Nothing);
     }
 
     #[test]
@@ -415,13 +501,15 @@ mod tests {
         let now = Instant::now() + Duration::from_secs(3600);
         let recent = synced(1, 4, now);
         let old = node(Some("True"), "sha256:00", false);
-        assert!(matches!(decide(Some(&old), DESIRED, false, &recent, now), Next::Sync(w) if w.contains("sha256:00")));
+        assert!(
+            matches!(decide(Some(&old), DESIRED, None, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
+        );
         let current = node(Some("True"), DESIRED, false);
         assert!(
-            matches!(decide(Some(&current), DESIRED, true, &synced(3600, 0, now), now), Next::Sync(w) if w.contains("token"))
+            matches!(decide(Some(&current), DESIRED, None, true, &synced(3600, 0, now), now), Next::Sync(w) if w.contains("token"))
         );
         // A renewal that just failed is not tried again on every change in the cluster.
-        assert_eq!(decide(Some(&current), DESIRED, true, &recent, now), Next::Nothing);
+        assert_eq!(decide(Some(&current), DESIRED, None, true, &recent, now), Next::Nothing);
     }
 
     #[test]
@@ -443,35 +531,35 @@ mod tests {
         let now = Instant::now() + Duration::from_secs(3600);
         let failing = node(Some("False"), DESIRED, false);
         assert!(
-            matches!(decide(Some(&failing), DESIRED, false, &synced(1, 0, now), now), Next::Taint(w) if w.contains("kube-proxy"))
+            matches!(decide(Some(&failing), DESIRED, None, false, &synced(1, 0, now), now), Next::Taint(w) if w.contains("kube-proxy"))
         );
         let tainted = node(Some("False"), DESIRED, true);
-        assert!(matches!(decide(Some(&tainted), DESIRED, false, &synced(1, 0, now), now), Next::Wait(_)));
-        assert!(matches!(decide(Some(&tainted), DESIRED, false, &synced(60, 0, now), now), Next::Sync(_)));
+        assert!(matches!(decide(Some(&tainted), DESIRED, None, false, &synced(1, 0, now), now), Next::Wait(_)));
+        assert!(matches!(decide(Some(&tainted), DESIRED, None, false, &synced(60, 0, now), now), Next::Sync(_)));
         // A sync whose agent pass just failed taints at once, whatever the Node says yet.
         let fresh = Memory { fresh: Some(Fresh::Failed("kubelet".into())), ..synced(1, 1, now) };
         let silent = node(None, "", false);
-        assert!(matches!(decide(Some(&silent), DESIRED, false, &fresh, now), Next::Taint(w) if w == "kubelet"));
+        assert!(matches!(decide(Some(&silent), DESIRED, None, false, &fresh, now), Next::Taint(w) if w == "kubelet"));
     }
 
     #[test]
     fn a_node_whose_agent_has_not_reported_is_synced_again_only_after_the_back_off() {
         let now = Instant::now() + Duration::from_secs(3600);
         let silent = node(None, "", true);
-        assert!(matches!(decide(Some(&silent), DESIRED, false, &synced(5, 1, now), now), Next::Wait(_)));
-        assert!(matches!(decide(Some(&silent), DESIRED, false, &synced(61, 1, now), now), Next::Sync(_)));
+        assert!(matches!(decide(Some(&silent), DESIRED, None, false, &synced(5, 1, now), now), Next::Wait(_)));
+        assert!(matches!(decide(Some(&silent), DESIRED, None, false, &synced(61, 1, now), now), Next::Sync(_)));
         assert_eq!(Memory { failures: 30, ..Default::default() }.backoff(), BACKOFF_MAX);
         // Its last sync converged on the bundle: configured until the agent says otherwise.
         let converged = Memory { converged: Some(DESIRED.into()), ..synced(600, 0, now) };
-        assert_eq!(decide(Some(&silent), DESIRED, false, &converged, now), Next::Untaint);
+        assert_eq!(decide(Some(&silent), DESIRED, None, false, &converged, now), Next::Untaint);
         let untainted = node(None, "", false);
-        assert_eq!(decide(Some(&untainted), DESIRED, false, &converged, now), Next::Nothing);
+        assert_eq!(decide(Some(&untainted), DESIRED, None, false, &converged, now), Next::Nothing);
         let failing = node(Some("False"), DESIRED, true);
-        assert!(matches!(decide(Some(&failing), DESIRED, false, &converged, now), Next::Sync(_)));
+        assert!(matches!(decide(Some(&failing), DESIRED, None, false, &converged, now), Next::Sync(_)));
         // A new render: synced at once, not after the back-off.
         let recent = Memory { converged: Some("sha256:00".into()), ..synced(1, 0, now) };
         assert!(
-            matches!(decide(Some(&untainted), DESIRED, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
+            matches!(decide(Some(&untainted), DESIRED, None, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
         );
     }
 
@@ -512,6 +600,7 @@ mod tests {
             in_flight: &in_flight,
             desired: DESIRED,
             token: None,
+            pull: None,
             prune: Some(MaxPrune::default()),
             now,
         });
@@ -544,6 +633,7 @@ mod tests {
                 in_flight: &BTreeSet::new(),
                 desired: DESIRED,
                 token: None,
+                pull: None,
                 prune: Some(max),
                 now,
             })
@@ -554,5 +644,60 @@ mod tests {
         assert!(over.prune.is_empty());
         assert!(over.prune_refused.as_deref().is_some_and(|w| w.contains("2 of the 3")), "{:?}", over.prune_refused);
         assert!(over.lines.iter().filter(|l| l.next == Action::Refused).count() == 2);
+    }
+
+    #[test]
+    fn with_pull_from_nodes_are_pointed_at_the_published_bundle_in_waves_and_a_refusal_holds_the_wave() {
+        let now = Instant::now();
+        const REF: &str = "registry.example.com/fleet/b@sha256:22";
+        let targets = Targets {
+            targets: vec![target("a", "a"), target("b", "b"), target("c", "c"), target("d", "d")],
+            ..Default::default()
+        };
+        let old = |name: &str| named(name, node(Some("True"), "sha256:00", false));
+        let pointed = |name: &str, condition: Option<(&str, &str)>| {
+            let mut n = old(name);
+            n["metadata"]["annotations"][DESIRED_BUNDLE_ANNOTATION] = REF.into();
+            if let Some((status, message)) = condition {
+                n["status"]["conditions"].as_array_mut().unwrap().push(json!({
+                    "type": PULL_CONDITION_TYPE, "status": status, "reason": "Refused", "message": message}));
+            }
+            n
+        };
+        let plan_for = |nodes: &[Value], max: usize| {
+            fleet(&Fleet {
+                targets: &targets,
+                nodes,
+                logins: &[],
+                memories: &BTreeMap::new(),
+                in_flight: &BTreeSet::new(),
+                desired: DESIRED,
+                token: None,
+                pull: Some(Wave { reference: REF, max_unavailable: max }),
+                prune: None,
+                now,
+            })
+        };
+        let actions = |plan: &Plan| plan.lines.iter().map(|l| l.next).collect::<Vec<_>>();
+
+        // Nobody pointed yet: the first two of four, not synced.
+        let plan = plan_for(&[old("a"), old("b"), old("c"), old("d")], 2);
+        assert_eq!(actions(&plan), [Action::Pull, Action::Pull, Action::Wait, Action::Wait]);
+        assert_eq!(plan.pull.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [0, 1]);
+        assert!(plan.sync.is_empty(), "the push path is for first contact and failing nodes");
+        assert!(plan.lines[2].why.contains("waiting for the wave: 2 node(s)"), "{}", plan.lines[2].why);
+
+        // a applied it; b still pulling: one more may go.
+        let a_done = named("a", node(Some("True"), DESIRED, false));
+        let plan = plan_for(&[a_done.clone(), pointed("b", None), old("c"), old("d")], 2);
+        assert_eq!(actions(&plan), [Action::Nothing, Action::Wait, Action::Pull, Action::Wait]);
+        assert!(plan.lines[1].why.contains("pulling"), "{}", plan.lines[1].why);
+
+        // b refused the bundle: it holds the wave, and says why.
+        let refused = pointed("b", Some(("False", "version 1 is older than version 2")));
+        let plan = plan_for(&[a_done.clone(), refused, pointed("c", None), old("d")], 2);
+        assert_eq!(actions(&plan), [Action::Nothing, Action::Wait, Action::Wait, Action::Wait]);
+        assert!(plan.lines[1].why.contains("refused") && plan.lines[1].why.contains("older"), "{}", plan.lines[1].why);
+        assert!(plan.pull.is_empty());
     }
 }

@@ -68,6 +68,30 @@ pub struct ControllerOptions {
     pub once: bool,
     /// Prune the hosts that left, within this budget (`None`: `--no-prune`).
     pub prune: Option<MaxPrune>,
+    /// `--pull-from`: the repository the rendered bundle is published to (`registry/repository`); nodes pull it.
+    pub pull_from: Option<String>,
+}
+
+/// Checks `--pull-from`: a repository without a tag or digest.
+pub fn pull_from(text: &str) -> Result<String, String> {
+    wmrender_contract::bundle_artifact::parse_repository(text).map_err(|why| format!("--pull-from {why}"))
+}
+
+/// The rendered bundle as `wmrender publish --rendered` names it in `repository`: the digest of its artifact's
+/// manifest, computed from the files' digests without publishing.
+pub fn published_reference(rendered: &crate::delivery::Rendered, repository: &str) -> String {
+    use wmrender_contract::bundle_artifact::{self, Entry, Kind};
+    let entries: Vec<Entry> = rendered
+        .manifest
+        .files
+        .iter()
+        .filter_map(|e| {
+            let path = e.path.strip_prefix("node/")?;
+            Some(Entry { path: path.to_string(), sha256: e.sha256.clone(), size: e.size })
+        })
+        .collect();
+    let manifest = bundle_artifact::manifest(Kind::NodeBundle, &entries);
+    format!("{repository}@sha256:{}", wmrender_contract::sha256_hex(&manifest))
 }
 
 /// The lines of one reconcile: what `--once` prints.
@@ -305,7 +329,8 @@ async fn prepare(opts: &ControllerOptions, cluster: &Cluster) -> Result<Prepared
     )
     .await
     .map_err(|e| e.to_string())?;
-    Ok(Prepared { notes, rendered, session: Arc::new(session), platform, logins: Arc::new(logins) })
+    let pull = opts.pull_from.as_deref().map(|repository| published_reference(&rendered, repository));
+    Ok(Prepared { notes, rendered, session: Arc::new(session), platform, logins: Arc::new(logins), pull })
 }
 
 /// The election: renews (or takes) the Lease every third of its term; says when this replica becomes leader and

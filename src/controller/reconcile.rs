@@ -34,6 +34,8 @@ pub struct Prepared {
     pub session: Arc<Session>,
     pub platform: String,
     pub logins: Arc<Logins>,
+    /// `--pull-from`: the rendered bundle as published (`registry/repository@sha256:…`), which nodes pull.
+    pub pull: Option<String>,
 }
 
 /// What a finished task came to.
@@ -105,6 +107,7 @@ impl Leading {
         ctx.metrics.set_blocked(None);
         let Ok(prepared) = &self.prepared else { return vec![] };
         let (session, logins, notes) = (prepared.session.clone(), prepared.logins.clone(), prepared.notes.clone());
+        let reference = prepared.pull.clone();
         for note in notes.clone() {
             if self.news(&format!("-note {note}"), "") {
                 log("-", "note", &note);
@@ -124,6 +127,9 @@ impl Leading {
             desired: &digest,
             token: session.token(),
             prune: ctx.opts.prune,
+            pull: reference
+                .as_deref()
+                .map(|reference| decide::Wave { reference, max_unavailable: ctx.opts.delivery.max_unavailable }),
             now: Instant::now(),
         });
         for refusal in &desired.refused {
@@ -166,6 +172,13 @@ impl Leading {
             let target = &desired.targets[*i];
             if let Some(node) = decide::node_of(&nodes, target) {
                 self.set_taint(ctx, node, verdict).await;
+            }
+        }
+        if let Some(reference) = &reference {
+            for (i, why) in &plan.pull {
+                if let Some(node) = decide::node_of(&nodes, &desired.targets[*i]) {
+                    point(ctx, node, reference, why).await;
+                }
             }
         }
         self.approve(ctx, &desired.targets, &nodes).await;
@@ -416,6 +429,22 @@ fn outcome(report: &NodeReport, desired: &str) -> (Kind, &'static str, String) {
         }
         Status::Pending => (Kind::Normal, "Configuring", format!("waiting: {}", report.pending.join("; "))),
         _ => (Kind::Warning, "ConfigurationFailed", report.error.clone().unwrap_or_else(|| "the sync failed".into())),
+    }
+}
+
+/// Points a Node at the published bundle (`wmrender.dev/desired-bundle`): its agent pulls it.
+async fn point(ctx: &Context<'_>, node: &Value, reference: &str, why: &str) {
+    let name = name_of(node).to_string();
+    match crate::cluster::nodes::set_desired_bundle(ctx.cluster, &name, reference).await {
+        Ok(_) => {
+            ctx.metrics.step("pull", true);
+            log(&name, "pointed at the published bundle", why);
+            record_node(ctx, node, Kind::Normal, "PullBundle", &format!("pointed at {reference}: {why}")).await;
+        }
+        Err(e) => {
+            ctx.metrics.step("pull", false);
+            log(&name, "not pointed at the published bundle", &e.to_string());
+        }
     }
 }
 

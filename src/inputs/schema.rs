@@ -391,6 +391,7 @@ schema! {
             required("image", "the wmrender container image, e.g. quay.io/example/wmrender@sha256:…"),
         payload_image: Option<Located<String>> = optional("payloadImage"),
         replicas: Option<Located<u32>> = optional("replicas"),
+        pull_from: Option<Located<String>> = optional("pullFrom"),
     }
 
     pub struct Aws {

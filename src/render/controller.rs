@@ -308,6 +308,9 @@ fn deployment(controller: &ControllerPlan, maps: &[(String, ConfigMap, Vec<KeyTo
     .iter()
     .map(|s| s.to_string())
     .collect();
+    if let Some(repository) = &controller.pull_from {
+        args.extend(["--pull-from".to_string(), repository.clone()]);
+    }
     let mut init = Vec::new();
     if let Some(image) = &controller.payload_image {
         args.extend(["--payload".to_string(), payload.clone()]);

@@ -109,6 +109,8 @@ pub struct ControllerPlan {
     /// An image holding the payload (the tree `--payload` takes) under `/payload`, copied into the pod at start.
     pub payload_image: Option<String>,
     pub replicas: u32,
+    /// The repository CI publishes the bundle to: the controller points nodes at it (`--pull-from`).
+    pub pull_from: Option<String>,
 }
 
 /// Two: one leads, the other takes over within a Lease term when its node goes.
@@ -474,6 +476,7 @@ pub(super) fn resolve(
         controller: spec.controller.as_ref().map(|c| ControllerPlan {
             image: c.image.value.clone(),
             payload_image: c.payload_image.as_ref().map(|p| p.value.clone()),
+            pull_from: c.pull_from.as_ref().map(|p| p.value.clone()),
             replicas: c.replicas.as_ref().map(|r| r.value).unwrap_or(DEFAULT_CONTROLLER_REPLICAS),
         }),
         node_logs: node_logs(spec.node_logs.as_ref()),

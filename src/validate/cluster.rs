@@ -154,6 +154,11 @@ fn check_controller(controller: &schema::Controller, operator_install: bool, d: 
             );
         }
     }
+    if let Some(repository) = &controller.pull_from
+        && let Err(why) = wmrender_contract::bundle_artifact::parse_repository(&repository.value)
+    {
+        d.push(repository.error(why).expected("registry/repository, e.g. registry.example.com/fleet/windows-bundle"));
+    }
     if let Some(r) = &controller.replicas
         && !(1..=MAX_CONTROLLER_REPLICAS).contains(&r.value)
     {

@@ -88,6 +88,19 @@ impl Reference {
     }
 }
 
+/// A repository without a tag or digest (`registry.example.com/fleet/windows-bundle`): where a controller expects
+/// the rendered bundle to be published (`--pull-from`). Returned as written when it reads as one.
+pub fn parse_repository(text: &str) -> Result<String, String> {
+    let probe = format!("{text}@sha256:{}", "0".repeat(64));
+    Reference::parse(&probe).map(|r| format!("{}/{}", r.registry, r.repository)).map_err(|_| {
+        format!(
+            "`{}` is not a repository: expected registry/repository, as given to `wmrender publish --to` without \
+             its tag, e.g. registry.example.com/fleet/windows-bundle",
+            text.escape_debug()
+        )
+    })
+}
+
 impl std::fmt::Display for Reference {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}@{}", self.registry, self.repository, self.digest)

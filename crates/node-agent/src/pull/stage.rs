@@ -68,6 +68,7 @@ pub fn stage(sys: &dyn Files, files: Vec<(NodePath, Vec<u8>)>, own_journal: bool
     let kept: Vec<&NodeFile> = on_node.files.iter().filter(|f| !replaced(f)).collect();
 
     // The mirror credentials of the hosts.toml on the node, carried into the pulled ones.
+    let had_credentials = on_node.files.iter().any(|f| is_hosts_toml(&f.path) && f.kind == FileKind::Credential);
     let mut auths = BTreeMap::new();
     for f in on_node.files.iter().filter(|f| is_hosts_toml(&f.path) && f.kind == FileKind::Credential) {
         if let Ok(text) = std::fs::read_to_string(sys.local(&f.path)) {
@@ -85,7 +86,8 @@ pub fn stage(sys: &dyn Files, files: Vec<(NodePath, Vec<u8>)>, own_journal: bool
                 "the bundle names {path}, which is the agent's or came with the payload or a credential: a bundle may not replace it"
             )));
         }
-        let (kind, bytes) = if is_hosts_toml(&path) && !auths.is_empty() {
+        // As sync marks them: the registries' hosts.toml are credentials on a node whose hosts.toml were.
+        let (kind, bytes) = if is_hosts_toml(&path) && had_credentials {
             (FileKind::Credential, merge_credentials(&bytes, &|host| auths.get(host).cloned()))
         } else {
             (FileKind::Bundle, bytes)
