@@ -4,7 +4,9 @@
 //! to Ready and untainted — with the leader killed half way, its successor finishing; a node whose agent reports
 //! failing is tainted, with an Event saying why; a BYOH host removed from the render is drained, deconfigured and its
 //! Node deleted. And faults: the API server stopped and started again (every call and watch fails, then resumes),
-//! and a host whose SSH is down when its Machine appears (an Event on the Machine; configured once it is back).
+//! and a host whose SSH is down when its Machine appears (an Event on the Machine; configured once it is back). With
+//! `--pull-from`, a new bundle reaches configured nodes by their `wmrender.dev/desired-bundle` annotation, one wave of
+//! `--max-unavailable` after another, and not over SSH.
 //!
 //! Played (tests/support/played.rs): the Machine API (the MachineSet controller's Machines, provisioned at the
 //! nodes' addresses; nodelink), kubelet on each host (its TLS bootstrap with the bootstrap kubeconfig the controller
@@ -21,7 +23,7 @@ use support::apiserver::{ControlPlane, Kube, WMRENDER_USER};
 use support::controller_manager::{CSR_SIGNING, ControllerManager, NODE_LIFECYCLE};
 use support::controller_rig::{Forwarder, Rig, StopOnDrop, configured, free_port, inputs, kubelets, metrics};
 use support::played::MachineApi;
-use wmrender_contract::node_status::{CONDITION_TYPE, TAINT_KEY};
+use wmrender_contract::node_status::{BUNDLE_ANNOTATION, CONDITION_TYPE, DESIRED_BUNDLE_ANNOTATION, TAINT_KEY};
 
 /// The hosts: (inventory name = Node name, address).
 const HOSTS: [(&str, &str); 4] = [("m1", "127.0.0.1"), ("m2", "127.0.0.2"), ("m3", "127.0.0.3"), ("b1", "127.0.0.4")];
@@ -202,4 +204,123 @@ fn the_controller_finishes_what_an_api_server_outage_and_a_host_that_was_down_in
         .map(|r| r.to_string())
         .collect();
     assert!(refused.is_empty(), "{refused:?}");
+}
+
+/// The fleet as `wmrender status --output json` shows it: each line's (node, desired bundle).
+fn desired_digest(rig: &Rig) -> String {
+    let p = |n: &str| rig.path(n).to_str().unwrap().to_string();
+    let o = support::wmrender(&[
+        "status",
+        "--kubeconfig",
+        &p("kubeconfig"),
+        "--rendered",
+        &p("rendered"),
+        "--inventory",
+        &p("nodes.yaml"),
+        "--identity",
+        rig.sshd.path("client_ed25519").to_str().unwrap(),
+        "--known-hosts",
+        &p("known_hosts"),
+        "--output",
+        "json",
+    ]);
+    let fleet: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    fleet
+        .as_array()
+        .and_then(|l| l.iter().find_map(|line| line["desired"].as_str().map(str::to_string)))
+        .unwrap_or_else(|| panic!("no fleet from status: {}", support::stderr(&o)))
+}
+
+#[test]
+fn with_pull_from_nodes_are_pointed_at_the_published_bundle_in_waves_of_max_unavailable() {
+    const BYOH: [(&str, &str); 3] = [("p1", "127.0.0.21"), ("p2", "127.0.0.22"), ("p3", "127.0.0.23")];
+    const REPOSITORY: &str = "registry.example.com/fleet/windows-bundle";
+    let addresses: Vec<&str> = BYOH.iter().map(|(_, a)| *a).collect();
+    let rig = Rig::start(&BYOH, &inputs("waves", &addresses));
+    rig.write_inventory(|_| rig.sshd.port);
+    let _controllers = ControllerManager::start(&rig.cp, &[CSR_SIGNING, NODE_LIFECYCLE]);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let joined = std::sync::Mutex::new(Vec::new());
+
+    std::thread::scope(|s| {
+        s.spawn(|| kubelets(&rig, &stop, &joined));
+        let _stop_kubelets = StopOnDrop(&stop);
+        let _controller = rig.controller_with(
+            "a",
+            free_port(),
+            &["--accept-new", "--pull-from", REPOSITORY, "--max-unavailable", "1"],
+        );
+        // First contact is SSH's, pull or not.
+        for (name, _) in &BYOH {
+            rig.wait(&format!("{name} configured"), Duration::from_secs(120), || {
+                rig.node(name).is_some_and(|n| configured(&n))
+            });
+        }
+        // Each node's agent reports the bundle it applied (played: posix hosts run no agent), with its credentials.
+        let agent = |name: &str| Kube::new(&joined.lock().unwrap().iter().find(|(n, _)| n == name).unwrap().1.clone());
+        let report = |name: &str, bundle: &str| {
+            let a = agent(name);
+            a.merge_patch(
+                &format!("/api/v1/nodes/{name}"),
+                &json!({"metadata": {"annotations": {BUNDLE_ANNOTATION: bundle}}}),
+            )
+            .unwrap();
+            a.strategic_patch(
+                &format!("/api/v1/nodes/{name}/status"),
+                &json!({"status": {"conditions": [{"type": CONDITION_TYPE, "status": "True", "reason": "Converged",
+                                                   "message": format!("the bundle {bundle} is applied")}]}}),
+            )
+            .unwrap();
+        };
+        let first = desired_digest(&rig);
+        for (name, _) in &BYOH {
+            report(name, &first);
+        }
+        let manifests = || -> Vec<Vec<u8>> {
+            BYOH.iter().map(|(n, _)| std::fs::read(rig.path(n).join("C/k/wmrender/manifest.json")).unwrap()).collect()
+        };
+        let synced = manifests();
+
+        // Git moves on: a new bundle. The controller points one Node at a time at it, as published; none is synced.
+        let mut next = inputs("waves", &addresses);
+        next.push_str("  nodeLogs:\n    maxSize: 50Mi\n");
+        rig.render(&next);
+        let rendered = wmrender::delivery::read_rendered(&rig.path("rendered")).unwrap();
+        let reference = wmrender::controller::published_reference(&rendered, REPOSITORY);
+        let second = desired_digest(&rig);
+        assert_ne!(first, second);
+        let pointed = || -> Vec<String> {
+            BYOH.iter()
+                .filter(|(n, _)| {
+                    rig.node(n).is_some_and(|node| {
+                        node["metadata"]["annotations"][DESIRED_BUNDLE_ANNOTATION] == reference.as_str()
+                    })
+                })
+                .map(|(n, _)| n.to_string())
+                .collect()
+        };
+        let mut done: Vec<String> = Vec::new();
+        for wave in 1..=BYOH.len() {
+            rig.wait(&format!("wave {wave}"), Duration::from_secs(60), || pointed().len() == wave);
+            // Another pass of the controller (the Node watch wakes it): still one at a time.
+            std::thread::sleep(Duration::from_secs(3));
+            let now = pointed();
+            assert_eq!(now.len(), wave, "at most --max-unavailable 1 on the way: {now:?}\n{}", rig.logs());
+            let newest = now.iter().find(|n| !done.contains(n)).unwrap().clone();
+            // Its agent pulls and applies it.
+            report(&newest, &second);
+            done.push(newest);
+        }
+        assert_eq!(manifests(), synced, "pulled, not synced: no host got a delivery over SSH");
+        rig.wait("every node configured on the new bundle", Duration::from_secs(60), || {
+            BYOH.iter().all(|(n, _)| rig.node(n).is_some_and(|n| configured(&n)))
+        });
+        let events = rig.cp.admin().list("/api/v1/namespaces/default/events");
+        let pulls = events.iter().filter(|e| e["reason"] == "PullBundle").count();
+        assert_eq!(pulls, BYOH.len(), "an Event for each Node pointed");
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    let refused: Vec<String> =
+        rig.cp.requests_by(WMRENDER_USER).iter().filter(|r| r.code == 403).map(|r| r.to_string()).collect();
+    assert!(refused.is_empty(), "the documented role points Nodes: {refused:?}");
 }
