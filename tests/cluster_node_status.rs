@@ -110,3 +110,65 @@ fn the_agent_reports_on_its_own_node_and_node_restriction_allows_nothing_more() 
     let ours = json!({"key": TAINT_KEY, "effect": TAINT_EFFECT});
     assert!(still["spec"]["taints"].as_array().unwrap().contains(&ours), "the taint stays: {still}");
 }
+
+#[test]
+fn the_agents_watch_on_its_node_wakes_it_for_a_new_desired_bundle_and_asks_nothing_at_rest() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use wmrender_contract::node_status::DESIRED_BUNDLE_ANNOTATION;
+    use wmrender_node::node_watch::NodeWatch;
+    let cp = ControlPlane::start();
+    let token = support::openshift::cluster(&cp, "None");
+    let _controllers = ControllerManager::start(&cp, &[CSR_SIGNING]);
+    let a = joined(&cp, &token, "win-a", "10.0.0.5");
+    let admin = cp.admin();
+    let wakes = Arc::new(AtomicUsize::new(0));
+    let counter = wakes.clone();
+    let watch = NodeWatch::start(
+        a.kubeconfig.clone(),
+        || Some("win-a".to_string()),
+        move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        },
+    );
+    let wait = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "waited 20 s for {what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait("the first sight of the Node", &|| watch.node().is_some());
+    assert_eq!(wakes.load(Ordering::SeqCst), 0, "the first sight is no change");
+
+    // At rest: the passes' reads and reports come from the watch; nothing is asked.
+    let asked = |cp: &ControlPlane| cp.requests_by("system:node:win-a").iter().filter(|r| r.verb != "watch").count();
+    let result = ApplyResult {
+        status: ApplyStatus::Converged,
+        node_name: "win-a".into(),
+        bundle: "sha256:1111".into(),
+        ..Default::default()
+    };
+    assert_eq!(wmrender_node::node_status::report_on(&a.kubeconfig, &result, watch.node().as_ref()), "reported");
+    wait("the report seen by the watch", &|| {
+        watch.node().is_some_and(|n| n["metadata"]["annotations"][BUNDLE_ANNOTATION] == "sha256:1111")
+    });
+    let before = asked(&cp);
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(wmrender_node::node_status::report_on(&a.kubeconfig, &result, watch.node().as_ref()), "reported");
+    assert_eq!(asked(&cp), before, "an unchanged report from the watch asks nothing");
+
+    // A new desired bundle wakes the agent at once; another change of the Node does not.
+    let reference = format!("registry.example.com/fleet/b@sha256:{}", "2".repeat(64));
+    admin
+        .merge_patch(
+            "/api/v1/nodes/win-a",
+            &json!({"metadata": {"annotations": {DESIRED_BUNDLE_ANNOTATION: reference}}}),
+        )
+        .unwrap();
+    wait("the wake", &|| wakes.load(Ordering::SeqCst) == 1);
+    assert_eq!(watch.node().unwrap()["metadata"]["annotations"][DESIRED_BUNDLE_ANNOTATION], reference.as_str());
+    admin.merge_patch("/api/v1/nodes/win-a", &json!({"metadata": {"labels": {"example.com/other": "x"}}})).unwrap();
+    wait("the label seen", &|| watch.node().is_some_and(|n| n["metadata"]["labels"]["example.com/other"] == "x"));
+    assert_eq!(wakes.load(Ordering::SeqCst), 1, "only the desired bundle wakes it");
+}

@@ -87,7 +87,7 @@ impl Fleet {
     }
 
     fn pull(&self) -> PullReport {
-        wmrender_node::pull::pull(&Folder(self.node.clone())).expect("the Node names a desired bundle")
+        wmrender_node::pull::pull(&Folder(self.node.clone()), None).expect("the Node names a desired bundle")
     }
 
     /// Every file of the node, by its path: what "nothing changed" compares.
@@ -188,7 +188,7 @@ fn a_signed_bundle_is_pulled_through_the_mirror_verified_and_staged_and_every_ba
     let payload_before = std::fs::read(f.node.join("k/kubelet.exe")).unwrap();
 
     // No desired bundle on the Node: nothing to pull.
-    assert_eq!(wmrender_node::pull::pull(&Folder(f.node.clone())), None);
+    assert_eq!(wmrender_node::pull::pull(&Folder(f.node.clone()), None), None);
 
     // CI publishes v2, signed as version 2; the Node is told to take it, by the mirrored source's name.
     let v2 = f.render("v2", &keys, "api-int.two.example.com");

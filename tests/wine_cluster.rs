@@ -16,7 +16,8 @@
 //!   answers each step: the Containers feature asks for a reboot once, the metadata step names the host).
 //! - **Pulled** afterwards: a bundle published and signed by `wmrender publish` to Debian's `docker-registry` (TLS
 //!   from a CA the cluster's proxy trusts, which sync delivers), named on the Node, pulled by the agent under Wine
-//!   through the rendered mirror, verified and applied; an unsigned one refused with nothing changed.
+//!   through the rendered mirror, verified and applied by the agent service, which watches its Node and starts a
+//!   pass as soon as the desired bundle changes; each bad bundle refused with nothing changed.
 //!
 //! Needs root, openssh-server, Wine and the Windows target (`bash tests/setup.sh`).
 #![cfg(all(feature = "cluster", feature = "registry"))]
@@ -40,7 +41,7 @@ use wmrender_contract::node_status::{
     BUNDLE_ANNOTATION, CONDITION_TYPE, DESIRED_BUNDLE_ANNOTATION, PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION,
     TAINT_KEY,
 };
-use wmrender_contract::{ApplyStatus, NodePath, PullOutcome, ServicesFile, paths};
+use wmrender_contract::{ApplyResult, ApplyStatus, NodePath, PullOutcome, ServicesFile, paths};
 
 /// The name the host gives itself (AWS's metadata step): the Node's name.
 const NODE: &str = "ip-10-0-0-5.ec2.internal";
@@ -295,10 +296,22 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     let pulled = |node: &Value| {
         node["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == PULL_CONDITION_TYPE).cloned()
     };
+    // The agent service watches its Node: a new desired bundle starts its pass at once (its interval here is an hour).
+    let service_pass = |reference: &str| -> ApplyResult {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let passes = wine.agent_passes();
+            if let Some(p) = passes.iter().rev().find(|p| p.pull.as_ref().is_some_and(|p| p.desired == reference)) {
+                return p.clone();
+            }
+            assert!(Instant::now() < deadline, "no pass of the agent service pulled {reference}: {passes:?}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
     want(&desired);
-    let (run, result) = wine.apply();
-    let pull = result.pull.clone().unwrap_or_else(|| panic!("no pull: {}", run.text()));
-    assert_eq!((pull.outcome, result.status), (PullOutcome::Staged, ApplyStatus::Converged), "{}", run.text());
+    let result = service_pass(&desired);
+    let pull = result.pull.clone().unwrap();
+    assert_eq!((pull.outcome, result.status), (PullOutcome::Staged, ApplyStatus::Converged), "{result:?}");
     let node_json = r"C:\k\wmrender\node.json";
     let next_node_json = std::fs::read(next.join(NodePath::known(node_json).bundle_path())).unwrap();
     assert_eq!(std::fs::read(wine.c(node_json)).unwrap(), next_node_json);
@@ -341,9 +354,9 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     ] {
         let before = std::fs::read(wine.c(r"C:\k\wmrender\manifest.json")).unwrap();
         want(reference);
-        let (run, result) = wine.apply();
-        let pull = result.pull.clone().unwrap_or_else(|| panic!("no pull: {}", run.text()));
-        assert_eq!((pull.outcome, result.status), (outcome, ApplyStatus::Converged), "{says}: {}", run.text());
+        let result = service_pass(reference);
+        let pull = result.pull.clone().unwrap();
+        assert_eq!((pull.outcome, result.status), (outcome, ApplyStatus::Converged), "{says}: {result:?}");
         assert!(pull.message.contains(says), "{says}: {}", pull.message);
         assert_eq!(std::fs::read(wine.c(node_json)).unwrap(), next_node_json, "{says}");
         assert_eq!(std::fs::read(wine.c(r"C:\k\wmrender\manifest.json")).unwrap(), before, "{says}");

@@ -30,19 +30,29 @@ pub(crate) struct Pass<'a> {
 
 /// One pass under the agent lock.
 pub fn apply(sys: &mut dyn System, timing: &Timing) -> ApplyResult {
+    apply_watched(sys, timing, None)
+}
+
+/// One pass, reading the Node from the service's watch on it where there is one.
+pub fn apply_watched(
+    sys: &mut dyn System,
+    timing: &Timing,
+    watch: Option<&crate::node_watch::NodeWatch>,
+) -> ApplyResult {
     let lock_path = sys.local(&NodePath::known(paths::AGENT_LOCK));
     let lock = match AgentLock::acquire(&lock_path, timing.lock_timeout) {
         Ok(l) => l,
         Err(e) => return failed(e.to_string()),
     };
     // The Node's desired bundle, when it names one, is pulled and staged before the pass that applies it.
-    let pull = crate::pull::pull(sys);
+    let pull = crate::pull::pull(sys, watch.and_then(|w| w.node()).as_ref());
     let mut result = apply_locked(sys, timing);
     result.pull = pull;
     drop(lock);
     // Without the lock: the service's own pass may be waiting on it, and must end before its service can stop.
     agent_service::hand_over(sys, timing, &mut result);
-    result.node_report = crate::node_status::report(&sys.local(&NodePath::known(paths::KUBECONFIG)), &result);
+    let kubeconfig = sys.local(&NodePath::known(paths::KUBECONFIG));
+    result.node_report = crate::node_status::report_on(&kubeconfig, &result, watch.and_then(|w| w.node()).as_ref());
     last_pass::write(sys, &result);
     result
 }

@@ -13,6 +13,7 @@ pub mod lock;
 pub mod log;
 pub mod node_status;
 pub mod node_vars;
+pub mod node_watch;
 pub mod pull;
 pub mod result;
 pub mod run;

@@ -89,8 +89,12 @@ mod platform {
     pub fn run(timing: &Timing, foreground: bool) -> i32 {
         if foreground {
             let mut sys = WindowsSystem::new(timing.clone());
-            let _ = wmrender_node::run::run_loop(&mut sys, timing, &mut |d| {
-                std::thread::sleep(d);
+            let (wake, woken) = std::sync::mpsc::channel::<()>();
+            let watch = wmrender_node::node_watch::NodeWatch::of_node(&sys, move || {
+                let _ = wake.send(());
+            });
+            let _ = wmrender_node::run::run_loop(&mut sys, timing, Some(&watch), &mut |d| {
+                let _ = woken.recv_timeout(d);
                 false
             });
             return 0;

@@ -25,13 +25,18 @@ const MESSAGE_MAX: usize = 1000;
 /// Reports `result` on the Node it names, through the kubeconfig at `kubeconfig`. Returns what `nodeReport` says:
 /// `reported`, or why nothing was reported.
 pub fn report(kubeconfig: &Path, result: &ApplyResult) -> String {
+    report_on(kubeconfig, result, None)
+}
+
+/// [`report`], comparing with `cached` (the service's watch on its Node) instead of asking for the Node.
+pub fn report_on(kubeconfig: &Path, result: &ApplyResult, cached: Option<&Value>) -> String {
     if result.node_name.is_empty() {
         return "not reported: the node's name is not known yet".into();
     }
     if !kubeconfig.exists() {
         return "not reported: the node has not joined yet (no kubeconfig from kubelet)".into();
     }
-    match Client::from_kubeconfig(kubeconfig).and_then(|c| c.report(result)) {
+    match Client::from_kubeconfig(kubeconfig).and_then(|c| c.report(result, cached)) {
         Ok(()) => "reported".into(),
         Err(e) => format!("not reported: {e}"),
     }
@@ -134,6 +139,8 @@ struct ContextEntry {
 /// An HTTPS client to the API server as the node.
 pub struct Client {
     agent: ureq::Agent,
+    /// For watches: no bound on the whole answer, which streams for up to an hour.
+    watching: ureq::Agent,
     server: String,
     token: Option<String>,
 }
@@ -200,16 +207,33 @@ impl Client {
             return Err(format!("{} names a server that is not https", path.display()));
         }
         let tls = ureq::tls::TlsConfig::builder().root_certs(roots).client_cert(client_cert).build();
+        let user_agent = format!("wmrender-node/{} (windows)", env!("CARGO_PKG_VERSION"));
         let agent = ureq::Agent::config_builder()
-            .tls_config(tls)
+            .tls_config(tls.clone())
             // The node reaches api-int directly, as kubelet does (NO_PROXY holds it).
             .proxy(None)
             .timeout_global(Some(TIMEOUT))
             .http_status_as_error(false)
-            .user_agent(format!("wmrender-node/{} (windows)", env!("CARGO_PKG_VERSION")))
+            .user_agent(user_agent.clone())
             .build()
             .new_agent();
-        Ok(Client { agent, server: cluster.server.trim_end_matches('/').to_string(), token: user.token.clone() })
+        let watching = ureq::Agent::config_builder()
+            .tls_config(tls)
+            .proxy(None)
+            .timeout_connect(Some(TIMEOUT))
+            .timeout_recv_response(Some(TIMEOUT))
+            // A watch ends by its own timeout; a little longer, and it is dead.
+            .timeout_recv_body(Some(Duration::from_secs(crate::node_watch::WATCH_SECONDS + 60)))
+            .http_status_as_error(false)
+            .user_agent(user_agent)
+            .build()
+            .new_agent();
+        Ok(Client {
+            agent,
+            watching,
+            server: cluster.server.trim_end_matches('/').to_string(),
+            token: user.token.clone(),
+        })
     }
 
     fn send(&self, method: &str, path: &str, content_type: &str, body: Option<&Value>) -> Result<Value, String> {
@@ -237,9 +261,12 @@ impl Client {
     /// Sets the condition (its transition time kept while its status stays) and, for a converged pass, the bundle
     /// annotation; with a pull, its condition too, and once a pulled bundle converged, the pulled-bundle annotation.
     /// A Node already saying so is not written again.
-    pub fn report(&self, result: &ApplyResult) -> Result<(), String> {
+    pub fn report(&self, result: &ApplyResult, cached: Option<&Value>) -> Result<(), String> {
         let path = format!("/api/v1/nodes/{}", result.node_name);
-        let node = self.send("GET", &path, "application/json", None)?;
+        let node = match cached.filter(|n| n["metadata"]["name"] == result.node_name.as_str()) {
+            Some(n) => n.clone(),
+            None => self.send("GET", &path, "application/json", None)?,
+        };
         let mut conditions = Vec::new();
         let (status, reason, message) = condition(result);
         conditions.extend(changed(&node, CONDITION_TYPE, status, reason, message));
@@ -269,6 +296,22 @@ impl Client {
             self.send("PATCH", &path, "application/merge-patch+json", Some(&patch))?;
         }
         Ok(())
+    }
+
+    /// A watch as the node: its events, one JSON object a line, as they come.
+    pub fn watch(&self, path: &str) -> Result<std::io::BufReader<ureq::BodyReader<'static>>, String> {
+        let url = format!("{}{path}", self.server);
+        let mut request = ureq::http::Request::builder().method("GET").uri(&url).header("Accept", "application/json");
+        if let Some(t) = &self.token {
+            request = request.header("Authorization", format!("Bearer {t}"));
+        }
+        let request = request.body(()).map_err(|e| e.to_string())?;
+        let response = self.watching.run(request).map_err(|e| format!("GET {url}: {e}"))?;
+        let status = response.status().as_u16();
+        if status != 200 {
+            return Err(format!("watch {path}: the API server answered {status}"));
+        }
+        Ok(std::io::BufReader::new(response.into_body().into_reader()))
     }
 
     /// A request as the node, for tests of what the node may do: the answer, or the API server's refusal.

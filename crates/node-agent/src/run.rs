@@ -2,10 +2,12 @@
 //! interval (a killed service is started again, an every-boot step redone after a reboot); a pending or failed
 //! pass is retried after 5 s, 10 s, 20 s … up to the back-off cap. A stop request ends the wait at once. When sync
 //! has replaced the agent's program under the running service, the loop ends after its pass so the new program
-//! takes over ([`crate::agent_service`]).
+//! takes over ([`crate::agent_service`]). With a watch on its Node ([`crate::node_watch`]) the passes read the Node
+//! from it, and a new desired bundle ends the wait at once (the `wait` returns `false` early).
 
-use crate::apply::apply;
+use crate::apply::apply_watched;
 use crate::log;
+use crate::node_watch::NodeWatch;
 use crate::system::System;
 use crate::timing::Timing;
 use std::time::Duration;
@@ -35,12 +37,17 @@ pub enum Ended {
 
 /// Runs passes until `wait` reports a stop request (it waits up to the given time and returns `true` when asked
 /// to stop), or until the program was replaced. Returns why it ended and the number of passes.
-pub fn run_loop(sys: &mut dyn System, timing: &Timing, wait: &mut dyn FnMut(Duration) -> bool) -> (Ended, u64) {
+pub fn run_loop(
+    sys: &mut dyn System,
+    timing: &Timing,
+    watch: Option<&NodeWatch>,
+    wait: &mut dyn FnMut(Duration) -> bool,
+) -> (Ended, u64) {
     let log_path = sys.local(&NodePath::known(log::LOG_FILE));
     let mut failures = 0;
     let mut passes = 0;
     loop {
-        let result = apply(sys, timing);
+        let result = apply_watched(sys, timing, watch);
         passes += 1;
         log::append(&log_path, &result.to_line());
         if crate::agent_service::replaced_under_me(sys) {

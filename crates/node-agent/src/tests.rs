@@ -807,7 +807,7 @@ fn the_run_loop_backs_off_while_pending_and_finishes_after_the_reboot() {
     let mut pauses = vec![];
     let sys = &node.sys;
     // A second handle on the same fake, so the loop's wait can reboot it.
-    let (_, passes) = crate::run::run_loop(&mut sys.clone(), &timing, &mut |d| {
+    let (_, passes) = crate::run::run_loop(&mut sys.clone(), &timing, None, &mut |d| {
         pauses.push(d);
         match pauses.len() {
             1 | 2 => false,
@@ -1183,7 +1183,7 @@ fn a_replaced_agent_hands_over_its_service_and_its_old_copy_goes() {
     assert!(!crate::agent_service::replaced_under_me(&node.sys));
     node.write(paths::AGENT_EXE, "agent 3");
     assert!(crate::agent_service::replaced_under_me(&node.sys));
-    let (ended, passes) = crate::run::run_loop(&mut node.sys.clone(), &node.timing, &mut |_| false);
+    let (ended, passes) = crate::run::run_loop(&mut node.sys.clone(), &node.timing, None, &mut |_| false);
     assert_eq!((ended, passes), (crate::run::Ended::HandOver, 1));
     // A copy still run by a process stays, and goes once that process ended.
     node.write(aside.as_str(), "agent 2");

@@ -74,7 +74,7 @@ impl PulledState {
 
 /// The pull before a pass; `None` when there is nothing to pull from (the node has not joined, its name is not
 /// known yet, or its Node names no desired bundle).
-pub fn pull(sys: &dyn Files) -> Option<PullReport> {
+pub fn pull(sys: &dyn Files, cached: Option<&serde_json::Value>) -> Option<PullReport> {
     let kubeconfig = sys.local(&NodePath::known(paths::KUBECONFIG));
     let node_name = crate::state::AppliedState::load(&sys.local(&NodePath::known(paths::APPLIED_STATE)))
         .map(|s| s.node_name)
@@ -84,9 +84,12 @@ pub fn pull(sys: &dyn Files) -> Option<PullReport> {
     }
     let pulled = PulledState::load(sys);
     let on_node = |p: &PulledState| (!p.reference.is_empty()).then(|| p.reference.clone());
-    let desired = match Client::from_kubeconfig(&kubeconfig)
-        .and_then(|c| c.request("GET", &format!("/api/v1/nodes/{node_name}"), "application/json", None))
-    {
+    let read = match cached.filter(|n| n["metadata"]["name"] == node_name.as_str()) {
+        Some(node) => Ok(node.clone()),
+        None => Client::from_kubeconfig(&kubeconfig)
+            .and_then(|c| c.request("GET", &format!("/api/v1/nodes/{node_name}"), "application/json", None)),
+    };
+    let desired = match read {
         Ok(node) => node["metadata"]["annotations"][DESIRED_BUNDLE_ANNOTATION].as_str()?.to_string(),
         // A node that never pulled is pushed to: an API server it cannot ask is the report's to say.
         Err(_) if pulled.reference.is_empty() => return None,

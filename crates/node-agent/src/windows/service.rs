@@ -43,6 +43,14 @@ pub fn dispatch(timing: Timing) -> Result<(), DispatchError> {
     })
 }
 
+/// What ends a wait between two passes.
+enum Wake {
+    /// A stop or shutdown request.
+    Stop,
+    /// The Node's desired bundle changed: a pass now.
+    Node,
+}
+
 /// The service-specific exit code of a service that ends to hand over to a new agent: not 0, so the SCM's recovery
 /// actions (restart after 5 s; set for non-crash failures too) start the new program.
 const HAND_OVER: u32 = 1;
@@ -62,9 +70,10 @@ fn status(state: ServiceState, accept: ServiceControlAccept) -> ServiceStatus {
 fn service_main(_arguments: Vec<OsString>) {
     let timing = TIMING.get().cloned().unwrap_or_default();
     let (stop_tx, stop_rx) = mpsc::channel();
+    let wake_tx = stop_tx.clone();
     let handler = move |control| match control {
         ServiceControl::Stop | ServiceControl::Shutdown => {
-            let _ = stop_tx.send(());
+            let _ = stop_tx.send(Wake::Stop);
             ServiceControlHandlerResult::NoError
         }
         ServiceControl::Interrogate => ServiceControlHandlerResult::NoError,
@@ -78,8 +87,13 @@ fn service_main(_arguments: Vec<OsString>) {
     if handle.set_service_status(status(ServiceState::Running, accept)).is_err() {
         return;
     }
-    let (ended, _) = run_loop(&mut sys, &timing, &mut |pause| {
-        !matches!(stop_rx.recv_timeout(pause), Err(mpsc::RecvTimeoutError::Timeout))
+    // The watch on its Node: a new desired bundle ends the wait at once, as a stop request does.
+    let watch = crate::node_watch::NodeWatch::of_node(&sys, move || {
+        let _ = wake_tx.send(Wake::Node);
+    });
+    let (ended, _) = run_loop(&mut sys, &timing, Some(&watch), &mut |pause| match stop_rx.recv_timeout(pause) {
+        Ok(Wake::Node) | Err(mpsc::RecvTimeoutError::Timeout) => false,
+        Ok(Wake::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => true,
     });
     let mut stopped = status(ServiceState::Stopped, ServiceControlAccept::empty());
     if ended == Ended::HandOver {
