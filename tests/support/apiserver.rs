@@ -224,6 +224,11 @@ impl ControlPlane {
     }
 
     /// The CA every server and client certificate of the rig chains to (PEM).
+    /// The kube-apiserver's process id (a benchmark reads its memory).
+    pub fn apiserver_pid(&self) -> u32 {
+        self.apiserver.lock().unwrap_or_else(|e| e.into_inner()).id()
+    }
+
     pub fn ca_pem(&self) -> String {
         std::fs::read_to_string(self.path("ca.crt")).expect("ca.crt")
     }
