@@ -99,8 +99,9 @@ impl NodeWatch {
     fn follow(&self, client: &Client, name: &str, seen: &mut dyn FnMut(&Value)) -> Result<(), String> {
         let node = client.request("GET", &format!("/api/v1/nodes/{name}"), "application/json", None)?;
         let mut version = node["metadata"]["resourceVersion"].as_str().unwrap_or("").to_string();
+        // Kept before it is told: the pass it may start reads the Node from here.
+        self.set(Some(node.clone()));
         seen(&node);
-        self.set(Some(node));
         loop {
             let path = format!(
                 "/api/v1/nodes?fieldSelector=metadata.name%3D{name}&watch=true&allowWatchBookmarks=true\
@@ -114,8 +115,8 @@ impl NodeWatch {
                 match event["type"].as_str() {
                     Some("ADDED" | "MODIFIED") if object["metadata"]["name"] == name => {
                         version = object["metadata"]["resourceVersion"].as_str().unwrap_or(&version).to_string();
-                        seen(object);
                         self.set(Some(object.clone()));
+                        seen(object);
                     }
                     Some("BOOKMARK") => {
                         version = object["metadata"]["resourceVersion"].as_str().unwrap_or(&version).to_string();
