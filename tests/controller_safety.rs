@@ -25,35 +25,10 @@ use support::apiserver::WMRENDER_USER;
 use support::controller_manager::{CSR_SIGNING, ControllerManager, NODE_LIFECYCLE};
 use support::controller_rig::{Rig, StopOnDrop, configured, free_port, http_get, inputs, kubelets, metrics};
 use support::played::{CSRS, MACHINES, MachineApi};
-use support::{code, stderr, wmrender};
 
 /// The inputs of these tests, with these BYOH hosts (their addresses).
 fn with_byoh(addresses: &[&str]) -> String {
     inputs("safe", addresses)
-}
-
-/// `wmrender status` as the controller's user: (exit code, the JSON fleet, the table on stderr).
-fn status(rig: &Rig) -> (i32, Value, String) {
-    let p = |n: &str| rig.path(n).to_str().unwrap().to_string();
-    let identity = rig.sshd.path("client_ed25519");
-    let args = [
-        "status",
-        "--kubeconfig",
-        &p("kubeconfig"),
-        "--rendered",
-        &p("rendered"),
-        "--inventory",
-        &p("nodes.yaml"),
-        "--identity",
-        identity.to_str().unwrap(),
-        "--known-hosts",
-        &p("known_hosts"),
-    ];
-    let human = wmrender(&args);
-    let mut json_args = args.to_vec();
-    json_args.extend(["--output", "json"]);
-    let json = wmrender(&json_args);
-    (code(&json), serde_json::from_slice(&json.stdout).unwrap_or(Value::Null), stderr(&human))
 }
 
 /// The Events in `namespace` about the object named `name`, as (reason, message).
@@ -168,7 +143,7 @@ fn a_node_gets_no_certificate_for_a_neighbours_names_and_a_hostile_machine_is_re
                 .any(|(reason, message)| reason == "NotContacted" && message.contains("-oProxyCommand"))
         });
         assert!(metrics(port).contains("wmrender_controller_nodes{state=\"refused\"} 1"), "{}", metrics(port));
-        let (rc, fleet, table) = status(&rig);
+        let (rc, fleet, table) = rig.status();
         assert_eq!(rc, 1, "a refused host is not settled: {table}");
         let evil =
             fleet.as_array().unwrap().iter().find(|l| l["target"] == "safe-00000-windows-worker-us-west-2a-evil");
@@ -246,7 +221,7 @@ fn an_unreadable_desired_state_stops_every_step_and_is_said_until_it_reads_again
                 .iter()
                 .any(|(r, m)| r == "DesiredStateUnreadable" && m.contains("nodes.yaml:3"))
         });
-        let (_, fleet, table) = status(&rig);
+        let (_, fleet, table) = rig.status();
         assert_eq!(fleet[0]["next"], "blocked", "{fleet}");
         assert!(table.contains("blocked") && table.contains("nodes.yaml:3"), "{table}");
         std::thread::sleep(Duration::from_secs(6));
@@ -279,7 +254,7 @@ fn an_unreadable_desired_state_stops_every_step_and_is_said_until_it_reads_again
         std::thread::sleep(Duration::from_secs(5));
         assert!(rig.node("b2").is_some() && rig.node("b3").is_some());
         assert!(rig.path("b2/C/k/kubelet.conf").exists() && rig.path("b3/C/k/kubelet.conf").exists());
-        let (_, fleet, _) = status(&rig);
+        let (_, fleet, _) = rig.status();
         let held: Vec<&Value> = fleet.as_array().unwrap().iter().filter(|l| l["next"] == "refused").collect();
         assert_eq!(held.len(), 2, "{fleet}");
 

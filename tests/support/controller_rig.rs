@@ -142,6 +142,30 @@ impl Rig {
         logs.iter().map(|p| std::fs::read_to_string(p).unwrap_or_default()).collect()
     }
 
+    /// `wmrender status` as the controller's user: (exit code, the JSON fleet, the table on stderr).
+    pub fn status(&self) -> (i32, Value, String) {
+        let p = |n: &str| self.path(n).to_str().unwrap().to_string();
+        let identity = self.sshd.path("client_ed25519");
+        let args = [
+            "status",
+            "--kubeconfig",
+            &p("kubeconfig"),
+            "--rendered",
+            &p("rendered"),
+            "--inventory",
+            &p("nodes.yaml"),
+            "--identity",
+            identity.to_str().unwrap(),
+            "--known-hosts",
+            &p("known_hosts"),
+        ];
+        let human = wmrender(&args);
+        let mut json_args = args.to_vec();
+        json_args.extend(["--output", "json"]);
+        let json = wmrender(&json_args);
+        (code(&json), serde_json::from_slice(&json.stdout).unwrap_or(Value::Null), stderr(&human))
+    }
+
     pub fn node(&self, name: &str) -> Option<Value> {
         self.cp.admin().get(&format!("/api/v1/nodes/{name}"))
     }
