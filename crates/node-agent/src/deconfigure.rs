@@ -186,7 +186,7 @@ fn remove_hns_networks(sys: &mut dyn System, desired: Option<&Desired>, result: 
 
 /// Every file sync delivered (the manifest's), every file, binary, credential and required file the services
 /// name (kubelet's kubeconfig, the network step's output), the steps' scripts, the CA bundle and the bundle's own
-/// files. The agent's executable stays (Windows does not let a running program delete itself; the next sync
+/// files, and the record of the last pull. The agent's executable stays (Windows does not let a running program delete itself; the next sync
 /// replaces it), with `applied.json`, its lock and its log.
 fn remove_files(sys: &mut dyn System, desired: Option<&Desired>, result: &mut ApplyResult) {
     let Some(desired) = desired else { return };
@@ -199,6 +199,7 @@ fn remove_files(sys: &mut dyn System, desired: Option<&Desired>, result: &mut Ap
         paths::TRUSTED_CA_BUNDLE,
         paths::LAST_PASS,
         paths::AGENT_RUNNING,
+        paths::PULLED_STATE,
         paths::SERVICES_JSON,
         paths::SETTINGS_JSON,
         paths::NODE_MANIFEST,
