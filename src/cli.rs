@@ -94,7 +94,9 @@ wmrender controller --rendered /etc/wmrender/rendered --identity /etc/wmrender/s
 --metrics-cert /etc/wmrender/metrics-tls/tls.crt --metrics-key /etc/wmrender/metrics-tls/tls.key   # in the cluster, as its rendered Deployment \
 runs it (inputs `controller`)\n  \
 wmrender controller --kubeconfig kc --rendered out --identity key.pem --once --dry-run   # the fleet, and what it \
-would do (wmrender status)\n\n\
+would do (wmrender status)\n  \
+wmrender controller --kubeconfig kc --rendered out --identity key.pem --pull-from registry.example.com/fleet/bundle \
+--max-unavailable 10   # nodes pull each render CI publishes, 10 at a time (docs/pull.md)\n\n\
 It watches the Windows Machines, Nodes and CSRs and, on every change and at least every --resync, judges each \
 Windows instance from the cluster's state alone: an instance without a Node or whose agent applied another bundle \
 is synced (as `sync` syncs it: first contact, first boot's reboot, CSRs), a node whose agent reports failing is \

@@ -343,4 +343,17 @@ fn a_signed_bundle_is_pulled_through_the_mirror_verified_and_staged_and_every_ba
         std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(),
         rendered_file(&v2, r"C:\k\wmrender\services.json")
     );
+
+    // A sync delivers another bundle since (the push path): the pulled one is no longer said to be on the node,
+    // and it is not pulled over the push until the annotation changes.
+    let mut m = f.manifest();
+    let services = m.files.iter_mut().find(|e| e.path.as_str() == r"C:\k\wmrender\services.json").unwrap();
+    let pushed = rendered_file(&v5, r"C:\k\wmrender\services.json");
+    std::fs::write(f.node.join("k/wmrender/services.json"), &pushed).unwrap();
+    services.sha256 = wmrender_contract::sha256_hex(&pushed);
+    std::fs::write(f.node.join("k/wmrender/manifest.json"), m.to_json()).unwrap();
+    let r = f.pull();
+    assert_eq!((r.outcome, r.on_node.as_deref()), (PullOutcome::Current, None), "{r:?}");
+    assert!(r.message.contains("a sync has delivered another"), "{}", r.message);
+    assert_eq!(std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(), pushed);
 }

@@ -83,7 +83,12 @@ pub fn pull(sys: &dyn Files, cached: Option<&serde_json::Value>) -> Option<PullR
         return None;
     }
     let pulled = PulledState::load(sys);
-    let on_node = |p: &PulledState| (!p.reference.is_empty()).then(|| p.reference.clone());
+    // The pulled bundle is on the node while the node's bundle files are the ones it staged (a sync may have
+    // delivered another since): only then is it reported on the Node.
+    let on_node = |p: &PulledState| {
+        let holding = stage::node_manifest(sys).map(|m| m.bundle_digest()).unwrap_or_default();
+        (!p.reference.is_empty() && p.bundle == holding).then(|| p.reference.clone())
+    };
     let read = match cached.filter(|n| n["metadata"]["name"] == node_name.as_str()) {
         Some(node) => Ok(node.clone()),
         None => Client::from_kubeconfig(&kubeconfig)
@@ -102,11 +107,19 @@ pub fn pull(sys: &dyn Files, cached: Option<&serde_json::Value>) -> Option<PullR
             });
         }
     };
-    let (outcome, message, after) = match pull_desired(sys, &desired, &pulled) {
-        Ok(done) => done,
-        Err((outcome, message)) => (outcome, message, pulled),
+    let (outcome, message, on_node) = match pull_desired(sys, &desired, &pulled) {
+        Ok((PullOutcome::Current, _, after)) if on_node(&after).is_none() => (
+            PullOutcome::Current,
+            format!(
+                "the bundle {desired} was pulled, and a sync has delivered another since: it is pulled again when the \
+                 annotation changes"
+            ),
+            None,
+        ),
+        Ok((outcome, message, after)) => (outcome, message, on_node(&after)),
+        Err((outcome, message)) => (outcome, message, on_node(&pulled)),
     };
-    Some(PullReport { desired, outcome, message, on_node: on_node(&after) })
+    Some(PullReport { desired, outcome, message, on_node })
 }
 
 type Failure = (PullOutcome, String);
