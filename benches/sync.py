@@ -5,8 +5,9 @@ same run on the same sshd:
 1. upload of a 100 MB payload file to a fresh node, `wmrender sync` vs OpenSSH `scp` of the same file; also the
    posix apply step on its own (run directly on the node root the sync filled), so the transport's share shows;
 2. a no-op sync of 20 nodes (`--parallel 8`) vs 20 bare `ssh true` connections with the same parallelism;
-3. bytes sent for a one-file change (the report's bytesSent), per byte of the changed file, with the node
-   manifest's size: a one-file change sends the file, a small journal and the manifest once.
+3. bytes sent for a one-file change (the report's bytesSent), per byte of the changed file, against the goal of
+   the file and 2 KiB: a one-file change sends the file, a small journal and the manifest's update (the changed
+   entry over the manifest as it is), and leaves the node manifest as it was.
 
 Needs root, openssh-server and openssh-client. Usage: python3 benches/sync.py [--runs N]
 """
@@ -154,10 +155,12 @@ def main():
         node = json.loads(out)["nodes"][0]
         size = os.path.getsize(f"{d}/rendered/node/C/k/containerd/registries/quay.io/hosts.toml")
         manifest = os.path.getsize(f"{d}/n-00/C/k/wmrender/manifest.json")
+        update = os.path.getsize(f"{d}/n-00/C/k/wmrender/manifest.json.wmrender-update")
         sent = node["bytesSent"]
         print(f"one-file change: {node['changed']} -> {sent} bytes sent for a {size}-byte file, "
-              f"{sent / size:.1f} bytes per changed byte (the node manifest, written once, is {manifest} bytes; "
-              f"the journal beside it {sent - size - manifest} bytes)")
+              f"{sent - size} over it (goal: 2,048), {sent / size:.1f} bytes per changed byte (the manifest's "
+              f"update {update} bytes, the journal {sent - size - update} bytes; the {manifest}-byte node manifest "
+              f"is not sent)")
     finally:
         proc.terminate()
         proc.wait()

@@ -483,8 +483,10 @@ fn connections_cut_mid_upload_leave_old_or_new_files_and_the_next_sync_converges
 }
 
 /// The node's files that came from wmrender (everything but its manifest), as path → sha256.
+/// The files a node holds, by sha256, but for its manifest and the update a one-file change leaves beside it.
 fn delivered(root: &Path) -> BTreeMap<String, String> {
-    node_files(root).into_iter().filter(|(p, _)| p != "k/wmrender/manifest.json").map(|(p, b)| (p, sha(&b))).collect()
+    let own = ["k/wmrender/manifest.json", "k/wmrender/manifest.json.wmrender-update"];
+    node_files(root).into_iter().filter(|(p, _)| !own.contains(&p.as_str())).map(|(p, b)| (p, sha(&b))).collect()
 }
 
 /// What a node must hold after a clean sync of `rendered` with `payload`: the bundle's node files and the payload.
@@ -501,11 +503,11 @@ fn expected(rendered: &Path, payload: &Path) -> BTreeMap<String, String> {
     want
 }
 
-/// A one-file change writes its journal beside the manifest, the file, then the manifest once (`delivery::node`): cut
-/// anywhere, in either direction, the next sync finishes it whatever it pushes; a clean one sends the file, the
-/// small journal and one manifest.
+/// A one-file change writes its journal beside the manifest, the file, then the manifest's update
+/// (`delivery::node`): cut anywhere, in either direction, the next sync finishes it whatever it pushes; a clean one
+/// sends the file, the small journal and the update, at most the file and 2 KiB, and leaves the manifest as it was.
 #[test]
-fn a_one_file_change_writes_the_manifest_once_and_a_cut_anywhere_in_it_is_finished_by_the_next_sync() {
+fn a_one_file_change_sends_the_file_and_less_than_2_kib_and_a_cut_anywhere_in_it_is_finished_by_the_next_sync() {
     let rig = Rig::new();
     let empty_payload = rig.path("no-payload");
     std::fs::create_dir_all(empty_payload.join("C")).unwrap();
@@ -516,20 +518,55 @@ fn a_one_file_change_writes_the_manifest_once_and_a_cut_anywhere_in_it_is_finish
     };
     let hosts = "k/containerd/registries/registry.redhat.io/hosts.toml";
     let journal = "k/wmrender/manifest.json.wmrender-journal";
+    let (manifest_file, update_file) = ("k/wmrender/manifest.json", "k/wmrender/manifest.json.wmrender-update");
+    // What the node's manifest says, with its update: the one reader sync and the agent use.
+    let node_manifest = |files: &BTreeMap<String, Vec<u8>>| {
+        let update = files.get(update_file).map(Vec::as_slice);
+        wmrender_contract::NodeManifest::read(&files[manifest_file], update).unwrap()
+    };
 
-    // Clean: only that file changes, and the manifest is written once.
+    // Clean: only that file changes; the manifest stays as it was and the update beside it names the file.
     version(1);
     assert_eq!(rig.sync(&inv, &[]).0, 0);
+    let before = node_files(&rig.path("node-00"));
     let rendered = version(2);
     let (rc, report, err) = rig.sync(&inv, &[]);
     assert_eq!(rc, 0, "{err}");
     let n = &nodes(&report)[0];
     assert_eq!(n["changed"], serde_json::json!([format!("C:\\{}", hosts.replace('/', "\\"))]), "{n}");
     let files = node_files(&rig.path("node-00"));
-    let (file, manifest) = (files[hosts].len() as u64, files["k/wmrender/manifest.json"].len() as u64);
+    let file = files[hosts].len() as u64;
     let sent = n["bytesSent"].as_u64().unwrap();
-    assert!(sent > file + manifest && sent < file + manifest + 1_000, "sent {sent}: file {file}, manifest {manifest}");
+    eprintln!("a one-file change: {sent} bytes sent for a {file}-byte file");
+    assert!(sent > file && sent <= file + 2048, "sent {sent} for a {file}-byte file");
+    assert_eq!(files[manifest_file], before[manifest_file], "the manifest is not written again");
+    let (read, update) = node_manifest(&files);
+    let update = update.expect("the update applies over the manifest");
+    assert_eq!(
+        update.files.iter().map(|f| f.path.to_string()).collect::<Vec<_>>(),
+        [format!("C:\\{}", hosts.replace('/', "\\"))]
+    );
+    assert!(read.applied);
     assert_eq!(delivered(&rig.path("node-00")), expected(&rendered, &empty_payload), "no journal left");
+
+    // Another one-file change adds up over the same manifest; a change of more than one file writes the whole
+    // manifest and removes the update.
+    let rendered = version(3);
+    let (rc, report, err) = rig.sync(&inv, &[]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(nodes(&report)[0]["bytesSent"].as_u64().unwrap() <= file + 2048);
+    let files = node_files(&rig.path("node-00"));
+    assert_eq!(files[manifest_file], before[manifest_file]);
+    assert_eq!(delivered(&rig.path("node-00")), expected(&rendered, &empty_payload));
+    let rendered = rig.render(
+        &INPUTS
+            .replace("mirror.example.com:5000/redhat/ubi9", "mirror4.example.com/redhat/ubi9")
+            .replace("    - source: quay.io/openshift\n      mirrors: [mirror.example.com:5000/quay/openshift]\n", ""),
+    );
+    assert_eq!(rig.sync(&inv, &[]).0, 0);
+    let files = node_files(&rig.path("node-00"));
+    assert!(!files.contains_key(update_file), "the whole manifest replaced the update");
+    assert_eq!(delivered(&rig.path("node-00")), expected(&rendered, &empty_payload));
 
     let mut cut_with_journal = 0;
     for (from, to) in [(1, 2), (2, 1)] {
@@ -566,13 +603,12 @@ fn a_one_file_change_writes_the_manifest_once_and_a_cut_anywhere_in_it_is_finish
                     }
                     None => Vec::new(),
                 };
-                let manifest: serde_json::Value = serde_json::from_slice(&files["k/wmrender/manifest.json"]).unwrap();
-                for entry in manifest["files"].as_array().unwrap() {
-                    let path = entry["path"].as_str().unwrap();
+                for entry in node_manifest(&files).0.files {
+                    let path = entry.path.to_string();
                     let rel = path.trim_start_matches("C:\\").replace('\\', "/");
-                    if !uncertain.iter().any(|u| u == path) {
+                    if !uncertain.iter().any(|u| *u == path) {
                         let on_node = files.get(&rel).map(|b| sha(b));
-                        assert_eq!(on_node.as_deref(), entry["sha256"].as_str(), "{budget}: {rel}");
+                        assert_eq!(on_node.as_deref(), Some(entry.sha256.as_str()), "{budget}: {rel}");
                     }
                 }
                 // …then a clean sync of either version: the node holds exactly it, with no journal or temporary

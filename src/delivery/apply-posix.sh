@@ -16,16 +16,33 @@ if [ ! -f "$manifest" ]; then
   result failed '"no manifest"' 0
   exit 1
 fi
+# A one-file change's update (manifest.json.wmrender-update: the entries that changed since, written over exactly
+# this manifest, which then holds no journal) is read first: its entries stand for the manifest's of the same path.
+update="$manifest.wmrender-update"
+entries() {
+  if [ -f "$update" ] && ! grep -q '^  "pending": ' "$manifest" &&
+    [ "$(sed -n 's/^  "base": "sha256:\([0-9a-f]*\)",$/\1/p' "$update")" = "$(sha256sum < "$manifest" | cut -d ' ' -f 1)" ]; then
+    sed -n -e 's/^ *"path": "\(.*\)",$/P\1/p' -e 's/^ *"size": \([0-9]*\),$/S\1/p' "$update"
+  fi
+  sed -n -e 's/^ *"path": "\(.*\)",$/P\1/p' -e 's/^ *"size": \([0-9]*\),$/S\1/p' "$manifest"
+}
 # The manifest is wmrender's own pretty JSON: a "path" line, then its "size" line. Paths stay JSON-escaped (a
 # backslash is written \\) so they can go back into the result line as they are.
-sed -n -e 's/^ *"path": "\(.*\)",$/P\1/p' -e 's/^ *"size": \([0-9]*\),$/S\1/p' "$manifest" | {
+entries | {
   errors=""
   checked=0
   path=""
+  seen="
+"
   while IFS= read -r line; do
     case $line in
       P*) path=${line#P} ;;
       S*)
+        case $seen in *"
+$path
+"*) continue ;; esac
+        seen="$seen$path
+"
         rel=$(printf '%s\n' "$path" | sed -e 's/^C:\\\\//' -e 's/\\\\/\//g')
         file="$root/C/$rel"
         if [ ! -f "$file" ]; then

@@ -11,7 +11,16 @@ if [ ! -f "$manifest" ]; then
   result converged ""
   exit 0
 fi
-sed -n -e 's/^ *"path": "\(.*\)",$/\1/p' "$manifest" | {
+# A one-file change's update (see the apply step) names files too, when it was written over this very manifest.
+update="$manifest.wmrender-update"
+paths() {
+  if [ -f "$update" ] && ! grep -q '^  "pending": ' "$manifest" &&
+    [ "$(sed -n 's/^  "base": "sha256:\([0-9a-f]*\)",$/\1/p' "$update")" = "$(sha256sum < "$manifest" | cut -d ' ' -f 1)" ]; then
+    sed -n -e 's/^ *"path": "\(.*\)",$/\1/p' "$update"
+  fi
+  sed -n -e 's/^ *"path": "\(.*\)",$/\1/p' "$manifest"
+}
+paths | {
   errors=""
   while IFS= read -r path; do
     rel=$(printf '%s\n' "$path" | sed -e 's/^C:\\\\//' -e 's/\\\\/\//g')
@@ -25,6 +34,6 @@ sed -n -e 's/^ *"path": "\(.*\)",$/\1/p' "$manifest" | {
     result failed "$errors"
     exit 1
   fi
-  rm -f "$manifest"
+  rm -f "$manifest" "$update"
   result converged ""
 }

@@ -13,10 +13,12 @@
 //!   is marked applied once it converged: three writes of the manifest;
 //! - **one file** (one file replaced in place, nothing removed, not the agent itself; [`plan::Changes::one_file`]):
 //!   one rename, which neither the agent nor anyone else can see half done, so the agent need not wait. The journal
-//!   goes into a small file of its own beside the manifest ([`ONE_FILE_JOURNAL`]), then the file, then the manifest,
-//!   once, already marked applied; the journal file is removed when the apply step converged. Until then it stands
+//!   goes into a small file of its own beside the manifest ([`ONE_FILE_JOURNAL`]), then the file, then the
+//!   manifest's update ([`ManifestUpdate`]: the changed entries over the manifest as it is, not the whole manifest
+//!   again), already marked applied; the journal file is removed when the apply step converged. Until then it stands
 //!   for the journal and for "not applied": a sync that finds it reads the manifest as holding that journal,
-//!   unapplied.
+//!   unapplied. Updates add up over one manifest until they would be half its size; then, or when the manifest
+//!   holds a journal, the change is journaled, which writes the whole manifest and removes the update.
 
 use super::error::SyncError;
 use super::inventory::Node;
@@ -27,10 +29,10 @@ use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
-use wmrender_contract::paths::{AGENT_EXE, KUBECONFIG, LAST_PASS, NODE_MANIFEST};
+use wmrender_contract::paths::{AGENT_EXE, KUBECONFIG, LAST_PASS, NODE_MANIFEST, NODE_MANIFEST_UPDATE};
 use wmrender_contract::{
-    ASIDE_SUFFIX, Actions, ApplyResult, ApplyStatus, FileKind, Journal, NodeManifest, NodePath, STAGED_SUFFIX,
-    ServicesFile, TEMP_SUFFIX,
+    ASIDE_SUFFIX, Actions, ApplyResult, ApplyStatus, FileKind, Journal, ManifestUpdate, NodeFile, NodeManifest,
+    NodePath, STAGED_SUFFIX, ServicesFile, TEMP_SUFFIX, UpdateError,
 };
 
 /// Beside the node manifest (`manifest.json.wmrender-journal`): the journal of a one-file change, as a node manifest
@@ -188,16 +190,30 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
     let mut conn = Connection::open(job.node, job.connect).await?;
     let mut sftp = conn.sftp().await?;
     let manifest_path = NodePath::known(NODE_MANIFEST);
-    let journal_path = one_file_journal()?;
-    // The one-file journal is read with the manifest, at once: it costs no round trip of its own.
-    let (at_manifest, at_journal) = (profile.sftp_path(&manifest_path), profile.sftp_path(&journal_path));
-    let (manifest, journal) = tokio::try_join!(sftp.read_if_exists(&at_manifest), sftp.read_if_exists(&at_journal))?;
-    let mut on_node = match manifest {
-        Some(bytes) => NodeManifest::parse(&bytes).map_err(|e| {
-            SyncError::Remote(format!("the node's {NODE_MANIFEST} {e} (remove it to have everything pushed again)"))
+    let (journal_path, update_path) = (one_file_journal()?, NodePath::known(NODE_MANIFEST_UPDATE));
+    // The one-file journal and the manifest's update are read with the manifest, at once: they cost no round trip
+    // of their own.
+    let (at_manifest, at_journal, at_update) =
+        (profile.sftp_path(&manifest_path), profile.sftp_path(&journal_path), profile.sftp_path(&update_path));
+    let (manifest, journal, update) = tokio::try_join!(
+        sftp.read_if_exists(&at_manifest),
+        sftp.read_if_exists(&at_journal),
+        sftp.read_if_exists(&at_update)
+    )?;
+    let (mut on_node, applied_update) = match &manifest {
+        Some(bytes) => NodeManifest::read(bytes, update.as_deref()).map_err(|e| match e {
+            UpdateError::Manifest(e) => {
+                SyncError::Remote(format!("the node's {NODE_MANIFEST} {e} (remove it to have everything pushed again)"))
+            }
+            UpdateError::Update(e) => SyncError::Remote(format!(
+                "the node's {NODE_MANIFEST_UPDATE} {e} (remove it and {NODE_MANIFEST} to have everything pushed again)"
+            )),
         })?,
-        None => NodeManifest::default(),
+        None => (NodeManifest::default(), None),
     };
+    // A one-file change may add its entries to an update over the manifest only while the manifest holds no journal.
+    let base = manifest.filter(|_| on_node.pending.is_none());
+    let stale_update = update.is_some() && applied_update.is_none();
     // A one-file change not seen to converge: cut off, or its apply step did not converge.
     let journal_found = journal.is_some();
     if let Some(bytes) = journal {
@@ -208,11 +224,22 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
         })?;
         take_journal(&mut on_node, journal);
     }
-    // A cut while the manifest or the journal was written leaves its temporary file even when nothing else changed.
+    // A cut while the manifest, the journal or the update was written leaves its temporary file even when nothing
+    // else changed; an update over an earlier manifest (a cut after the manifest replaced it) says nothing any more.
     if !job.dry_run {
-        let (manifest_temp, journal_temp) =
-            (profile.sftp_path(&temp(&manifest_path)?), profile.sftp_path(&temp(&journal_path)?));
-        tokio::try_join!(sftp.remove_file(&manifest_temp), sftp.remove_file(&journal_temp))?;
+        let (manifest_temp, journal_temp, update_temp) = (
+            profile.sftp_path(&temp(&manifest_path)?),
+            profile.sftp_path(&temp(&journal_path)?),
+            profile.sftp_path(&temp(&update_path)?),
+        );
+        tokio::try_join!(
+            sftp.remove_file(&manifest_temp),
+            sftp.remove_file(&journal_temp),
+            sftp.remove_file(&update_temp)
+        )?;
+        if stale_update {
+            sftp.remove_file(&at_update).await?;
+        }
     }
     // Only Windows nodes run services; elsewhere (posix staging hosts) every file is replaced in place.
     let binaries = job.services.binaries();
@@ -266,10 +293,13 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
     report.evicted = held.as_ref().map(|h| h.evicted.clone()).unwrap_or_default();
     // The agent's own executable is set aside, not replaced in one rename: never a one-file change.
     let one_file = changes.one_file() && !changes.write.iter().any(|d| d.file.path.as_str() == AGENT_EXE);
-    report.bytes_sent = if one_file {
-        push_one_file(profile, &conn, &sftp, &on_node, &changes).await?
-    } else {
-        push(profile, &conn, &sftp, &on_node, &changes, journal_found).await?
+    let one_file = match (one_file, &base) {
+        (true, Some(base)) => next_update(base, applied_update.as_ref(), &changes),
+        _ => None,
+    };
+    report.bytes_sent = match &one_file {
+        Some(update) => push_one_file(profile, &conn, &sftp, &on_node, &changes, update).await?,
+        None => push(profile, &conn, &sftp, &on_node, &changes, journal_found, applied_update.is_some()).await?,
     };
     let mut result = apply(&conn, profile).await?;
     // A host that holds kubelet's credentials joined before: whatever the cluster says, pods may run there.
@@ -298,7 +328,7 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
     // Kept in the report when the pass failed too: it names the node (for its taint) and says what failed.
     report.apply = Some(result);
     let converged = status == ApplyStatus::Converged;
-    report.bytes_sent += record_apply(profile, &conn, &sftp, &changes, one_file, converged).await?;
+    report.bytes_sent += record_apply(profile, &conn, &sftp, &changes, one_file.as_ref(), converged).await?;
     if let Some(e) = failed {
         return Err(e);
     }
@@ -394,6 +424,10 @@ fn plan_services(job: &Job<'_>, changes: &Changes, on_node: &NodeManifest, repor
 /// for the agent), removes what left the bundle, and writes the manifest. A connection cut at any point leaves
 /// every file old or new and the journal naming every file that may differ from the manifest, so the next sync
 /// finishes the job whatever it pushes.
+///
+/// The manifest's update (`update_found`) goes once the whole manifest holding the journal replaced the one it was
+/// written over, and before the manifest loses its journal: never does the node show the manifest without the
+/// update's entries, nor an update over a manifest written after it.
 async fn push(
     profile: &Profile,
     conn: &Connection,
@@ -401,6 +435,7 @@ async fn push(
     on_node: &NodeManifest,
     changes: &Changes,
     journal_found: bool,
+    update_found: bool,
 ) -> Result<u64, SyncError> {
     let manifest_path = NodePath::known(NODE_MANIFEST);
     let mut sent = 0;
@@ -418,8 +453,11 @@ async fn push(
             ))
         })?;
     }
-    if changes.files_differ() {
+    if changes.files_differ() || update_found {
         sent += replace_bytes(conn, sftp, profile, &manifest_path, changes.journal(on_node).to_json()).await?;
+    }
+    if update_found {
+        sftp.remove_file(&profile.sftp_path(&NodePath::known(NODE_MANIFEST_UPDATE))).await?;
     }
     for d in &changes.write {
         let target =
@@ -444,9 +482,32 @@ async fn push(
     Ok(sent)
 }
 
+/// The manifest's update for a one-file change over the manifest `base` (its bytes, holding no journal): the
+/// entries of the update already there with the change's own. `None` when the update would be half the manifest's
+/// size or more (the change is journaled instead, which writes the whole manifest), or when it would not say exactly
+/// what the whole manifest would.
+fn next_update(base: &[u8], found: Option<&ManifestUpdate>, changes: &Changes) -> Option<ManifestUpdate> {
+    let mut files: Vec<NodeFile> = found.map(|u| u.files.clone()).unwrap_or_default();
+    for d in &changes.write {
+        files.retain(|f| f.path != d.file.path);
+        files.push(d.file.clone());
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let update = ManifestUpdate::over(base, files, true);
+    let bytes = update.to_json();
+    if bytes.len() * 2 > base.len() {
+        return None;
+    }
+    let (mut read, _) = NodeManifest::read(base, Some(&bytes)).ok()?;
+    let mut result = changes.result.clone();
+    read.files.sort_by(|a, b| a.path.cmp(&b.path));
+    result.sort_by(|a, b| a.path.cmp(&b.path));
+    (read.files == result).then_some(update)
+}
+
 /// A one-file change ([`plan::Changes::one_file`]): its journal into [`ONE_FILE_JOURNAL`], the file, and the
-/// manifest, written once, as applied; [`record_apply`] removes the journal once the apply step converged. A cut
-/// at any point leaves the journal naming the file, which the next sync writes again whatever it pushes, and then
+/// manifest's update, marked applied; [`record_apply`] removes the journal once the apply step converged. A cut at
+/// any point leaves the journal naming the file, which the next sync writes again whatever it pushes, and then
 /// runs the apply step.
 async fn push_one_file(
     profile: &Profile,
@@ -454,6 +515,7 @@ async fn push_one_file(
     sftp: &Sftp,
     on_node: &NodeManifest,
     changes: &Changes,
+    update: &ManifestUpdate,
 ) -> Result<u64, SyncError> {
     remove_leftovers(profile, sftp, changes).await?;
     let journal = NodeManifest { files: Vec::new(), ..changes.journal(on_node) };
@@ -461,28 +523,30 @@ async fn push_one_file(
     for d in &changes.write {
         sent += replace(conn, sftp, profile, &d.file.path, &d.source, Some(&d.file.sha256)).await?;
     }
-    let manifest_path = NodePath::known(NODE_MANIFEST);
-    sent += replace_bytes(conn, sftp, profile, &manifest_path, changes.done(true).to_json()).await?;
+    sent += replace_bytes(conn, sftp, profile, &NodePath::known(NODE_MANIFEST_UPDATE), update.to_json()).await?;
     Ok(sent)
 }
 
 /// Records what the apply step said. A journaled change's manifest is marked applied once it converged. A one-file
-/// change's manifest already says so: its journal is removed once that is true, else the manifest is written again
-/// as not applied first, as a journaled change leaves it.
+/// change's update already says so: its journal is removed once that is true, else the update is written again as
+/// not applied first, as a journaled change leaves the manifest.
 async fn record_apply(
     profile: &Profile,
     conn: &Connection,
     sftp: &Sftp,
     changes: &Changes,
-    one_file: bool,
+    one_file: Option<&ManifestUpdate>,
     converged: bool,
 ) -> Result<u64, SyncError> {
     let manifest_path = NodePath::known(NODE_MANIFEST);
     let sent = match (one_file, converged) {
-        (false, false) => return Ok(0),
-        (false, true) => return replace_bytes(conn, sftp, profile, &manifest_path, changes.done(true).to_json()).await,
-        (true, true) => 0,
-        (true, false) => replace_bytes(conn, sftp, profile, &manifest_path, changes.done(false).to_json()).await?,
+        (None, false) => return Ok(0),
+        (None, true) => return replace_bytes(conn, sftp, profile, &manifest_path, changes.done(true).to_json()).await,
+        (Some(_), true) => 0,
+        (Some(update), false) => {
+            let unapplied = ManifestUpdate { applied: false, ..update.clone() };
+            replace_bytes(conn, sftp, profile, &NodePath::known(NODE_MANIFEST_UPDATE), unapplied.to_json()).await?
+        }
     };
     sftp.remove_file(&profile.sftp_path(&one_file_journal()?)).await?;
     Ok(sent)

@@ -19,7 +19,9 @@ pub mod signed_bundle;
 
 pub use ca_bundle::{BundleError, parse_ca_bundle};
 pub use machine::NodeMachine;
-pub use manifest::{BundleEntry, BundleManifest, FileKind, Journal, Mode, NodeFile, NodeManifest};
+pub use manifest::{
+    BundleEntry, BundleManifest, FileKind, Journal, ManifestUpdate, Mode, NodeFile, NodeManifest, UpdateError,
+};
 pub use path::NodePath;
 pub use result::Actions;
 pub use result::{ApplyResult, ApplyStatus, PullOutcome, PullReport};
@@ -34,6 +36,9 @@ pub mod paths {
     pub const WMRENDER_DIR: &str = r"C:\k\wmrender";
     /// Written by sync: what it delivered, with its journal.
     pub const NODE_MANIFEST: &str = r"C:\k\wmrender\manifest.json";
+    /// Written by sync for a one-file change instead of the whole manifest: the entries that changed since, over
+    /// the manifest it names by digest ([`crate::ManifestUpdate`]).
+    pub const NODE_MANIFEST_UPDATE: &str = r"C:\k\wmrender\manifest.json.wmrender-update";
     pub const SERVICES_JSON: &str = r"C:\k\wmrender\services.json";
     pub const SETTINGS_JSON: &str = r"C:\k\wmrender\node.json";
     /// The agent itself; sync delivers it with the bundle.
@@ -111,6 +116,7 @@ mod tests {
         for p in [
             paths::WMRENDER_DIR,
             paths::NODE_MANIFEST,
+            paths::NODE_MANIFEST_UPDATE,
             paths::SERVICES_JSON,
             paths::SETTINGS_JSON,
             paths::AGENT_EXE,

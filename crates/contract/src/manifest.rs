@@ -99,6 +99,41 @@ pub struct NodeManifest {
     pub applied: bool,
 }
 
+/// `C:\k\wmrender\manifest.json.wmrender-update`: what a one-file change writes instead of the whole manifest, so
+/// that it costs the file and a few hundred bytes rather than every file's entry again. It holds the entries that
+/// changed since the manifest it names by digest, and whether the apply step converged for the result.
+///
+/// It counts only over exactly that manifest, holding no journal ([`NodeManifest::read`]). Every writer of a whole
+/// manifest (sync, the agent's pull) first writes one with a journal, which is then no longer the base, and removes
+/// the update before the journal goes: an update never applies to a manifest written after it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestUpdate {
+    /// `sha256:…` of the manifest's bytes.
+    pub base: String,
+    /// Entries that replace those of the same path, or are new.
+    pub files: Vec<NodeFile>,
+    /// True once the apply step succeeded for the manifest with these entries.
+    pub applied: bool,
+}
+
+impl ManifestUpdate {
+    /// An update over the manifest `base` (its bytes as read from the node).
+    pub fn over(base: &[u8], files: Vec<NodeFile>, applied: bool) -> ManifestUpdate {
+        ManifestUpdate { base: format!("sha256:{}", crate::sha256_hex(base)), files, applied }
+    }
+
+    /// Parses an update read from a node, refusing any path that is not a normal path below `C:\k`.
+    pub fn parse(bytes: &[u8]) -> Result<ManifestUpdate, ManifestError> {
+        let u: ManifestUpdate = serde_json::from_slice(bytes).map_err(|e| ManifestError::Syntax(e.to_string()))?;
+        check_paths(u.files.iter().map(|f| &f.path))?;
+        Ok(u)
+    }
+
+    pub fn to_json(&self) -> Vec<u8> {
+        crate::pretty_json(self)
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Journal {
     pub files: Vec<NodeFile>,
@@ -113,17 +148,51 @@ pub enum ManifestError {
     Outside(String),
 }
 
+/// Which of the two files of a node's manifest does not check.
+#[derive(Debug, thiserror::Error)]
+pub enum UpdateError {
+    #[error("{0}")]
+    Manifest(ManifestError),
+    #[error("{0}")]
+    Update(ManifestError),
+}
+
+fn check_paths<'a>(paths: impl IntoIterator<Item = &'a NodePath>) -> Result<(), ManifestError> {
+    for p in paths {
+        if NodePath::parse_delivered(p.as_str()).is_err() {
+            return Err(ManifestError::Outside(p.to_string()));
+        }
+    }
+    Ok(())
+}
+
 impl NodeManifest {
     /// Parses a node manifest read from a node, refusing any path that is not a normal path below `C:\k`.
     pub fn parse(bytes: &[u8]) -> Result<NodeManifest, ManifestError> {
         let m: NodeManifest = serde_json::from_slice(bytes).map_err(|e| ManifestError::Syntax(e.to_string()))?;
         let pending = m.pending.iter().flat_map(|j| j.files.iter().map(|f| &f.path).chain(&j.remove));
-        for p in m.files.iter().map(|f| &f.path).chain(pending) {
-            if NodePath::parse_delivered(p.as_str()).is_err() {
-                return Err(ManifestError::Outside(p.to_string()));
+        check_paths(m.files.iter().map(|f| &f.path).chain(pending))?;
+        Ok(m)
+    }
+
+    /// What the node holds: its manifest with the update beside it applied, when that update was written over
+    /// exactly these bytes and the manifest holds no journal ([`ManifestUpdate`]); with the update that applied.
+    /// A stale update (over an earlier manifest) is ignored: it says nothing about the files any more.
+    pub fn read(manifest: &[u8], update: Option<&[u8]>) -> Result<(NodeManifest, Option<ManifestUpdate>), UpdateError> {
+        let mut m = NodeManifest::parse(manifest).map_err(UpdateError::Manifest)?;
+        let Some(bytes) = update else { return Ok((m, None)) };
+        let update = ManifestUpdate::parse(bytes).map_err(UpdateError::Update)?;
+        if m.pending.is_some() || update.base != ManifestUpdate::over(manifest, Vec::new(), false).base {
+            return Ok((m, None));
+        }
+        for f in &update.files {
+            match m.files.iter_mut().find(|k| k.path == f.path) {
+                Some(known) => *known = f.clone(),
+                None => m.files.push(f.clone()),
             }
         }
-        Ok(m)
+        m.applied = update.applied;
+        Ok((m, Some(update)))
     }
 
     pub fn to_json(&self) -> Vec<u8> {
@@ -144,6 +213,44 @@ mod tests {
         assert!(
             matches!(NodeManifest::parse(text.as_bytes()), Err(ManifestError::Outside(p)) if p == r"C:\Windows\win.ini")
         );
+    }
+
+    fn file(path: &str, sha: &str) -> NodeFile {
+        NodeFile { path: NodePath::known(path), sha256: sha.into(), size: 1, kind: FileKind::Bundle, staged: false }
+    }
+
+    #[test]
+    fn an_update_applies_only_over_the_manifest_it_names_holding_no_journal() {
+        let base = NodeManifest {
+            wmrender: "0".into(),
+            files: vec![file(r"C:\k\a", "1"), file(r"C:\k\b", "2")],
+            pending: None,
+            applied: false,
+        };
+        let bytes = base.to_json();
+        let update = ManifestUpdate::over(&bytes, vec![file(r"C:\k\b", "3"), file(r"C:\k\c", "4")], true);
+        let (read, applied) = NodeManifest::read(&bytes, Some(&update.to_json())).unwrap();
+        assert_eq!(applied.as_ref(), Some(&update));
+        assert!(read.applied);
+        let shas: Vec<&str> = read.files.iter().map(|f| f.sha256.as_str()).collect();
+        assert_eq!(shas, ["1", "3", "4"]);
+
+        // Over another manifest (one written after it), or over one holding a journal: stale, ignored.
+        let later = NodeManifest { applied: true, ..base.clone() }.to_json();
+        assert_eq!(NodeManifest::read(&later, Some(&update.to_json())).unwrap().1, None);
+        let journaled = NodeManifest { pending: Some(Journal::default()), ..base.clone() };
+        let over_journal = ManifestUpdate::over(&journaled.to_json(), vec![file(r"C:\k\b", "3")], true);
+        let (read, applied) = NodeManifest::read(&journaled.to_json(), Some(&over_journal.to_json())).unwrap();
+        assert_eq!((read, applied), (journaled, None));
+
+        // Read from a node: its paths are checked like the manifest's.
+        let outside = ManifestUpdate::over(&bytes, vec![file(r"C:\k\b", "3")], true);
+        let text = String::from_utf8(outside.to_json()).unwrap().replace(r"C:\\k\\b", r"C:\\Windows\\b");
+        assert!(matches!(
+            NodeManifest::read(&bytes, Some(text.as_bytes())),
+            Err(UpdateError::Update(ManifestError::Outside(_)))
+        ));
+        assert!(matches!(NodeManifest::read(&bytes, Some(b"{")), Err(UpdateError::Update(ManifestError::Syntax(_)))));
     }
 
     #[test]

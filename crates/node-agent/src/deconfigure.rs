@@ -203,6 +203,7 @@ fn remove_files(sys: &mut dyn System, desired: Option<&Desired>, result: &mut Ap
         paths::SERVICES_JSON,
         paths::SETTINGS_JSON,
         paths::NODE_MANIFEST,
+        paths::NODE_MANIFEST_UPDATE,
     ] {
         files.insert(NodePath::known(p));
     }
@@ -210,7 +211,9 @@ fn remove_files(sys: &mut dyn System, desired: Option<&Desired>, result: &mut Ap
     files.remove(&NodePath::known(paths::APPLIED_STATE));
     // The bundle's own files last: until they go, a failed run can be repeated with the same list.
     let (last, first): (Vec<NodePath>, Vec<NodePath>) = files.into_iter().partition(|p| {
-        [paths::SERVICES_JSON, paths::SETTINGS_JSON, paths::NODE_MANIFEST].iter().any(|b| p.as_str() == *b)
+        [paths::SERVICES_JSON, paths::SETTINGS_JSON, paths::NODE_MANIFEST, paths::NODE_MANIFEST_UPDATE]
+            .iter()
+            .any(|b| p.as_str() == *b)
     });
     for path in first.iter().chain(&last) {
         let local = sys.local(path);

@@ -2,7 +2,7 @@
 //! input (a node's files can be edited by anyone with an administrator's session).
 
 use crate::system::Files;
-use wmrender_contract::{NodeManifest, NodePath, NodeSettings, ServicesFile, paths};
+use wmrender_contract::{NodeManifest, NodePath, NodeSettings, ServicesFile, UpdateError, paths};
 
 pub struct Desired {
     pub manifest: NodeManifest,
@@ -29,10 +29,37 @@ fn read(sys: &dyn Files, file: &'static str) -> Result<Vec<u8>, InputError> {
     })
 }
 
+/// The node manifest with the update a one-file sync left beside it applied ([`NodeManifest::read`]); `None` on a
+/// node sync never reached.
+pub fn node_manifest(sys: &dyn Files) -> Result<Option<NodeManifest>, InputError> {
+    let (Some(manifest), update) =
+        (read_if_there(sys, paths::NODE_MANIFEST)?, read_if_there(sys, paths::NODE_MANIFEST_UPDATE)?)
+    else {
+        return Ok(None);
+    };
+    match NodeManifest::read(&manifest, update.as_deref()) {
+        Ok((m, _)) => Ok(Some(m)),
+        Err(UpdateError::Manifest(e)) => Err(InputError { file: paths::NODE_MANIFEST, message: e.to_string() }),
+        Err(UpdateError::Update(e)) => Err(InputError { file: paths::NODE_MANIFEST_UPDATE, message: e.to_string() }),
+    }
+}
+
+fn read_if_there(sys: &dyn Files, file: &'static str) -> Result<Option<Vec<u8>>, InputError> {
+    match std::fs::read(sys.local(&NodePath::known(file))) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(InputError { file, message: format!("cannot be read: {e}") }),
+    }
+}
+
 impl Desired {
     pub fn read(sys: &dyn Files) -> Result<Desired, InputError> {
-        let manifest = NodeManifest::parse(&read(sys, paths::NODE_MANIFEST)?)
-            .map_err(|e| InputError { file: paths::NODE_MANIFEST, message: e.to_string() })?;
+        let Some(manifest) = node_manifest(sys)? else {
+            return Err(InputError {
+                file: paths::NODE_MANIFEST,
+                message: "is not on the node: run `wmrender sync` to deliver the bundle".into(),
+            });
+        };
         let services = ServicesFile::parse(&read(sys, paths::SERVICES_JSON)?)
             .map_err(|e| InputError { file: paths::SERVICES_JSON, message: e.to_string() })?;
         let settings = NodeSettings::parse(&read(sys, paths::SETTINGS_JSON)?)

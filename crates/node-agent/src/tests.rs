@@ -283,6 +283,37 @@ fn one_changed_file_restarts_exactly_its_service() {
     assert_eq!(r.steps, ["network"]);
 }
 
+/// A one-file sync leaves the manifest as it was and writes the changed entry into the update beside it: the pass
+/// reads the two together, and ignores an update over a manifest written since.
+#[test]
+fn a_one_file_syncs_update_beside_the_manifest_is_read_with_it_unless_a_later_manifest_replaced_it() {
+    let mut node = Node::new().converged();
+    let conf = r"C:\k\kube-proxy.conf";
+    let entry = |content: &str| NodeFile {
+        path: np(conf),
+        sha256: sha256_hex(content.as_bytes()),
+        size: content.len() as u64,
+        kind: FileKind::Bundle,
+        staged: false,
+    };
+    let digest =
+        |content: &str| NodeManifest { files: vec![entry(content)], ..NodeManifest::default() }.bundle_digest();
+    let v1 = format!("{conf} v1");
+    node.manifest.files.push(entry(&v1));
+    assert_eq!(node.apply().bundle, digest(&v1));
+
+    node.write(conf, "v2");
+    let update = wmrender_contract::ManifestUpdate::over(&node.manifest.to_json(), vec![entry("v2")], true);
+    node.write(paths::NODE_MANIFEST_UPDATE, &String::from_utf8(update.to_json()).unwrap());
+    let r = node.apply();
+    assert_eq!((r.status, r.bundle.clone()), (ApplyStatus::Converged, digest("v2")), "{r:#?}");
+    assert_eq!(r.restarted, ["kube-proxy"]);
+
+    // A whole manifest written since (another sync, a pull): the update over the old one says nothing.
+    node.manifest.applied = true;
+    assert_eq!(node.apply().bundle, digest(&v1));
+}
+
 #[test]
 fn a_changed_file_of_a_service_with_dependents_stops_them_first() {
     let mut node = Node::new().converged();

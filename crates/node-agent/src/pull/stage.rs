@@ -16,6 +16,7 @@ use wmrender_contract::{FileKind, Journal, NodeFile, NodeManifest, NodePath, TEM
 /// Files only the agent or sync writes: never from a bundle.
 const AGENT_FILES: &[&str] = &[
     paths::NODE_MANIFEST,
+    paths::NODE_MANIFEST_UPDATE,
     paths::APPLIED_STATE,
     paths::PULLED_STATE,
     paths::AGENT_LOCK,
@@ -43,13 +44,9 @@ pub struct Staged {
     pub bundle: String,
 }
 
-/// Reads the node manifest; a node sync never reached has none.
+/// Reads the node manifest (with a one-file sync's update applied); a node sync never reached has none.
 pub fn node_manifest(sys: &dyn Files) -> Result<NodeManifest, String> {
-    match std::fs::read(sys.local(&NodePath::known(paths::NODE_MANIFEST))) {
-        Ok(bytes) => NodeManifest::parse(&bytes).map_err(|e| format!("{}: {e}", paths::NODE_MANIFEST)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(NodeManifest::default()),
-        Err(e) => Err(format!("{} cannot be read: {e}", paths::NODE_MANIFEST)),
-    }
+    Ok(crate::desired::node_manifest(sys).map_err(|e| e.to_string())?.unwrap_or_default())
 }
 
 /// Stages `files` (node path, verified bytes) as the node's bundle. `own_journal`: the journal on the node, if
@@ -132,6 +129,13 @@ pub fn stage(sys: &dyn Files, files: Vec<(NodePath, Vec<u8>)>, own_journal: bool
         applied: false,
     };
     write_atomically(sys, &NodePath::known(paths::NODE_MANIFEST), &journal_manifest.to_json())?;
+    // A one-file sync's update is over the manifest just replaced: its entries are in the one written now. It goes
+    // before the manifest loses its journal (see `ManifestUpdate`).
+    match std::fs::remove_file(sys.local(&NodePath::known(paths::NODE_MANIFEST_UPDATE))) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(StageError::NotNow(format!("cannot remove {}: {e}", paths::NODE_MANIFEST_UPDATE))),
+    }
     for (f, bytes) in &write {
         write_atomically(sys, &f.path, bytes)?;
     }
@@ -239,6 +243,31 @@ mod tests {
             assert!(matches!(&e, StageError::Refused(why) if why.contains("may not replace")), "{e:?}");
             assert_eq!(std::fs::read(f.local(&np(paths::NODE_MANIFEST))).unwrap(), before, "{path}");
         }
+    }
+
+    #[test]
+    fn a_one_file_syncs_update_is_read_with_the_manifest_and_folded_into_the_one_staging_writes() {
+        let (_dir, f) = node();
+        // A one-file sync changed kubelet.conf: the manifest as it was, the new entry in the update beside it.
+        let base = std::fs::read(f.local(&np(paths::NODE_MANIFEST))).unwrap();
+        std::fs::write(f.local(&np(r"C:\k\kubelet.conf")), "synced conf").unwrap();
+        let entry = NodeFile {
+            path: np(r"C:\k\kubelet.conf"),
+            sha256: sha256_hex(b"synced conf"),
+            size: 11,
+            kind: FileKind::Bundle,
+            staged: false,
+        };
+        let update = wmrender_contract::ManifestUpdate::over(&base, vec![entry], true);
+        write_atomically(&f, &np(paths::NODE_MANIFEST_UPDATE), &update.to_json()).unwrap();
+        // The pulled bundle holds the synced kubelet.conf: not written again; gone.ps1 left it.
+        let staged = stage(&f, vec![(np(r"C:\k\kubelet.conf"), b"synced conf".to_vec())], false).unwrap();
+        assert!(staged.written.is_empty(), "{staged:?}");
+        assert_eq!(staged.removed, [np(r"C:\k\gone.ps1")]);
+        assert!(!f.local(&np(paths::NODE_MANIFEST_UPDATE)).exists(), "the update is folded into the manifest");
+        let m = NodeManifest::parse(&std::fs::read(f.local(&np(paths::NODE_MANIFEST))).unwrap()).unwrap();
+        let conf = m.files.iter().find(|e| e.path == np(r"C:\k\kubelet.conf")).unwrap();
+        assert_eq!(conf.sha256, sha256_hex(b"synced conf"));
     }
 
     #[test]
