@@ -606,7 +606,7 @@ fn a_one_file_change_sends_the_file_and_less_than_2_kib_and_a_cut_anywhere_in_it
                 for entry in node_manifest(&files).0.files {
                     let path = entry.path.to_string();
                     let rel = path.trim_start_matches("C:\\").replace('\\', "/");
-                    if !uncertain.iter().any(|u| *u == path) {
+                    if !uncertain.contains(&path) {
                         let on_node = files.get(&rel).map(|b| sha(b));
                         assert_eq!(on_node.as_deref(), Some(entry.sha256.as_str()), "{budget}: {rel}");
                     }

@@ -205,6 +205,22 @@ fn sync_pushes_the_agent_which_applies_under_wine_and_the_next_sync_is_a_no_op()
     let after = rig.wine.service_events();
     assert_eq!(after.len(), events, "nothing was restarted\n{}", describe(&after[events..]));
     assert_eq!(rig.wine.powershell_calls().len(), calls, "no step ran");
+
+    // A one-file change (kubelet's client CA, which kubelet reloads by itself): the file and the manifest's update
+    // travel, not the node manifest; the agent reads the two together, converges, and the next sync is a no-op.
+    let manifest = std::fs::read(rig.wine.c(paths::NODE_MANIFEST)).unwrap();
+    std::fs::write(rig.path("kubelet-ca.crt"), "wine rig credential kubelet-ca.crt, rotated\n").unwrap();
+    let (rc, report, err) = rig.sync();
+    assert_eq!(rc, 0, "{err}\n{report}");
+    let n = node(&report);
+    assert_eq!((n["status"].as_str(), n["apply"]["status"].as_str()), (Some("synced"), Some("converged")), "{n}");
+    assert_eq!(n["changed"], serde_json::json!([paths::KUBELET_CA]), "{n}");
+    let size = std::fs::metadata(rig.wine.c(paths::KUBELET_CA)).unwrap().len();
+    assert!(n["bytesSent"].as_u64().unwrap() <= size + 2048, "{n}");
+    assert_eq!(std::fs::read(rig.wine.c(paths::NODE_MANIFEST)).unwrap(), manifest, "the manifest is not sent again");
+    assert!(rig.wine.c(paths::NODE_MANIFEST_UPDATE).is_file());
+    let (rc, report, _) = rig.sync();
+    assert_eq!((rc, node(&report)["status"].as_str()), (0, Some("unchanged")), "{report}");
 }
 
 #[test]

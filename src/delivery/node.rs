@@ -26,6 +26,7 @@ use super::plan::{self, Changes, Desired, Given};
 use super::profile::{Profile, strip_clixml};
 use super::ssh::{ConnectOptions, Connection, Sftp};
 use serde::Serialize;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
@@ -294,7 +295,7 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
     // The agent's own executable is set aside, not replaced in one rename: never a one-file change.
     let one_file = changes.one_file() && !changes.write.iter().any(|d| d.file.path.as_str() == AGENT_EXE);
     let one_file = match (one_file, &base) {
-        (true, Some(base)) => next_update(base, applied_update.as_ref(), &changes),
+        (true, Some(base)) => next_update(base, &on_node, applied_update.as_ref(), &changes),
         _ => None,
     };
     report.bytes_sent = match &one_file {
@@ -410,7 +411,7 @@ fn plan_services(job: &Job<'_>, changes: &Changes, on_node: &NodeManifest, repor
         return;
     }
     let touched = changes.touched();
-    let mut restart: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+    let mut restart: BTreeSet<&str> = BTreeSet::new();
     for s in services.affected_by(&touched) {
         restart.insert(&s.name);
         restart.extend(services.dependents(&s.name).iter().map(|d| d.name.as_str()));
@@ -483,14 +484,29 @@ async fn push(
 }
 
 /// The manifest's update for a one-file change over the manifest `base` (its bytes, holding no journal): the
-/// entries of the update already there with the change's own. `None` when the update would be half the manifest's
-/// size or more (the change is journaled instead, which writes the whole manifest), or when it would not say exactly
-/// what the whole manifest would.
-fn next_update(base: &[u8], found: Option<&ManifestUpdate>, changes: &Changes) -> Option<ManifestUpdate> {
+/// update already there with every entry of the result that differs from the node's (the changed file's). Only
+/// `staged` marks left from an upgrade the agent finished are not cleared: a `staged` entry whose file is in place
+/// is one the agent checks and leaves, and the next whole manifest drops the mark. `None` when a file leaves the
+/// manifest, when the update would be half the manifest's size or more (the change is journaled instead, which
+/// writes the whole manifest), or when it would not say what the whole manifest would.
+fn next_update(
+    base: &[u8],
+    on_node: &NodeManifest,
+    found: Option<&ManifestUpdate>,
+    changes: &Changes,
+) -> Option<ManifestUpdate> {
+    // What an entry says about the file, its `staged` mark aside.
+    let key = |f: &NodeFile| (f.path.clone(), f.sha256.clone(), f.size, f.kind);
+    let keys = |files: &[NodeFile]| files.iter().map(key).collect::<BTreeSet<_>>();
+    let kept: BTreeSet<&NodePath> = changes.result.iter().map(|r| &r.path).collect();
+    if on_node.files.iter().any(|f| !kept.contains(&f.path)) {
+        return None;
+    }
+    let known = keys(&on_node.files);
     let mut files: Vec<NodeFile> = found.map(|u| u.files.clone()).unwrap_or_default();
-    for d in &changes.write {
-        files.retain(|f| f.path != d.file.path);
-        files.push(d.file.clone());
+    for r in changes.result.iter().filter(|r| !known.contains(&key(r))) {
+        files.retain(|f| f.path != r.path);
+        files.push(r.clone());
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     let update = ManifestUpdate::over(base, files, true);
@@ -498,11 +514,8 @@ fn next_update(base: &[u8], found: Option<&ManifestUpdate>, changes: &Changes) -
     if bytes.len() * 2 > base.len() {
         return None;
     }
-    let (mut read, _) = NodeManifest::read(base, Some(&bytes)).ok()?;
-    let mut result = changes.result.clone();
-    read.files.sort_by(|a, b| a.path.cmp(&b.path));
-    result.sort_by(|a, b| a.path.cmp(&b.path));
-    (read.files == result).then_some(update)
+    let (read, _) = NodeManifest::read(base, Some(&bytes)).ok()?;
+    (keys(&read.files) == keys(&changes.result)).then_some(update)
 }
 
 /// A one-file change ([`plan::Changes::one_file`]): its journal into [`ONE_FILE_JOURNAL`], the file, and the
