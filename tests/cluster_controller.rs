@@ -23,7 +23,10 @@ use support::apiserver::{ControlPlane, Kube, WMRENDER_USER};
 use support::controller_manager::{CSR_SIGNING, ControllerManager, NODE_LIFECYCLE};
 use support::controller_rig::{Forwarder, Rig, StopOnDrop, configured, free_port, inputs, kubelets, metrics};
 use support::played::MachineApi;
-use wmrender_contract::node_status::{BUNDLE_ANNOTATION, CONDITION_TYPE, DESIRED_BUNDLE_ANNOTATION, TAINT_KEY};
+use wmrender_contract::NodeManifest;
+use wmrender_contract::node_status::{
+    BUNDLE_ANNOTATION, CONDITION_TYPE, DESIRED_BUNDLE_ANNOTATION, PAYLOAD_ANNOTATION, TAINT_KEY,
+};
 
 /// The hosts: (inventory name = Node name, address).
 const HOSTS: [(&str, &str); 4] = [("m1", "127.0.0.1"), ("m2", "127.0.0.2"), ("m3", "127.0.0.3"), ("b1", "127.0.0.4")];
@@ -226,14 +229,17 @@ fn with_pull_from_nodes_are_pointed_at_the_published_bundle_in_waves_of_max_unav
     let stop = std::sync::atomic::AtomicBool::new(false);
     let joined = std::sync::Mutex::new(Vec::new());
 
+    // The payload the controller's init container copied: programs come over SSH, pulled bundle or not.
+    let (payload, probe) = (rig.path("payload"), rig.path("payload/C/k/tools/probe.txt"));
+    std::fs::create_dir_all(probe.parent().unwrap()).unwrap();
+    std::fs::write(&probe, "probe 1\n").unwrap();
+    let flags =
+        ["--accept-new", "--pull-from", REPOSITORY, "--max-unavailable", "1", "--payload", payload.to_str().unwrap()];
+
     std::thread::scope(|s| {
         s.spawn(|| kubelets(&rig, &stop, &joined));
         let _stop_kubelets = StopOnDrop(&stop);
-        let _controller = rig.controller_with(
-            "a",
-            free_port(),
-            &["--accept-new", "--pull-from", REPOSITORY, "--max-unavailable", "1"],
-        );
+        let controller = rig.controller_with("a", free_port(), &flags);
         // First contact is SSH's, pull or not.
         for (name, _) in &BYOH {
             rig.wait(&format!("{name} configured"), Duration::from_secs(120), || {
@@ -260,8 +266,13 @@ fn with_pull_from_nodes_are_pointed_at_the_published_bundle_in_waves_of_max_unav
         for (name, _) in &BYOH {
             report(name, &first);
         }
-        let manifests = || -> Vec<Vec<u8>> {
-            BYOH.iter().map(|(n, _)| std::fs::read(rig.path(n).join("C/k/wmrender/manifest.json")).unwrap()).collect()
+        // What each host's sync wrote: its manifest and, from a one-file change, the manifest's update.
+        let manifests = || -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+            let dir = |n: &str| rig.path(n).join("C/k/wmrender");
+            let read = |n: &str| std::fs::read(dir(n).join("manifest.json")).unwrap();
+            BYOH.iter()
+                .map(|(n, _)| (read(n), std::fs::read(dir(n).join("manifest.json.wmrender-update")).ok()))
+                .collect()
         };
         let synced = manifests();
 
@@ -302,6 +313,45 @@ fn with_pull_from_nodes_are_pointed_at_the_published_bundle_in_waves_of_max_unav
         let events = rig.cp.admin().list("/api/v1/namespaces/default/events");
         let pulls = events.iter().filter(|e| e["reason"] == "PullBundle").count();
         assert_eq!(pulls, BYOH.len(), "an Event for each Node pointed");
+
+        // Each agent says which payload it runs (played: read from its node manifest, as the agent reads it).
+        let node_manifest = |name: &str| {
+            let dir = rig.path(name).join("C/k/wmrender");
+            let update = std::fs::read(dir.join("manifest.json.wmrender-update")).ok();
+            let manifest = std::fs::read(dir.join("manifest.json")).unwrap();
+            NodeManifest::read(&manifest, update.as_deref()).unwrap().0
+        };
+        let report_payload = |name: &str| {
+            let payload = node_manifest(name).payload_digest();
+            assert!(!payload.is_empty(), "{name} holds the payload");
+            let patch = json!({"metadata": {"annotations": {PAYLOAD_ANNOTATION: payload}}});
+            agent(name).merge_patch(&format!("/api/v1/nodes/{name}"), &patch).unwrap();
+        };
+        BYOH.iter().for_each(|(n, _)| report_payload(n));
+        // A new payload (a new controller image): the bundle is pulled, but programs come over SSH, to every node.
+        drop(controller);
+        std::fs::write(&probe, "probe 2\n").unwrap();
+        let _controller = rig.controller_with("b", free_port(), &flags);
+        // Delivered: the file there, and the sync that brought it done (its manifest says so, applied; no journal).
+        let delivered = |name: &str| {
+            let (probe, journal) = (
+                rig.path(name).join("C/k/tools/probe.txt"),
+                rig.path(name).join("C/k/wmrender/manifest.json.wmrender-journal"),
+            );
+            let manifest = node_manifest(name);
+            let listed = manifest.applied
+                && manifest.files.iter().any(|f| {
+                    f.path.as_str() == r"C:\k\tools\probe.txt"
+                        && f.sha256 == wmrender_contract::sha256_hex(b"probe 2\n")
+                });
+            std::fs::read(probe).unwrap() == b"probe 2\n" && listed && !journal.exists()
+        };
+        rig.wait("the new payload on every host", Duration::from_secs(120), || BYOH.iter().all(|(n, _)| delivered(n)));
+        // Once the agents say they run it, nothing more is delivered.
+        BYOH.iter().for_each(|(n, _)| report_payload(n));
+        let now = manifests();
+        std::thread::sleep(Duration::from_secs(5));
+        assert_eq!(manifests(), now, "no sync once every agent runs the payload\n{}", rig.logs());
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
     });
     let refused: Vec<String> =

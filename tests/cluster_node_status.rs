@@ -13,7 +13,7 @@ use std::time::Duration;
 use support::apiserver::ControlPlane;
 use support::controller_manager::{CSR_SIGNING, ControllerManager};
 use support::played::joined;
-use wmrender_contract::node_status::{BUNDLE_ANNOTATION, CONDITION_TYPE, TAINT_EFFECT, TAINT_KEY};
+use wmrender_contract::node_status::{BUNDLE_ANNOTATION, CONDITION_TYPE, PAYLOAD_ANNOTATION, TAINT_EFFECT, TAINT_KEY};
 use wmrender_contract::{ApplyResult, ApplyStatus};
 use wmrender_node::node_status::{Client, report};
 
@@ -34,11 +34,12 @@ fn the_agent_reports_on_its_own_node_and_node_restriction_allows_nothing_more() 
     let _b = joined(&cp, &token, "win-b", "10.0.0.6");
     let admin = cp.admin();
 
-    // A converged pass: the condition True and the bundle annotation, kubelet's Ready kept.
+    // A converged pass: the condition True and the bundle and payload annotations, kubelet's Ready kept.
     let mut result = ApplyResult {
         status: ApplyStatus::Converged,
         node_name: "win-a".into(),
         bundle: "sha256:1111".into(),
+        payload: "sha256:9999".into(),
         ..Default::default()
     };
     assert_eq!(report(&a.kubeconfig, &result), "reported");
@@ -46,6 +47,7 @@ fn the_agent_reports_on_its_own_node_and_node_restriction_allows_nothing_more() 
     let c = condition(&node);
     assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some("True"), Some("Converged")), "{node}");
     assert_eq!(node["metadata"]["annotations"][BUNDLE_ANNOTATION], "sha256:1111");
+    assert_eq!(node["metadata"]["annotations"][PAYLOAD_ANNOTATION], "sha256:9999");
     assert!(node["status"]["conditions"].as_array().unwrap().iter().any(|c| c["type"] == "Ready"), "{node}");
     let first_transition = c["lastTransitionTime"].clone();
 

@@ -3,7 +3,7 @@
 //! [`super::nodes`]. Everything read from a Node is untrusted.
 
 use serde_json::Value;
-use wmrender_contract::node_status::{BUNDLE_ANNOTATION, CONDITION_TYPE, TAINT_EFFECT, TAINT_KEY};
+use wmrender_contract::node_status::{BUNDLE_ANNOTATION, CONDITION_TYPE, PAYLOAD_ANNOTATION, TAINT_EFFECT, TAINT_KEY};
 
 pub fn path(node: &str) -> String {
     format!("/api/v1/nodes/{node}")
@@ -47,6 +47,9 @@ pub struct Configured {
     pub message: String,
     /// The [`BUNDLE_ANNOTATION`]: the digest of the bundle the agent last applied.
     pub bundle: String,
+    /// The [`PAYLOAD_ANNOTATION`]: the digest of the payload the agent last applied (empty: an agent that does not
+    /// say, or a node without a payload).
+    pub payload: String,
 }
 
 /// What the agent last reported on this Node, `None` when it never has.
@@ -58,6 +61,7 @@ pub fn configured(node: &Value) -> Option<Configured> {
         reason: s(&c["reason"]),
         message: s(&c["message"]),
         bundle: s(&node["metadata"]["annotations"][BUNDLE_ANNOTATION]),
+        payload: s(&node["metadata"]["annotations"][PAYLOAD_ANNOTATION]),
     })
 }
 

@@ -6,7 +6,8 @@
 //! 1. no Node yet: sync it (first contact: bundle, agent, credentials; its first boot's reboot), again after a
 //!    back-off while its Node does not appear;
 //! 2. the Node's agent applied another bundle than the one rendered (annotation `wmrender.dev/bundle`; for a host
-//!    whose agent does not report, its last sync delivered another), or the cloud-node-manager's token is due
+//!    whose agent does not report, its last sync delivered another), or another payload than the controller's
+//!    (`wmrender.dev/payload`; programs always come over SSH), or the cloud-node-manager's token is due
 //!    ([`token_due`]: half its life gone): sync it;
 //! 3. the taint's one rule ([`crate::lifecycle::taint::verdict`]): failing → taint it (nothing new lands there, its
 //!    pods stay) and sync it again after a back-off; configured → untaint it if it is tainted, else nothing; not
@@ -48,6 +49,9 @@ pub struct Memory {
     /// The bundle its last sync converged on: a host whose agent does not report on its Node (it cannot yet, or a
     /// posix staging host) counts as configured on it until its agent says otherwise.
     pub converged: Option<String>,
+    /// The payload its last converged sync delivered. A node keeps programs a payload no longer holds (sync prunes
+    /// them only when asked), so its digest may stay another: once delivered, that is not a reason to sync again.
+    pub payload: Option<String>,
     /// Its last sync's agent pass failed (`Fresh::Failed`): tainted until a later sync says otherwise.
     pub fresh: Option<Fresh>,
     /// The cloud-node-manager's token its last sync pushed.
@@ -111,11 +115,13 @@ fn pulling(node: &Value, reference: &str) -> String {
     }
 }
 
-/// The decision for a target whose Node is `node` (none yet), the rendered bundle being `desired` (its digest),
-/// `token_due` when its credentials must be renewed now.
+/// The decision for a target whose Node is `node` (none yet), the rendered bundle being `desired` (its digest) and
+/// the controller's payload `payload` (its digest, if it has one), `token_due` when its credentials must be renewed
+/// now.
 pub fn decide(
     node: Option<&Value>,
     desired: &str,
+    payload: Option<&str>,
     pull: Option<&str>,
     token_due: bool,
     memory: &Memory,
@@ -141,6 +147,13 @@ pub fn decide(
             )),
             None => Next::Sync(format!("the agent applied {applied}; the rendered bundle is {desired}")),
         };
+    }
+    // Programs come over SSH, pulled bundle or not.
+    if let Some(want) = payload
+        && let Some(runs) = agent.as_ref().map(|c| c.payload.as_str()).filter(|p| !p.is_empty() && p != &want)
+        && memory.payload.as_deref() != Some(want)
+    {
+        return Next::Sync(format!("the agent runs the payload {runs}; the payload is {want}"));
     }
     // A host whose agent does not report (yet): what its last sync delivered says the same.
     if applied.is_empty()
@@ -319,6 +332,8 @@ pub struct Fleet<'a> {
     pub in_flight: &'a BTreeSet<String>,
     /// The rendered bundle's digest.
     pub desired: &'a str,
+    /// The payload's digest, when the controller has one (`--payload`).
+    pub payload: Option<&'a str>,
     /// The token the session pushes.
     pub token: Option<MintedToken>,
     /// Prune the hosts that left, within this budget (`None`: `--no-prune`).
@@ -369,7 +384,7 @@ pub fn fleet(f: &Fleet) -> Plan {
         let memory = f.memories.get(&target.name).unwrap_or(&none);
         let renew = node.is_some() && token_due(memory, f.token, f.now);
         let reference = f.pull.map(|w| w.reference);
-        let (next, why) = match decide(node, f.desired, reference, renew, memory, f.now) {
+        let (next, why) = match decide(node, f.desired, f.payload, reference, renew, memory, f.now) {
             Next::Nothing => (Action::Nothing, String::new()),
             Next::Sync(why) => {
                 plan.sync.push((i, node.is_some(), why.clone()));
@@ -454,7 +469,9 @@ mod tests {
     use super::*;
     use crate::lifecycle::targets::{test_login, test_target};
     use serde_json::json;
-    use wmrender_contract::node_status::{BUNDLE_ANNOTATION, CONDITION_TYPE, TAINT_EFFECT, TAINT_KEY};
+    use wmrender_contract::node_status::{
+        BUNDLE_ANNOTATION, CONDITION_TYPE, PAYLOAD_ANNOTATION, TAINT_EFFECT, TAINT_KEY,
+    };
 
     const DESIRED: &str = "sha256:11";
 
@@ -479,11 +496,11 @@ mod tests {
     #[test]
     fn a_target_without_a_node_is_synced_then_waited_for() {
         let now = Instant::now() + Duration::from_secs(3600);
-        assert!(matches!(decide(None, DESIRED, None, false, &Memory::default(), now), Next::Sync(_)));
-        assert!(matches!(decide(None, DESIRED, None, false, &synced(10, 0, now), now), Next::Wait(_)));
-        assert!(matches!(decide(None, DESIRED, None, false, &synced(31, 0, now), now), Next::Sync(_)));
+        assert!(matches!(decide(None, DESIRED, None, None, false, &Memory::default(), now), Next::Sync(_)));
+        assert!(matches!(decide(None, DESIRED, None, None, false, &synced(10, 0, now), now), Next::Wait(_)));
+        assert!(matches!(decide(None, DESIRED, None, None, false, &synced(31, 0, now), now), Next::Sync(_)));
         assert!(
-            matches!(decide(None, DESIRED, None, false, &synced(100, 3, now), now), Next::Wait(_)),
+            matches!(decide(None, DESIRED, None, None, false, &synced(100, 3, now), now), Next::Wait(_)),
             "back-off 240 s"
         );
     }
@@ -492,8 +509,42 @@ mod tests {
     fn a_configured_node_is_untainted_and_then_left_alone() {
         let now = Instant::now();
         let m = Memory::default();
-        assert_eq!(decide(Some(&node(Some("True"), DESIRED, true)), DESIRED, None, false, &m, now), Next::Untaint);
-        assert_eq!(decide(Some(&node(Some("True"), DESIRED, false)), DESIRED, None, false, &m, now), Next::Nothing);
+        assert_eq!(
+            decide(Some(&node(Some("True"), DESIRED, true)), DESIRED, None, None, false, &m, now),
+            Next::Untaint
+        );
+        assert_eq!(
+            decide(Some(&node(Some("True"), DESIRED, false)), DESIRED, None, None, false, &m, now),
+            Next::Nothing
+        );
+    }
+
+    #[test]
+    fn another_payload_is_synced_unless_this_controller_delivered_it_since() {
+        let now = Instant::now();
+        let on = |payload: &str| {
+            let mut n = node(Some("True"), DESIRED, false);
+            n["metadata"]["annotations"][PAYLOAD_ANNOTATION] = json!(payload);
+            n
+        };
+        let m = Memory::default();
+        let want = Some("sha256:p2");
+        // The agent runs another payload, even with the rendered bundle applied; with `--pull-from` too.
+        let old = on("sha256:p1");
+        assert!(
+            matches!(decide(Some(&old), DESIRED, want, None, false, &m, now), Next::Sync(w) if w.contains("sha256:p1"))
+        );
+        assert!(matches!(decide(Some(&old), DESIRED, want, Some("r@sha256:11"), false, &m, now), Next::Sync(_)));
+        // The same payload; no payload given to the controller; an agent that does not say: nothing to do.
+        assert_eq!(decide(Some(&on("sha256:p2")), DESIRED, want, None, false, &m, now), Next::Nothing);
+        assert_eq!(decide(Some(&old), DESIRED, None, None, false, &m, now), Next::Nothing);
+        assert_eq!(
+            decide(Some(&node(Some("True"), DESIRED, false)), DESIRED, want, None, false, &m, now),
+            Next::Nothing
+        );
+        // Delivered by this controller's converged sync: a node that keeps programs the payload left stays another.
+        let delivered = Memory { payload: want.map(str::to_string), ..Memory::default() };
+        assert_eq!(decide(Some(&old), DESIRED, want, None, false, &delivered, now), Next::Nothing);
     }
 
     #[test]
@@ -502,14 +553,14 @@ mod tests {
         let recent = synced(1, 4, now);
         let old = node(Some("True"), "sha256:00", false);
         assert!(
-            matches!(decide(Some(&old), DESIRED, None, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
+            matches!(decide(Some(&old), DESIRED, None, None, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
         );
         let current = node(Some("True"), DESIRED, false);
         assert!(
-            matches!(decide(Some(&current), DESIRED, None, true, &synced(3600, 0, now), now), Next::Sync(w) if w.contains("token"))
+            matches!(decide(Some(&current), DESIRED, None, None, true, &synced(3600, 0, now), now), Next::Sync(w) if w.contains("token"))
         );
         // A renewal that just failed is not tried again on every change in the cluster.
-        assert_eq!(decide(Some(&current), DESIRED, None, true, &recent, now), Next::Nothing);
+        assert_eq!(decide(Some(&current), DESIRED, None, None, true, &recent, now), Next::Nothing);
     }
 
     #[test]
@@ -531,35 +582,37 @@ mod tests {
         let now = Instant::now() + Duration::from_secs(3600);
         let failing = node(Some("False"), DESIRED, false);
         assert!(
-            matches!(decide(Some(&failing), DESIRED, None, false, &synced(1, 0, now), now), Next::Taint(w) if w.contains("kube-proxy"))
+            matches!(decide(Some(&failing), DESIRED, None, None, false, &synced(1, 0, now), now), Next::Taint(w) if w.contains("kube-proxy"))
         );
         let tainted = node(Some("False"), DESIRED, true);
-        assert!(matches!(decide(Some(&tainted), DESIRED, None, false, &synced(1, 0, now), now), Next::Wait(_)));
-        assert!(matches!(decide(Some(&tainted), DESIRED, None, false, &synced(60, 0, now), now), Next::Sync(_)));
+        assert!(matches!(decide(Some(&tainted), DESIRED, None, None, false, &synced(1, 0, now), now), Next::Wait(_)));
+        assert!(matches!(decide(Some(&tainted), DESIRED, None, None, false, &synced(60, 0, now), now), Next::Sync(_)));
         // A sync whose agent pass just failed taints at once, whatever the Node says yet.
         let fresh = Memory { fresh: Some(Fresh::Failed("kubelet".into())), ..synced(1, 1, now) };
         let silent = node(None, "", false);
-        assert!(matches!(decide(Some(&silent), DESIRED, None, false, &fresh, now), Next::Taint(w) if w == "kubelet"));
+        assert!(
+            matches!(decide(Some(&silent), DESIRED, None, None, false, &fresh, now), Next::Taint(w) if w == "kubelet")
+        );
     }
 
     #[test]
     fn a_node_whose_agent_has_not_reported_is_synced_again_only_after_the_back_off() {
         let now = Instant::now() + Duration::from_secs(3600);
         let silent = node(None, "", true);
-        assert!(matches!(decide(Some(&silent), DESIRED, None, false, &synced(5, 1, now), now), Next::Wait(_)));
-        assert!(matches!(decide(Some(&silent), DESIRED, None, false, &synced(61, 1, now), now), Next::Sync(_)));
+        assert!(matches!(decide(Some(&silent), DESIRED, None, None, false, &synced(5, 1, now), now), Next::Wait(_)));
+        assert!(matches!(decide(Some(&silent), DESIRED, None, None, false, &synced(61, 1, now), now), Next::Sync(_)));
         assert_eq!(Memory { failures: 30, ..Default::default() }.backoff(), BACKOFF_MAX);
         // Its last sync converged on the bundle: configured until the agent says otherwise.
         let converged = Memory { converged: Some(DESIRED.into()), ..synced(600, 0, now) };
-        assert_eq!(decide(Some(&silent), DESIRED, None, false, &converged, now), Next::Untaint);
+        assert_eq!(decide(Some(&silent), DESIRED, None, None, false, &converged, now), Next::Untaint);
         let untainted = node(None, "", false);
-        assert_eq!(decide(Some(&untainted), DESIRED, None, false, &converged, now), Next::Nothing);
+        assert_eq!(decide(Some(&untainted), DESIRED, None, None, false, &converged, now), Next::Nothing);
         let failing = node(Some("False"), DESIRED, true);
-        assert!(matches!(decide(Some(&failing), DESIRED, None, false, &converged, now), Next::Sync(_)));
+        assert!(matches!(decide(Some(&failing), DESIRED, None, None, false, &converged, now), Next::Sync(_)));
         // A new render: synced at once, not after the back-off.
         let recent = Memory { converged: Some("sha256:00".into()), ..synced(1, 0, now) };
         assert!(
-            matches!(decide(Some(&untainted), DESIRED, None, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
+            matches!(decide(Some(&untainted), DESIRED, None, None, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
         );
     }
 
@@ -599,6 +652,7 @@ mod tests {
             memories: &BTreeMap::new(),
             in_flight: &in_flight,
             desired: DESIRED,
+            payload: None,
             token: None,
             pull: None,
             prune: Some(MaxPrune::default()),
@@ -632,6 +686,7 @@ mod tests {
                 memories: &BTreeMap::new(),
                 in_flight: &BTreeSet::new(),
                 desired: DESIRED,
+                payload: None,
                 token: None,
                 pull: None,
                 prune: Some(max),
@@ -672,6 +727,7 @@ mod tests {
                 memories: &BTreeMap::new(),
                 in_flight: &BTreeSet::new(),
                 desired: DESIRED,
+                payload: None,
                 token: None,
                 pull: Some(Wave { reference: REF, max_unavailable: max }),
                 prune: None,

@@ -116,6 +116,7 @@ impl Leading {
         let nodes = ctx.view.nodes();
         self.machines = desired.machines.clone();
         let digest = session.bundle_digest();
+        let payload = session.payload_digest();
         let records = logins.all();
         let running = self.queue.running();
         let plan = decide::fleet(&Fleet {
@@ -125,6 +126,7 @@ impl Leading {
             memories: &self.memories,
             in_flight: &running,
             desired: &digest,
+            payload: payload.as_deref(),
             token: session.token(),
             prune: ctx.opts.prune,
             pull: reference
@@ -259,6 +261,9 @@ impl Leading {
                 let converged = matches!(report.status, Status::Synced | Status::Unchanged);
                 memory.failures = if converged { 0 } else { memory.failures.saturating_add(1) };
                 memory.converged = converged.then(|| desired.clone());
+                if converged {
+                    memory.payload = prepared.session.payload_digest();
+                }
                 // A pass that failed keeps the node tainted until a later sync says otherwise; a converged one counts
                 // as configured (above) until its agent reports failing.
                 memory.fresh = match Fresh::of(&report) {

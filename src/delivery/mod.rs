@@ -246,6 +246,15 @@ impl Session {
         wmrender_contract::node_status::bundle_digest(bundle.map(|d| (&d.file.path, d.file.sha256.as_str())))
     }
 
+    /// The digest of the payload this session delivers (the programs and the agent), what a node's agent reports
+    /// running ([`wmrender_contract::node_status::payload_digest`]); `None` when it was given no `--payload`.
+    pub fn payload_digest(&self) -> Option<String> {
+        let payload = self.desired.iter().filter(|d| d.file.kind == wmrender_contract::FileKind::Payload);
+        self.given.payload.then(|| {
+            wmrender_contract::node_status::payload_digest(payload.map(|d| (&d.file.path, d.file.sha256.as_str())))
+        })
+    }
+
     /// One node's delivery, told to the progress display unless it is a node's second sync of the run (its
     /// line is there already).
     pub async fn sync_node(&self, node: &Node, node_name: &str, permit: Permit, announce: bool) -> NodeReport {

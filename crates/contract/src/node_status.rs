@@ -22,6 +22,9 @@ pub const TAINT_EFFECT: &str = "NoSchedule";
 pub const CONDITION_TYPE: &str = "wmrender.dev/Configured";
 /// The Node annotation with the digest of the bundle the agent last applied.
 pub const BUNDLE_ANNOTATION: &str = "wmrender.dev/bundle";
+/// The Node annotation with the digest of the payload (the programs and the agent, [`NodeManifest::payload_digest`])
+/// the agent last applied: a payload changes without the bundle, and the controller delivers it over SSH.
+pub const PAYLOAD_ANNOTATION: &str = "wmrender.dev/payload";
 /// The Node annotation with the bundle the node should pull (`registry/repository@sha256:…`,
 /// [`crate::bundle_artifact::Reference`]): set by the controller, a user or Argo CD; read by the agent.
 pub const DESIRED_BUNDLE_ANNOTATION: &str = "wmrender.dev/desired-bundle";
@@ -55,6 +58,16 @@ pub fn bundle_digest<'a>(files: impl IntoIterator<Item = (&'a NodePath, &'a str)
     format!("sha256:{hex}")
 }
 
+/// `sha256:…` of a payload: the programs and the agent, by node path and content hash, in path order, as
+/// [`bundle_digest`] is of the bundle. Empty files list: an empty string (a node that got no payload says nothing).
+pub fn payload_digest<'a>(files: impl IntoIterator<Item = (&'a NodePath, &'a str)>) -> String {
+    let mut files = files.into_iter().peekable();
+    if files.peek().is_none() {
+        return String::new();
+    }
+    bundle_digest(files)
+}
+
 impl NodeManifest {
     /// The digest of the rendered bundle this manifest says is on the node (payload and credentials left out:
     /// they are the same for every render).
@@ -64,6 +77,12 @@ impl NodeManifest {
 
     /// The digest of everything this manifest says sync delivered (bundle, payload, credentials): a new one for each
     /// sync that changed a file, the same when a sync only marks the delivery applied.
+    /// The digest of the payload this manifest says is on the node: its programs and the agent, by node path and
+    /// content hash ([`payload_digest`]).
+    pub fn payload_digest(&self) -> String {
+        payload_digest(self.files.iter().filter(|f| f.kind == FileKind::Payload).map(|f| (&f.path, f.sha256.as_str())))
+    }
+
     pub fn delivery_digest(&self) -> String {
         bundle_digest(self.files.iter().map(|f| (&f.path, f.sha256.as_str())))
     }

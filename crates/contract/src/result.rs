@@ -70,6 +70,9 @@ pub struct ApplyResult {
     /// The digest of the bundle the pass converged to ([`crate::node_status::bundle_digest`]).
     #[serde(default)]
     pub bundle: String,
+    /// The digest of the payload on the node ([`crate::node_status::payload_digest`]); empty when it holds none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub payload: String,
     /// Whether the pass was reported on the node's Node (`reported`), or why not.
     #[serde(default)]
     pub node_report: String,

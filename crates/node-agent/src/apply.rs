@@ -91,6 +91,7 @@ impl Pass<'_> {
             Err(e) => return self.result.errors.push(e.to_string()),
         };
         self.result.bundle = desired.manifest.bundle_digest();
+        self.result.payload = desired.manifest.payload_digest();
         if desired.manifest.pending.is_some() {
             return self.result.pending.push(format!(
                 "{} has an open journal: a sync is delivering files or was cut off, and the next sync finishes it",

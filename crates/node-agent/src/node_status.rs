@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wmrender_contract::node_status::{
-    BUNDLE_ANNOTATION, CONDITION_TYPE, PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION, REASON_CONVERGED, REASON_FAILED,
-    REASON_PENDING, REASON_PULLED, REASON_REFUSED, REASON_RETRYING,
+    BUNDLE_ANNOTATION, CONDITION_TYPE, PAYLOAD_ANNOTATION, PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION,
+    REASON_CONVERGED, REASON_FAILED, REASON_PENDING, REASON_PULLED, REASON_REFUSED, REASON_RETRYING,
 };
 use wmrender_contract::{ApplyResult, ApplyStatus, PullOutcome};
 
@@ -259,8 +259,8 @@ impl Client {
     }
 
     /// Sets the condition (its transition time kept while its status stays) and, for a converged pass, the bundle
-    /// annotation; with a pull, its condition too, and once a pulled bundle converged, the pulled-bundle annotation.
-    /// A Node already saying so is not written again.
+    /// and payload annotations; with a pull, its condition too, and once a pulled bundle converged, the
+    /// pulled-bundle annotation. A Node already saying so is not written again.
     pub fn report(&self, result: &ApplyResult, cached: Option<&Value>) -> Result<(), String> {
         let path = format!("/api/v1/nodes/{}", result.node_name);
         let node = match cached.filter(|n| n["metadata"]["name"] == result.node_name.as_str()) {
@@ -284,6 +284,9 @@ impl Client {
         if result.status == ApplyStatus::Converged {
             if current(BUNDLE_ANNOTATION).as_deref() != Some(result.bundle.as_str()) {
                 annotations.insert(BUNDLE_ANNOTATION.into(), result.bundle.clone().into());
+            }
+            if !result.payload.is_empty() && current(PAYLOAD_ANNOTATION).as_deref() != Some(result.payload.as_str()) {
+                annotations.insert(PAYLOAD_ANNOTATION.into(), result.payload.clone().into());
             }
             if let Some(on_node) = result.pull.as_ref().and_then(|p| p.on_node.clone())
                 && current(PULLED_BUNDLE_ANNOTATION).as_ref() != Some(&on_node)
