@@ -6,12 +6,13 @@
 //! 1. no Node yet: sync it (first contact: bundle, agent, credentials; its first boot's reboot), again after a
 //!    back-off while its Node does not appear;
 //! 2. the Node's agent applied another bundle than the one rendered (annotation `wmrender.dev/bundle`; for a host
-//!    whose agent does not report, its last sync delivered another), or another payload than the controller's
-//!    (`wmrender.dev/payload`; programs always come over SSH), or the cloud-node-manager's token is due
+//!    whose agent does not report, its last sync delivered another), or the cloud-node-manager's token is due
 //!    ([`token_due`]: half its life gone): sync it;
 //! 3. the taint's one rule ([`crate::lifecycle::taint::verdict`]): failing → taint it (nothing new lands there, its
-//!    pods stay) and sync it again after a back-off; configured → untaint it if it is tainted, else nothing; not
-//!    known yet → sync it again after a back-off (its agent's service also goes on by itself).
+//!    pods stay) and sync it again after a back-off; otherwise, its agent runs another payload than the
+//!    controller's (`wmrender.dev/payload`, `payload_behind`; programs always come over SSH) → sync it after the
+//!    back-off; configured → untaint it if it is tainted, else nothing; not known yet → sync it again after a
+//!    back-off (its agent's service also goes on by itself).
 //!
 //! With `--pull-from` (the pull model, docs/pull.md), step 2 points the Node at the published bundle instead
 //! (annotation `wmrender.dev/desired-bundle`, [`Next::Pull`]) and its agent pulls it; at most `--max-unavailable`
@@ -49,9 +50,8 @@ pub struct Memory {
     /// The bundle its last sync converged on: a host whose agent does not report on its Node (it cannot yet, or a
     /// posix staging host) counts as configured on it until its agent says otherwise.
     pub converged: Option<String>,
-    /// The payload its last converged sync delivered. A node keeps programs a payload no longer holds (sync prunes
-    /// them only when asked), so its digest may stay another: once delivered, that is not a reason to sync again.
-    pub payload: Option<String>,
+    /// The payload its last converged sync delivered, and the one its agent then said it runs.
+    pub payload: Option<PayloadSeen>,
     /// Its last sync's agent pass failed (`Fresh::Failed`): tainted until a later sync says otherwise.
     pub fresh: Option<Fresh>,
     /// The cloud-node-manager's token its last sync pushed.
@@ -59,6 +59,16 @@ pub struct Memory {
     /// Its last sync waited on the cluster before its Node existed: synced again as soon as the Node registers (the
     /// agent finishes what waited on kubelet's certificate), not after the back-off.
     pub waiting_on_join: bool,
+}
+
+/// What a converged sync of a target delivered of the payload, and what its agent's pass said of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PayloadSeen {
+    /// The controller's payload digest the sync delivered.
+    pub delivered: String,
+    /// The payload digest the agent's pass reported right after (empty: an agent, or a posix host's apply step,
+    /// that does not say).
+    pub reported: String,
 }
 
 impl Memory {
@@ -148,13 +158,6 @@ pub fn decide(
             None => Next::Sync(format!("the agent applied {applied}; the rendered bundle is {desired}")),
         };
     }
-    // Programs come over SSH, pulled bundle or not.
-    if let Some(want) = payload
-        && let Some(runs) = agent.as_ref().map(|c| c.payload.as_str()).filter(|p| !p.is_empty() && p != &want)
-        && memory.payload.as_deref() != Some(want)
-    {
-        return Next::Sync(format!("the agent runs the payload {runs}; the payload is {want}"));
-    }
     // A host whose agent does not report (yet): what its last sync delivered says the same.
     if applied.is_empty()
         && let Some(delivered) = memory.converged.as_deref().filter(|c| *c != desired)
@@ -165,7 +168,16 @@ pub fn decide(
         return Next::Sync("the cloud-node-manager's token is due for renewal".into());
     }
     let fresh = memory.fresh.clone().unwrap_or(Fresh::Unknown);
-    match verdict(node, desired, &fresh, memory.converged.as_deref() == Some(desired)) {
+    let verdict = verdict(node, desired, &fresh, memory.converged.as_deref() == Some(desired));
+    // Programs come over SSH, pulled bundle or not; a failing node is tainted first (its sync after the back-off
+    // delivers the payload too).
+    if !matches!(verdict, Verdict::On(_))
+        && memory.due(now)
+        && let Some(why) = payload_behind(agent.as_ref().map(|c| c.payload.as_str()), payload, memory)
+    {
+        return Next::Sync(why);
+    }
+    match verdict {
         Verdict::On(why) if !tainted(node) => Next::Taint(why),
         Verdict::On(why) if memory.due(now) => Next::Sync(why),
         Verdict::On(why) => Next::Wait(why),
@@ -174,6 +186,23 @@ pub fn decide(
         Verdict::Keep if memory.due(now) => Next::Sync("the agent has not reported the bundle configured yet".into()),
         Verdict::Keep => Next::Wait("the agent has not reported the bundle configured yet".into()),
     }
+}
+
+/// Why a node whose agent says it runs `runs` (empty: it does not say) needs the controller's payload `want`, if it
+/// does. Not when this controller's own converged sync delivered `want` and the agent then said what it says now: a
+/// node keeps programs a payload no longer holds (sync prunes them only when asked), so its digest may stay another.
+fn payload_behind(runs: Option<&str>, want: Option<&str>, memory: &Memory) -> Option<String> {
+    let (runs, want) = (runs?, want?);
+    let seen =
+        memory.payload.as_ref().is_some_and(|s| s.delivered == want && (s.reported.is_empty() || s.reported == runs));
+    if runs == want || seen {
+        return None;
+    }
+    Some(if runs.is_empty() {
+        format!("the agent does not say which payload it runs; the payload is {want}")
+    } else {
+        format!("the agent runs the payload {runs}; the payload is {want}")
+    })
 }
 
 /// What a status line says the controller does next.
@@ -521,7 +550,7 @@ mod tests {
 
     #[test]
     fn another_payload_is_synced_unless_this_controller_delivered_it_since() {
-        let now = Instant::now();
+        let now = Instant::now() + Duration::from_secs(3600);
         let on = |payload: &str| {
             let mut n = node(Some("True"), DESIRED, false);
             n["metadata"]["annotations"][PAYLOAD_ANNOTATION] = json!(payload);
@@ -529,22 +558,37 @@ mod tests {
         };
         let m = Memory::default();
         let want = Some("sha256:p2");
+        let sync = |n: &Value, pull: Option<&str>, m: &Memory| match decide(Some(n), DESIRED, want, pull, false, m, now)
+        {
+            Next::Sync(why) => why,
+            other => format!("{other:?}"),
+        };
         // The agent runs another payload, even with the rendered bundle applied; with `--pull-from` too.
         let old = on("sha256:p1");
-        assert!(
-            matches!(decide(Some(&old), DESIRED, want, None, false, &m, now), Next::Sync(w) if w.contains("sha256:p1"))
-        );
-        assert!(matches!(decide(Some(&old), DESIRED, want, Some("r@sha256:11"), false, &m, now), Next::Sync(_)));
-        // The same payload; no payload given to the controller; an agent that does not say: nothing to do.
+        assert!(sync(&old, None, &m).contains("the agent runs the payload sha256:p1"));
+        assert!(sync(&old, Some("r@sha256:11"), &m).contains("the payload is sha256:p2"));
+        // An agent that does not say (an older one): synced.
+        let silent = node(Some("True"), DESIRED, false);
+        assert!(sync(&silent, None, &m).contains("does not say"));
+        // The same payload; no payload given to the controller: nothing to do.
         assert_eq!(decide(Some(&on("sha256:p2")), DESIRED, want, None, false, &m, now), Next::Nothing);
         assert_eq!(decide(Some(&old), DESIRED, None, None, false, &m, now), Next::Nothing);
-        assert_eq!(
-            decide(Some(&node(Some("True"), DESIRED, false)), DESIRED, want, None, false, &m, now),
-            Next::Nothing
-        );
-        // Delivered by this controller's converged sync: a node that keeps programs the payload left stays another.
-        let delivered = Memory { payload: want.map(str::to_string), ..Memory::default() };
-        assert_eq!(decide(Some(&old), DESIRED, want, None, false, &delivered, now), Next::Nothing);
+        // Delivered by this controller's converged sync, after which the agent said what it says now (a node that
+        // keeps programs the payload left; an agent that does not say): nothing to do. The agent saying another
+        // since (drift) is synced again, after the back-off.
+        let seen = |reported: &str| Memory {
+            payload: Some(PayloadSeen { delivered: "sha256:p2".into(), reported: reported.into() }),
+            ..synced(60, 0, now)
+        };
+        assert_eq!(decide(Some(&old), DESIRED, want, None, false, &seen("sha256:p1"), now), Next::Nothing);
+        assert_eq!(decide(Some(&silent), DESIRED, want, None, false, &seen(""), now), Next::Nothing);
+        assert!(sync(&on("sha256:p3"), None, &seen("sha256:p1")).contains("sha256:p3"));
+        let recent = Memory { synced_at: Some(now), ..seen("sha256:p1") };
+        assert_eq!(decide(Some(&on("sha256:p3")), DESIRED, want, None, false, &recent, now), Next::Nothing);
+        // A failing node is tainted first.
+        let mut failing = on("sha256:p1");
+        failing["status"]["conditions"][1]["status"] = json!("False");
+        assert!(matches!(decide(Some(&failing), DESIRED, want, None, false, &m, now), Next::Taint(_)));
     }
 
     #[test]

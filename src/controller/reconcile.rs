@@ -5,7 +5,7 @@
 //! the controller's Lease), a metric, and a line of `wmrender status`.
 
 use super::ControllerOptions;
-use super::decide::{self, Fleet, Line, Memory, State, prune_key};
+use super::decide::{self, Fleet, Line, Memory, PayloadSeen, State, prune_key};
 use super::metrics::Metrics;
 use super::queue::{Disruption, Queue};
 use super::view::View;
@@ -45,6 +45,8 @@ pub enum Done {
         target: String,
         report: Box<NodeReport>,
         node_name: String,
+        /// The payload digest of the session the sync delivered (`--payload`).
+        payload: Option<String>,
     },
     Pruned(Box<Pruned>),
 }
@@ -167,7 +169,8 @@ impl Leading {
                 log(&target.reach.name, "sync", &why);
                 let d = lifecycle::deliver(Some(&cluster), Some(&logins), &session, &target, Permit::NotNeeded, false)
                     .await;
-                Done::Synced { target: target.name, report: Box::new(d.report), node_name: d.node_name }
+                let payload = session.payload_digest();
+                Done::Synced { target: target.name, report: Box::new(d.report), node_name: d.node_name, payload }
             });
         }
         for (i, verdict) in &plan.taint {
@@ -250,7 +253,7 @@ impl Leading {
     /// Takes in what a finished task came to: the target's pacing, and what it says (log, Event, metric).
     pub async fn finished(&mut self, ctx: &Context<'_>, done: Done) {
         match done {
-            Done::Synced { target, report, node_name } => {
+            Done::Synced { target, report, node_name, payload } => {
                 let Ok(prepared) = &self.prepared else { return };
                 let desired = prepared.session.bundle_digest();
                 let token = prepared.session.token();
@@ -262,7 +265,8 @@ impl Leading {
                 memory.failures = if converged { 0 } else { memory.failures.saturating_add(1) };
                 memory.converged = converged.then(|| desired.clone());
                 if converged {
-                    memory.payload = prepared.session.payload_digest();
+                    let reported = report.apply.as_ref().map(|a| a.payload.clone()).unwrap_or_default();
+                    memory.payload = payload.map(|delivered| PayloadSeen { delivered, reported });
                 }
                 // A pass that failed keeps the node tainted until a later sync says otherwise; a converged one counts
                 // as configured (above) until its agent reports failing.

@@ -294,7 +294,11 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
     report.evicted = held.as_ref().map(|h| h.evicted.clone()).unwrap_or_default();
     // The agent's own executable is set aside, not replaced in one rename: never a one-file change.
     let one_file = changes.one_file() && !changes.write.iter().any(|d| d.file.path.as_str() == AGENT_EXE);
-    let one_file = match (one_file, &base) {
+    // The manifest's update is read by this wmrender's agent and apply step: on Windows only when this sync delivers
+    // the agent (unchanged, or it would not be a one-file change); an agent kept from an older wmrender would not see
+    // the update's entries.
+    let reads_updates = *profile != Profile::Windows || job.given.agent;
+    let one_file = match (one_file && reads_updates, &base) {
         (true, Some(base)) => next_update(base, &on_node, applied_update.as_ref(), &changes),
         _ => None,
     };
@@ -329,7 +333,7 @@ async fn run(job: &Job<'_>, report: &mut NodeReport) -> Result<(), SyncError> {
     // Kept in the report when the pass failed too: it names the node (for its taint) and says what failed.
     report.apply = Some(result);
     let converged = status == ApplyStatus::Converged;
-    report.bytes_sent += record_apply(profile, &conn, &sftp, &changes, one_file.as_ref(), converged).await?;
+    report.bytes_sent += record_apply(profile, &conn, &sftp, &changes, one_file.is_some(), converged).await?;
     if let Some(e) = failed {
         return Err(e);
     }
@@ -541,28 +545,26 @@ async fn push_one_file(
 }
 
 /// Records what the apply step said. A journaled change's manifest is marked applied once it converged. A one-file
-/// change's update already says so: its journal is removed once that is true, else the update is written again as
-/// not applied first, as a journaled change leaves the manifest.
+/// change's update already says so: its journal is removed once that is true, else the journal stays and stands for
+/// "not applied" (the next sync writes the file again and runs the apply step again). The update is not written
+/// again after the apply step: a pass may have replaced the manifest it was written over meanwhile (a pull).
 async fn record_apply(
     profile: &Profile,
     conn: &Connection,
     sftp: &Sftp,
     changes: &Changes,
-    one_file: Option<&ManifestUpdate>,
+    one_file: bool,
     converged: bool,
 ) -> Result<u64, SyncError> {
     let manifest_path = NodePath::known(NODE_MANIFEST);
-    let sent = match (one_file, converged) {
-        (None, false) => return Ok(0),
-        (None, true) => return replace_bytes(conn, sftp, profile, &manifest_path, changes.done(true).to_json()).await,
-        (Some(_), true) => 0,
-        (Some(update), false) => {
-            let unapplied = ManifestUpdate { applied: false, ..update.clone() };
-            replace_bytes(conn, sftp, profile, &NodePath::known(NODE_MANIFEST_UPDATE), unapplied.to_json()).await?
+    match (one_file, converged) {
+        (_, false) => Ok(0),
+        (false, true) => replace_bytes(conn, sftp, profile, &manifest_path, changes.done(true).to_json()).await,
+        (true, true) => {
+            sftp.remove_file(&profile.sftp_path(&one_file_journal()?)).await?;
+            Ok(0)
         }
-    };
-    sftp.remove_file(&profile.sftp_path(&one_file_journal()?)).await?;
-    Ok(sent)
+    }
 }
 
 /// Temporary files a cut left behind: those of every file the last journal named.

@@ -75,14 +75,14 @@ impl NodeManifest {
         bundle_digest(self.files.iter().filter(|f| f.kind == FileKind::Bundle).map(|f| (&f.path, f.sha256.as_str())))
     }
 
-    /// The digest of everything this manifest says sync delivered (bundle, payload, credentials): a new one for each
-    /// sync that changed a file, the same when a sync only marks the delivery applied.
     /// The digest of the payload this manifest says is on the node: its programs and the agent, by node path and
     /// content hash ([`payload_digest`]).
     pub fn payload_digest(&self) -> String {
         payload_digest(self.files.iter().filter(|f| f.kind == FileKind::Payload).map(|f| (&f.path, f.sha256.as_str())))
     }
 
+    /// The digest of everything this manifest says sync delivered (bundle, payload, credentials): a new one for each
+    /// sync that changed a file, the same when a sync only marks the delivery applied.
     pub fn delivery_digest(&self) -> String {
         bundle_digest(self.files.iter().map(|f| (&f.path, f.sha256.as_str())))
     }
