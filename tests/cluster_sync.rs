@@ -2,8 +2,11 @@
 //! tests/sync.rs) and a real kube-apiserver (tests/support/apiserver.rs), wmrender running as the user that holds
 //! exactly the documented `wmrender-sync` role. The credentials come from the cluster into the bytes pushed and
 //! nowhere else; a rotation is followed by the next sync; the configured node's kubelet CSRs are approved and the
-//! node labelled. kubelet is played (tests/support/played.rs); the token controller and the CSR signer are
-//! kube-controller-manager's own (tests/support/controller_manager.rs).
+//! node labelled: by the real Linux kubelet v1.36.3 (tests/support/kubelet.rs) on a node in a network namespace the
+//! test makes, with Debian's containerd; and by the played one (tests/support/played.rs), which registers the
+//! rig's 127.0.0.1 as the node's address where the real kubelet refuses a loopback node IP (so its serving CSR there
+//! is one no real kubelet sends: the real-kubelet test is the one that counts for the serving certificate). The
+//! token controller and the CSR signer are kube-controller-manager's own (tests/support/controller_manager.rs).
 #![cfg(feature = "cluster")]
 
 mod support;
@@ -16,6 +19,7 @@ use std::time::Duration;
 use support::apiserver::{ControlPlane, WMRENDER_USER};
 use support::certificate;
 use support::controller_manager::{CSR_SIGNING, ControllerManager};
+use support::kubelet::{Join, NetNs, RealKubelet};
 use support::played::{Kubelet, Registration};
 use support::sshd::Sshd;
 use support::{code, stderr, wmrender};
@@ -269,6 +273,72 @@ fn sync_approves_the_configured_nodes_kubelet_csrs_and_labels_it() {
     assert_eq!(approved, [("csr-client-node-00", "client"), ("csr-serving-node-00-b1", "serving")], "{report}");
     assert_eq!(report["cluster"]["labelled"], json!(["node-00"]));
     assert!(err.contains("approved csr-client-node-00") && err.contains("labelled node-00"), "{err}");
+    assert_no_secret(&[&stdout, &err], &[&token, PULL_AUTH]);
+}
+
+/// The same join with the real kubelet (tests/support/kubelet.rs) instead of the played one: its TLS bootstrap with
+/// the token of the kubeconfig sync delivered, its Node registered with the taints of the rendered kubelet.conf, its
+/// serving certificate for the node's own address. wmrender's join approves both of its real CSRs and labels the
+/// Node. The node is a network namespace with an address of its own (kubelet refuses a loopback one), where the
+/// inventory reaches its sshd.
+#[test]
+fn a_real_kubelet_joins_with_what_sync_delivered_and_sync_approves_its_csrs() {
+    let rig = Rig::new();
+    let token = rig.seed(&certificate("kubelet-ca"), &certificate("user-ca"));
+    let _controllers = ControllerManager::start(&rig.cp, &[CSR_SIGNING]);
+    let ns = NetNs::create(0);
+    let sshd: std::net::SocketAddr = ([127, 0, 0, 1], rig.sshd.port).into();
+    let port = ns.forward(&format!("{}:0", ns.node), sshd);
+    let key_line = rig.sshd.known_hosts_line(&rig.sshd.host_keys[0], port);
+    std::fs::write(rig.sshd.path("known_hosts"), key_line.replace("[127.0.0.1]", &format!("[{}]", ns.node))).unwrap();
+    std::fs::write(
+        rig.path("nodes.yaml"),
+        format!(
+            "nodes:\n- name: node-00\n  address: {}\n  port: {port}\n  user: root\n  profile: posix\n  root: {}\n",
+            ns.node,
+            rig.path("node-00").display()
+        ),
+    )
+    .unwrap();
+    let delivered = rig.path("node-00/C/k/bootstrap-kubeconfig");
+    let ((rc, report, stdout, err), kubelet) = std::thread::scope(|s| {
+        let sync = s.spawn(|| rig.sync(&["--csr-timeout", "90"]));
+        // kubelet starts once the bootstrap kubeconfig is there (on this thread: its processes die with the thread
+        // that started them).
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let conf = rig.path("node-00/C/k/kubelet.conf");
+        while !(sync.is_finished() || delivered.exists() && conf.exists()) {
+            assert!(std::time::Instant::now() < deadline, "the bootstrap kubeconfig never arrived");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let bootstrap: Value = serde_json::from_str(&std::fs::read_to_string(&delivered).unwrap()).unwrap();
+        let config: Value = serde_json::from_str(&std::fs::read_to_string(&conf).unwrap()).unwrap();
+        let join = Join {
+            name: "node-00",
+            address: &ns.node,
+            token: bootstrap["users"][0]["user"]["token"].as_str().unwrap(),
+            taints: config["registerWithTaints"].as_array().cloned().unwrap_or_default(),
+        };
+        let kubelet = RealKubelet::start(&rig.cp, &join, &rig.path("kubelet"), &ns);
+        (sync.join().unwrap(), kubelet)
+    });
+    assert_eq!(rc, 0, "{err}\n{stdout}\nkubelet:\n{}", kubelet.log_tail());
+    let kinds: Vec<&str> =
+        report["cluster"]["approved"].as_array().unwrap().iter().map(|a| a["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["client", "serving"], "{report}");
+    assert_eq!(report["cluster"]["labelled"], json!(["node-00"]));
+    // The Node kubelet registered: the taints of the rendered kubelet.conf, wmrender's label, and the certificate
+    // kubelet now holds.
+    let node = rig.cp.admin().get("/api/v1/nodes/node-00").unwrap();
+    let taints = node["spec"]["taints"].as_array().cloned().unwrap_or_default();
+    let config: Value = serde_json::from_str(&rig.node_file("kubelet.conf")).unwrap();
+    let rendered = config["registerWithTaints"].as_array().cloned().unwrap_or_default();
+    assert!(!rendered.is_empty(), "{config}");
+    for t in &rendered {
+        assert!(taints.iter().any(|n| n["key"] == t["key"] && n["effect"] == t["effect"]), "{t} on {node}");
+    }
+    assert_eq!(node["metadata"]["labels"]["wmrender.dev/managed"], "true", "{node}");
+    assert!(rig.path("kubelet/pki/kubelet-client-current.pem").exists(), "{}", kubelet.log_tail());
     assert_no_secret(&[&stdout, &err], &[&token, PULL_AUTH]);
 }
 

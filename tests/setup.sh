@@ -13,8 +13,9 @@
 #   service discovery, built from its Go module (tests/monitoring/prometheus/build.sh; a first build takes about 3
 #   minutes on 2 cores);
 # - the real Windows programs of the payload and Wine tests (kubelet, kube-proxy, kube-log-runner, the CNI plugins,
-#   containerd and ctr), built from their Go modules (tests/payload/build.sh; about 6 minutes the first time on 2
-#   cores);
+#   containerd and ctr), and the Linux kubelet of the tests where a node joins for real, in a network namespace the
+#   test makes (iproute2, nsenter), built from their Go modules (tests/payload/build.sh; about 9 minutes the first
+#   time on 2 cores);
 # - cosign, built from its Go module (tests/cosign/build.sh; the signing tests; about 4 minutes the first time).
 #
 # Safe to run again: it installs only what is missing, and rebuilds nothing that is current.
@@ -24,7 +25,7 @@ cd "$(dirname "$0")/.."
 need=()
 for tool in containerd:containerd ctr:containerd docker-registry:docker-registry skopeo:skopeo umoci:umoci \
             openssl:openssl curl:curl ssh-keygen:openssh-client /usr/sbin/sshd:openssh-server \
-            musl-gcc:musl-tools; do
+            musl-gcc:musl-tools ip:iproute2 nsenter:util-linux; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 [ -x /usr/bin/time ] || need+=(time)

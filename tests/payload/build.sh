@@ -10,6 +10,8 @@
 #   windows_exporter.exe          github.com/prometheus-community/windows_exporter v0.27.2 (the release the module
 #                                 proxy serves; WMCO builds its openshift fork), from its own module in
 #                                 windows_exporter/
+# and, for linux/amd64, linux/kubelet (the same kubelet), which tests/support/kubelet.rs runs where a node's join can
+# be had for real (about 3.5 minutes the first time on a 2-core machine, its Linux packages not yet in Go's cache).
 # wmco-image.sh lays them out as WMCO's /payload (all but containerd, ctr and windows_exporter, which
 # tests/wine_programs.rs runs under Wine; the image has a stand-in for windows_exporter). Everything else WMCO ships
 # there (containerd's runhcs shim, hybrid-overlay-node, csi-proxy, WICD, the cloud providers' programs) is not built
@@ -43,6 +45,7 @@ stamp=$(cat "$here/go.mod" "$here/go.sum" "$here/containerd/go.mod" "$here/conta
   "$here/windows_exporter/go.mod" "$here/windows_exporter/go.sum" "$here/build.sh" | sha256sum | cut -c1-16)
 current=yes
 for p in "${programs[@]}"; do [ -f "$out/$p.exe" ] || current=; done
+[ -f "$out/linux/kubelet" ] || current=
 if [ -n "$current" ] && [ "$(cat "$out/.stamp" 2>/dev/null)" = "$stamp" ]; then
   exit 0
 fi
@@ -77,8 +80,10 @@ read -r wversion wdate < <(cd windows_exporter && go list -m -f '{{.Version}} {{
 v=github.com/prometheus/common/version
 (cd windows_exporter && go build -trimpath -o "$out/" \
   -ldflags "-X $v.Version=${wversion#v} -X $v.Branch=HEAD -X $v.BuildDate=$wdate" $w)
+GOOS=linux go build -trimpath -o "$out/linux/" -ldflags "${kflags# }" k8s.io/kubernetes/cmd/kubelet
 for p in "${programs[@]}"; do
   [ -f "$out/$p.exe" ] || { echo "payload/build.sh: go build made no $out/$p.exe" >&2; exit 1; }
 done
+[ -f "$out/linux/kubelet" ] || { echo "payload/build.sh: go build made no $out/linux/kubelet" >&2; exit 1; }
 echo "$stamp" > "$out/.stamp"
-echo "payload/build.sh: ${programs[*]/%/.exe} for windows/amd64 in $out ($(( $(date +%s) - start )) s)" >&2
+echo "payload/build.sh: ${programs[*]/%/.exe} for windows/amd64 and kubelet for linux/amd64 in $out ($(( $(date +%s) - start )) s)" >&2

@@ -8,6 +8,8 @@ pub mod controller_manager;
 #[cfg(feature = "cluster")]
 pub mod controller_rig;
 pub mod cosign;
+#[cfg(feature = "cluster")]
+pub mod kubelet;
 pub mod openapi;
 #[cfg(feature = "cluster")]
 pub mod openshift;

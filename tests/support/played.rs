@@ -6,7 +6,10 @@
 //! - **kubelet** ([`Kubelet`]): the TLS bootstrap (client CSR as the bootstrap token's user, the signed certificate,
 //!   a kubeconfig of its own), the Node registered as `system:node:<name>` with the taints of its configuration, its
 //!   status (addresses, boot ID, Ready), the serving CSR, and the end of evicted pods (a pod deleted with a grace
-//!   period stays until its kubelet confirms).
+//!   period stays until its kubelet confirms). One state the real kubelet cannot reach: the tests' hosts are on
+//!   127.0.0.1, and a real kubelet refuses a loopback node IP ("nodeIP can't be loopback address": no addresses, no
+//!   serving CSR). The real Linux kubelet (tests/support/kubelet.rs) joins in a network namespace with an address of
+//!   its own instead (tests/cluster_sync.rs); moving the other tests' hosts into such namespaces is still to do.
 //! - **the Machine API** ([`MachineApi`]): a Machine goes `Provisioning` → `Provisioned` with the instance's
 //!   addresses; its nodelink controller sets `status.nodeRef` only once a Node registered that matches it (provider
 //!   ID, then internal IP), and the phase becomes `Running`.
