@@ -142,6 +142,18 @@ impl Drop for RealKubelet {
             let _ = c.kill();
             let _ = c.wait();
         }
+        // kubelet bind-mounts its root folder onto itself (and containerd may mount below its own): unmounted, or
+        // the test's folder could not be removed.
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let mut below: Vec<&str> = mounts
+            .lines()
+            .filter_map(|l| l.split(' ').nth(1))
+            .filter(|m| Path::new(m).starts_with(&self.dir))
+            .collect();
+        below.sort_by_key(|m| std::cmp::Reverse(m.len()));
+        for m in below {
+            let _ = Command::new("umount").args(["-l", m]).output();
+        }
     }
 }
 
