@@ -20,6 +20,11 @@ use windows_sys::Win32::System::Services::{ChangeServiceConfigW, SERVICE_NO_CHAN
 const ERROR_SERVICE_DOES_NOT_EXIST: i32 = 1060;
 const ERROR_SERVICE_MARKED_FOR_DELETE: i32 = 1072;
 const ERROR_INVALID_LEVEL: i32 = 124;
+/// A start request the SCM could not hand on at the moment: asked once more after [`START_AGAIN_AFTER`]. Wine's
+/// services.exe answers ERROR_INTERNAL_ERROR when it fails to reach a starting service's control pipe under load;
+/// Windows' SCM answers ERROR_SERVICE_DATABASE_LOCKED while another change holds its database.
+const TRANSIENT_START_ERRORS: [i32; 2] = [1359, 1055];
+const START_AGAIN_AFTER: Duration = Duration::from_secs(1);
 
 fn err(what: String, e: windows_service::Error) -> SysError {
     match e {
@@ -137,9 +142,15 @@ impl Connection {
     }
 
     pub fn start(&self, name: &str) -> SysResult<()> {
-        self.open_existing(name, ServiceAccess::START)?
-            .start::<&OsStr>(&[])
-            .map_err(|e| err(format!("cannot start service `{name}`"), e))
+        let service = self.open_existing(name, ServiceAccess::START)?;
+        match service.start::<&OsStr>(&[]) {
+            Err(e) if os_error(&e).is_some_and(|code| TRANSIENT_START_ERRORS.contains(&code)) => {
+                std::thread::sleep(START_AGAIN_AFTER);
+                service.start::<&OsStr>(&[])
+            }
+            other => other,
+        }
+        .map_err(|e| err(format!("cannot start service `{name}`"), e))
     }
 
     pub fn stop(&self, name: &str) -> SysResult<()> {
