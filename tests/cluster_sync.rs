@@ -288,7 +288,8 @@ fn a_real_kubelet_joins_with_what_sync_delivered_and_sync_approves_its_csrs() {
     let _controllers = ControllerManager::start(&rig.cp, &[CSR_SIGNING]);
     let ns = NetNs::create(0);
     let sshd: std::net::SocketAddr = ([127, 0, 0, 1], rig.sshd.port).into();
-    let port = ns.forward(&format!("{}:0", ns.node), sshd);
+    let ssh = ns.forward(&format!("{}:0", ns.node), sshd);
+    let port = ssh.port;
     let key_line = rig.sshd.known_hosts_line(&rig.sshd.host_keys[0], port);
     std::fs::write(rig.sshd.path("known_hosts"), key_line.replace("[127.0.0.1]", &format!("[{}]", ns.node))).unwrap();
     std::fs::write(

@@ -20,8 +20,7 @@ fi
 # this manifest, which then holds no journal) is read first: its entries stand for the manifest's of the same path.
 update="$manifest.wmrender-update"
 entries() {
-  if [ -f "$update" ] && ! grep -q '^  "pending": ' "$manifest" &&
-    [ "$(sed -n 's/^  "base": "sha256:\([0-9a-f]*\)",$/\1/p' "$update")" = "$(sha256sum < "$manifest" | cut -d ' ' -f 1)" ]; then
+  if update_applies; then
     sed -n -e 's/^ *"path": "\(.*\)",$/P\1/p' -e 's/^ *"size": \([0-9]*\),$/S\1/p' "$update"
   fi
   sed -n -e 's/^ *"path": "\(.*\)",$/P\1/p' -e 's/^ *"size": \([0-9]*\),$/S\1/p' "$manifest"

@@ -14,8 +14,7 @@ fi
 # A one-file change's update (see the apply step) names files too, when it was written over this very manifest.
 update="$manifest.wmrender-update"
 paths() {
-  if [ -f "$update" ] && ! grep -q '^  "pending": ' "$manifest" &&
-    [ "$(sed -n 's/^  "base": "sha256:\([0-9a-f]*\)",$/\1/p' "$update")" = "$(sha256sum < "$manifest" | cut -d ' ' -f 1)" ]; then
+  if update_applies; then
     sed -n -e 's/^ *"path": "\(.*\)",$/\1/p' "$update"
   fi
   sed -n -e 's/^ *"path": "\(.*\)",$/\1/p' "$manifest"

@@ -16,10 +16,10 @@ pub enum Profile {
 
 /// The built-in apply step of the posix profile: checks every file of the node manifest against its sha256 and
 /// prints the agent's result line, so the whole protocol runs end to end.
-const POSIX_APPLY: &str = include_str!("apply-posix.sh");
+const POSIX_APPLY: &str = concat!(include_str!("update-posix.sh"), include_str!("apply-posix.sh"));
 
 /// The posix profile's stand-in for `wmrender-node deconfigure`: removes the files the node manifest lists.
-const POSIX_DECONFIGURE: &str = include_str!("deconfigure-posix.sh");
+const POSIX_DECONFIGURE: &str = concat!(include_str!("update-posix.sh"), include_str!("deconfigure-posix.sh"));
 
 impl Profile {
     /// The SFTP path of a node path (`C:\k\kubelet.conf`).

@@ -288,8 +288,12 @@ pub struct Forwarder {
 
 impl Forwarder {
     pub fn start(address: &str, target: std::net::SocketAddr) -> Forwarder {
+        Forwarder::on(std::net::TcpListener::bind((address, 0)).unwrap(), target)
+    }
+
+    /// Forwards what `listener` accepts (a socket made elsewhere, e.g. in a network namespace) to `target`.
+    pub fn on(listener: std::net::TcpListener, target: std::net::SocketAddr) -> Forwarder {
         use std::sync::atomic::{AtomicBool, Ordering};
-        let listener = std::net::TcpListener::bind((address, 0)).unwrap();
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
         let up = std::sync::Arc::new(AtomicBool::new(true));

@@ -12,14 +12,12 @@
 //! deleted when [`NetNs`] drops.
 
 use super::apiserver::{ControlPlane, spawn};
+use super::controller_rig::Forwarder;
 use serde_json::Value;
-use std::io::ErrorKind;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// A network namespace with a veth pair to the test's own: `host` (this side) and `node` (inside), a /30 of
@@ -28,7 +26,6 @@ pub struct NetNs {
     pub name: String,
     pub host: String,
     pub node: String,
-    stop: Arc<AtomicBool>,
 }
 
 fn ip(args: &[&str]) {
@@ -47,7 +44,7 @@ impl NetNs {
         let (host, node) = (format!("198.51.100.{}", base + 1), format!("198.51.100.{}", base + 2));
         let _ = Command::new("ip").args(["netns", "del", &name]).output();
         ip(&["netns", "add", &name]);
-        let ns = NetNs { name: name.clone(), host: host.clone(), node: node.clone(), stop: Arc::default() };
+        let ns = NetNs { name: name.clone(), host: host.clone(), node: node.clone() };
         ip(&["link", "add", &h, "type", "veth", "peer", "name", &n, "netns", &name]);
         ip(&["addr", "add", &format!("{host}/30"), "dev", &h]);
         ip(&["link", "set", &h, "up"]);
@@ -71,41 +68,14 @@ impl NetNs {
         .expect("the namespace's listener")
     }
 
-    /// Forwards `address` inside the namespace to `target` here, until the namespace drops; returns the port.
-    pub fn forward(&self, address: &str, target: SocketAddr) -> u16 {
-        let listener = self.listen(address.to_string());
-        let port = listener.local_addr().expect("its address").port();
-        listener.set_nonblocking(true).expect("nonblocking");
-        let stop = self.stop.clone();
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((inside, _)) => {
-                        let _ = inside.set_nonblocking(false);
-                        let Ok(here) = TcpStream::connect_timeout(&target, Duration::from_secs(5)) else { continue };
-                        let (mut a, mut b) = (inside.try_clone().expect("clone"), here.try_clone().expect("clone"));
-                        let (mut c, mut d) = (here, inside);
-                        std::thread::spawn(move || {
-                            let _ = std::io::copy(&mut a, &mut b);
-                            let _ = b.shutdown(std::net::Shutdown::Write);
-                        });
-                        std::thread::spawn(move || {
-                            let _ = std::io::copy(&mut c, &mut d);
-                            let _ = d.shutdown(std::net::Shutdown::Write);
-                        });
-                    }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
-                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
-                }
-            }
-        });
-        port
+    /// Forwards `address` inside the namespace to `target` here, while the returned forwarder lives.
+    pub fn forward(&self, address: &str, target: SocketAddr) -> Forwarder {
+        Forwarder::on(self.listen(address.to_string()), target)
     }
 }
 
 impl Drop for NetNs {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
         // Deleting the namespace deletes the veth pair with it.
         let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
     }
@@ -134,6 +104,8 @@ pub struct Join<'a> {
 pub struct RealKubelet {
     pub dir: PathBuf,
     children: Vec<Child>,
+    /// kubelet's way to the API server.
+    _apiserver: Forwarder,
 }
 
 impl Drop for RealKubelet {
@@ -198,7 +170,8 @@ impl RealKubelet {
 
         let apiserver: SocketAddr =
             cp.url.trim_start_matches("https://").parse().expect("the API server's address is 127.0.0.1:port");
-        let port = ns.forward("127.0.0.1:0", apiserver);
+        let forwarder = ns.forward("127.0.0.1:0", apiserver);
+        let port = forwarder.port;
         std::fs::write(
             dir.join("bootstrap-kubeconfig"),
             format!(
@@ -258,7 +231,7 @@ impl RealKubelet {
         .map(|s| s.to_string())
         .collect();
         children.push(spawn(Path::new("/usr/bin/nsenter"), &args, &dir.join("kubelet.log")));
-        RealKubelet { dir: dir.to_path_buf(), children }
+        RealKubelet { dir: dir.to_path_buf(), children, _apiserver: forwarder }
     }
 
     /// The end of kubelet's log, for a failure message.

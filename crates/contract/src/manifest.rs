@@ -119,7 +119,7 @@ pub struct ManifestUpdate {
 impl ManifestUpdate {
     /// An update over the manifest `base` (its bytes as read from the node).
     pub fn over(base: &[u8], files: Vec<NodeFile>, applied: bool) -> ManifestUpdate {
-        ManifestUpdate { base: format!("sha256:{}", crate::sha256_hex(base)), files, applied }
+        ManifestUpdate { base: base_of(base), files, applied }
     }
 
     /// Parses an update read from a node, refusing any path that is not a normal path below `C:\k`.
@@ -157,6 +157,11 @@ pub enum UpdateError {
     Update(ManifestError),
 }
 
+/// How an update names the manifest it was written over: `sha256:…` of its bytes.
+fn base_of(manifest: &[u8]) -> String {
+    format!("sha256:{}", crate::sha256_hex(manifest))
+}
+
 fn check_paths<'a>(paths: impl IntoIterator<Item = &'a NodePath>) -> Result<(), ManifestError> {
     for p in paths {
         if NodePath::parse_delivered(p.as_str()).is_err() {
@@ -182,7 +187,7 @@ impl NodeManifest {
         let mut m = NodeManifest::parse(manifest).map_err(UpdateError::Manifest)?;
         let Some(bytes) = update else { return Ok((m, None)) };
         let update = ManifestUpdate::parse(bytes).map_err(UpdateError::Update)?;
-        if m.pending.is_some() || update.base != ManifestUpdate::over(manifest, Vec::new(), false).base {
+        if m.pending.is_some() || update.base != base_of(manifest) {
             return Ok((m, None));
         }
         for f in &update.files {
