@@ -7,8 +7,9 @@
 #       KRM function (entrypoint `wmrender krm`), as examples/argocd/Containerfile describes it: a static wmrender
 #       (built here for x86_64-unknown-linux-musl, release, unless --binary names one; about 4½ minutes the first
 #       time on 2 cores), a static busybox for the
-#       plugin's sh, grep, head and cat, /etc/passwd and /etc/group, /tmp; user 999:999 (numeric: the restricted Pod
-#       Security level's runAsNonRoot can check it).
+#       plugin's sh, grep, head and cat, /etc/passwd and /etc/group, /tmp; user 999:0 (numeric: the restricted Pod
+#       Security level's runAsNonRoot can check it; group 0, as OpenShift runs an arbitrary user ID in group 0, so
+#       the Deployment's secret files, 0440 and owned by root's group where no fsGroup is given, can be read).
 #   bash image/build.sh payload DIR OUT
 #       The payload image of the controller's init container, which runs `cp -R /payload/. <volume>`: the payload
 #       directory DIR (what `wmrender payload pull` writes, with payload.json) under /payload, and busybox's cp.
@@ -91,7 +92,7 @@ else
   entrypoint='["/bin/cp"]'
 fi
 for t in "${tools[@]}"; do ln -s busybox "$fs/bin/$t"; done
-printf 'root:x:0:0:root:/:/bin/sh\nargocd:x:999:999:argocd:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n' > "$fs/etc/passwd"
+printf 'root:x:0:0:root:/:/bin/sh\nargocd:x:999:0:argocd:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n' > "$fs/etc/passwd"
 printf 'root:x:0:\nargocd:x:999:\nnobody:x:65534:\n' > "$fs/etc/group"
 chmod 0644 "$fs/etc/passwd" "$fs/etc/group"
 chmod 0755 "$fs" "$fs/bin" "$fs/etc"
@@ -113,7 +114,7 @@ put() { # FILE -> prints "sha256:<hex> <size>", the file stored as a blob
 }
 diff_id=sha256:$(sha256sum "$work/layer.tar" | cut -d' ' -f1)
 read -r layer layer_size < <(put "$work/layer.tar.gz")
-printf '{"architecture":"amd64","config":{"Entrypoint":%s,"Env":["PATH=/usr/local/bin:/bin"],"Labels":{"org.opencontainers.image.revision":"%s","org.opencontainers.image.version":"%s"},"User":"999:999","WorkingDir":"/tmp"},"created":"%s","history":[{"created":"%s","created_by":"image/build.sh %s"}],"os":"linux","rootfs":{"diff_ids":["%s"],"type":"layers"}}' \
+printf '{"architecture":"amd64","config":{"Entrypoint":%s,"Env":["PATH=/usr/local/bin:/bin"],"Labels":{"org.opencontainers.image.revision":"%s","org.opencontainers.image.version":"%s"},"User":"999:0","WorkingDir":"/tmp"},"created":"%s","history":[{"created":"%s","created_by":"image/build.sh %s"}],"os":"linux","rootfs":{"diff_ids":["%s"],"type":"layers"}}' \
   "$entrypoint" "$revision" "$version" "$created" "$created" "$kind" "$diff_id" > "$work/config.json"
 read -r config config_size < <(put "$work/config.json")
 printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"%s","size":%s},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"%s","size":%s}]}' \

@@ -57,10 +57,10 @@ fn unpack(layout: &Path, tag: &str, into: &Path) -> PathBuf {
     into.join("rootfs")
 }
 
-/// `chroot ROOT ARGV` as the images' user, 999:999, with the image's PATH.
+/// `chroot ROOT ARGV` as the images' user, 999:0, with the image's PATH.
 fn in_image(root: &Path, argv: &[&str]) -> std::process::Output {
     Command::new("/usr/sbin/chroot")
-        .arg("--userspec=999:999")
+        .arg("--userspec=999:0")
         .arg(root)
         .args(argv)
         .env_clear()
@@ -107,7 +107,7 @@ fn the_images_are_reproducible_valid_and_run_what_the_rendered_deployment_runs()
         .args(["inspect", "--config"])
         .arg(format!("oci:{}:{VERSION}", w("a").display()))))
     .unwrap();
-    assert_eq!(inspected["config"]["User"], "999:999", "a numeric user: runAsNonRoot can check it");
+    assert_eq!(inspected["config"]["User"], "999:0", "a numeric user (runAsNonRoot can check it) in group 0");
     assert_eq!(inspected["config"]["Entrypoint"], serde_json::json!(["/usr/local/bin/wmrender", "krm"]));
     assert_eq!(inspected["created"], "2026-01-01T00:00:00Z");
 
@@ -167,7 +167,7 @@ fn the_images_are_reproducible_valid_and_run_what_the_rendered_deployment_runs()
     // The volume the init container writes to, mounted where the Deployment mounts it, owned by the pod's user.
     let volume = proot.join(target.trim_start_matches('/'));
     std::fs::create_dir_all(&volume).unwrap();
-    run(Command::new("chown").arg("999:999").arg(&volume));
+    run(Command::new("chown").arg("999:0").arg(&volume));
     let argv: Vec<&str> = copy_command.iter().map(String::as_str).collect();
     let o = in_image(&proot, &argv);
     assert!(o.status.success(), "{argv:?} in the payload image: {}", String::from_utf8_lossy(&o.stderr));

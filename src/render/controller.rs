@@ -388,7 +388,9 @@ fn deployment(controller: &ControllerPlan, maps: &[(String, ConfigMap, Vec<KeyTo
                     path: SSH_KEY_FILE.into(),
                     ..Default::default()
                 }]),
-                // Read by the pod's user through its group (OpenShift runs it under an arbitrary UID).
+                // Read by the pod's user through its group: OpenShift's fsGroup, or, where no fsGroup is given,
+                // group 0 (root's group owns the files), which the image's user (999:0) and OpenShift's arbitrary
+                // UIDs are in.
                 default_mode: Some(0o440),
                 ..Default::default()
             }),

@@ -42,7 +42,7 @@ chmod 1777 "$CTX/rootfs/tmp"
 cp "$BIN" "$CTX/rootfs/usr/local/bin/wmrender"
 cp "$BUSYBOX" "$CTX/rootfs/bin/busybox"
 for tool in sh grep head cat; do ln -s busybox "$CTX/rootfs/bin/$tool"; done
-printf 'root:x:0:0:root:/:/bin/sh\nargocd:x:999:999:argocd:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n' \
+printf 'root:x:0:0:root:/:/bin/sh\nargocd:x:999:0:argocd:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n' \
   > "$CTX/rootfs/etc/passwd"
 printf 'root:x:0:\nargocd:x:999:\nnobody:x:65534:\n' > "$CTX/rootfs/etc/group"
 cp "$ROOT/examples/argocd/Containerfile" "$CTX/Containerfile"
