@@ -19,7 +19,7 @@ use std::time::Duration;
 use support::apiserver::{ControlPlane, WMRENDER_USER};
 use support::certificate;
 use support::controller_manager::{CSR_SIGNING, ControllerManager};
-use support::kubelet::{Join, NetNs, RealKubelet};
+use support::kubelet::{Credential, Join, NetNs, RealKubelet};
 use support::played::{Kubelet, Registration};
 use support::sshd::Sshd;
 use support::{code, stderr, wmrender};
@@ -317,8 +317,9 @@ fn a_real_kubelet_joins_with_what_sync_delivered_and_sync_approves_its_csrs() {
         let join = Join {
             name: "node-00",
             address: &ns.node,
-            token: bootstrap["users"][0]["user"]["token"].as_str().unwrap(),
+            credential: Credential::Bootstrap(bootstrap["users"][0]["user"]["token"].as_str().unwrap()),
             taints: config["registerWithTaints"].as_array().cloned().unwrap_or_default(),
+            mirror: None,
         };
         let kubelet = RealKubelet::start(&rig.cp, &join, &rig.path("kubelet"), &ns);
         (sync.join().unwrap(), kubelet)

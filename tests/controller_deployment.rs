@@ -409,3 +409,253 @@ fn the_api_server_takes_the_controllers_objects_and_its_rbac_is_enough_to_read_t
     let refused: Vec<String> = requests.iter().filter(|r| r.code == 403).map(|r| r.to_string()).collect();
     assert!(refused.is_empty(), "{refused:?}");
 }
+
+/// The images the Deployment names, built as users build them (image/build.sh) and pushed to a TLS registry on
+/// 127.0.0.1, which the node's containerd reaches as the mirror of `quay.io` and `registry.k8s.io`; the pause image
+/// too. The manifests' digests: (wmrender, payload).
+fn push_images(work: &Path, registry: &support::registry::Registry) -> (String, String) {
+    let build = |args: &[&str]| {
+        let o = std::process::Command::new("bash")
+            .arg(support::root().join("image/build.sh"))
+            .args(args)
+            .output()
+            .expect("bash runs");
+        assert!(o.status.success(), "image/build.sh {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    let layout = work.join("wmrender-image");
+    let built = build(&["wmrender", layout.to_str().unwrap()]);
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(registry.push(&layout, version, "example/wmrender", None), built);
+    // A payload as `wmrender payload list` accepts it (the programs are not run: the controller copies them).
+    let payload = work.join("payload");
+    std::fs::create_dir_all(payload.join("C/k")).unwrap();
+    std::fs::write(payload.join("C/k/kubelet.exe"), b"MZ kubelet").unwrap();
+    let o = support::wmrender(&["payload", "list", payload.to_str().unwrap()]);
+    assert_eq!(support::code(&o), 0, "{}", support::stderr(&o));
+    let payload_layout = work.join("payload-image");
+    let payload_built = build(&["payload", payload.to_str().unwrap(), payload_layout.to_str().unwrap()]);
+    registry.push(&payload_layout, "payload", "example/windows-payload", None);
+    // The tag the Deployment names.
+    let o = std::process::Command::new("skopeo")
+        .args(["copy", "--quiet", "--src-tls-verify=false", "--dest-tls-verify=false"])
+        .arg(format!("docker://{}/example/windows-payload:payload", registry.addr))
+        .arg(format!("docker://{}/example/windows-payload:4.22", registry.addr))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "skopeo: {}", String::from_utf8_lossy(&o.stderr));
+    let pause = work.join("pause-image");
+    support::kubelet::pause_image(&pause);
+    registry.push(&pause, "3.10", "pause", None);
+    (built, payload_built)
+}
+
+/// The secrets the Deployment mounts, as a user makes them: the SSH key its hosts trust and the metrics
+/// endpoint's certificate.
+fn controller_secrets(cp: &ControlPlane, work: &Path) {
+    let key = work.join("ssh-key");
+    let keygen = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f", key.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(keygen.success());
+    let (cert, tls_key) = (work.join("tls.crt"), work.join("tls.key"));
+    support::openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=wmrender-controller.wmrender.svc",
+        "-keyout",
+        tls_key.to_str().unwrap(),
+        "-out",
+        cert.to_str().unwrap(),
+    ]);
+    let b64 = |p: &Path| base64::engine::general_purpose::STANDARD.encode(std::fs::read(p).unwrap());
+    for (name, kind, data) in [
+        ("cloud-private-key", "Opaque", serde_json::json!({"private-key.pem": b64(&key)})),
+        (
+            "wmrender-controller-metrics-tls",
+            "kubernetes.io/tls",
+            serde_json::json!({"tls.crt": b64(&cert), "tls.key": b64(&tls_key)}),
+        ),
+    ] {
+        let secret = serde_json::json!({"apiVersion": "v1", "kind": "Secret", "type": kind,
+                                        "metadata": {"name": name, "namespace": "wmrender"}, "data": data});
+        cp.admin().create("/api/v1/namespaces/wmrender/secrets", &secret).unwrap();
+    }
+}
+
+/// What a pod's containers wrote, from kubelet's log folder, for a failure message.
+fn pod_logs(kubelet: &support::kubelet::RealKubelet) -> String {
+    let mut out = String::new();
+    for (path, bytes) in support::read_tree(&kubelet.dir.join("pod-logs")) {
+        let text = String::from_utf8_lossy(&bytes);
+        out.push_str(&format!("--- {path}\n{}\n", support::apiserver::tail(&text, 15)));
+    }
+    out
+}
+
+/// The rendered Deployment, run by a real kubelet: the pods of `kubectl apply` of the rendered objects (the
+/// namespace held to `restricted`) are placed on a Linux node whose kubelet (k8s.io/kubernetes v1.36.3) runs them
+/// with Debian's containerd and runc, on the CNI bridge plugin's network in a namespace the test makes. Each pod's
+/// images come, by the names the Deployment gives, from the TLS registry as containerd's mirror; the init
+/// container copies the payload; the projected volume gives `--rendered` the directory `render` wrote; the
+/// readiness probe (HTTPS, /readyz) passes; and one replica takes the Lease as the controller's ServiceAccount,
+/// with the rendered RBAC alone. (Played: kube-proxy's one NAT rule for the `kubernetes` Service, see
+/// `NetNs::route_service`; the Machine API's cloud side. The controller reaches no Windows host here.)
+#[test]
+fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_elect_a_leader() {
+    use support::controller_manager::{ControllerManager, DEPLOYMENT, NODE_LIFECYCLE, REPLICA_SET, ROOT_CA_PUBLISHER};
+    use support::kubelet::{Credential, Join, Mirror, NetNs, RealKubelet};
+    let (cp, _tmp, out) = cluster_and_render();
+    let work = tempfile::tempdir().unwrap();
+    let ca = support::registry::Ca::new(work.path());
+    let registry = support::registry::Registry::start(&work.path().join("registry"), &ca, None);
+    let (wmrender_digest, payload_digest) = push_images(work.path(), &registry);
+
+    let _controllers = ControllerManager::start(&cp, &[DEPLOYMENT, REPLICA_SET, NODE_LIFECYCLE, ROOT_CA_PUBLISHER]);
+    let _scheduler = support::scheduler::Scheduler::start(&cp);
+    let ns = NetNs::create(0);
+    let _kubernetes_service = ns.route_service("10.96.0.1:443".parse().unwrap(), cp.url[8..].parse().unwrap());
+    let join = Join {
+        name: "worker-0",
+        address: &ns.node,
+        credential: Credential::Node,
+        taints: vec![],
+        mirror: Some(Mirror {
+            registry: registry.addr.parse().unwrap(),
+            ca: &ca.pem(),
+            hosts: &["quay.io", "registry.k8s.io"],
+        }),
+    };
+    let kubelet = RealKubelet::start(&cp, &join, &work.path().join("kubelet"), &ns);
+    wait_for("worker-0 Ready", std::time::Duration::from_secs(90), || {
+        let node = cp.admin().get("/api/v1/nodes/worker-0")?;
+        let ready =
+            node["status"]["conditions"].as_array()?.iter().any(|c| c["type"] == "Ready" && c["status"] == "True");
+        ready.then_some(())
+    });
+
+    let mut objects = objects(&out);
+    let labels = &mut objects.get_mut("namespace-wmrender.yaml").unwrap()["metadata"]["labels"];
+    labels["pod-security.kubernetes.io/enforce"] = "restricted".into();
+    labels["pod-security.kubernetes.io/enforce-version"] = "latest".into();
+    cp.admin().apply("/api/v1/namespaces", "wmrender", &objects["namespace-wmrender.yaml"]);
+    controller_secrets(&cp, work.path());
+    apply_controller_objects(&cp, &objects);
+    let replicas = objects["deployment-wmrender-controller.yaml"]["spec"]["replicas"].as_u64().unwrap() as usize;
+
+    let selector = "/api/v1/namespaces/wmrender/pods?labelSelector=app.kubernetes.io%2Fname%3Dwmrender-controller";
+    let limit = std::time::Duration::from_secs(180);
+    let deadline = std::time::Instant::now() + limit;
+    let ready = |p: &Value| {
+        p["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+    };
+    let pods = loop {
+        let pods = cp.admin().list(selector);
+        if pods.len() == replicas && pods.iter().all(ready) {
+            break pods;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the controller's pods not Ready within {limit:?}:\n{}\nkubelet:\n{}\n{}",
+            serde_json::to_string_pretty(&pods.iter().map(|p| &p["status"]).collect::<Vec<_>>()).unwrap(),
+            kubelet.log_tail(),
+            pod_logs(&kubelet)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    let names: Vec<&str> = pods.iter().map(|p| p["metadata"]["name"].as_str().unwrap()).collect();
+    for pod in &pods {
+        assert_eq!(pod["spec"]["nodeName"], "worker-0");
+        // The images by the names the Deployment gives, as the registry serves them.
+        let controller = &pod["status"]["containerStatuses"][0];
+        assert!(controller["imageID"].as_str().unwrap().ends_with(&wmrender_digest), "{controller}");
+        let init = &pod["status"]["initContainerStatuses"][0];
+        assert_eq!(init["state"]["terminated"]["exitCode"], 0, "{init}");
+        assert!(init["imageID"].as_str().unwrap().ends_with(&payload_digest), "{init}");
+    }
+
+    // One replica leads, holding the Lease under its pod's name. A leader is ready only once its desired state
+    // reads: every file of the projected bundle with the digest manifest.json gives it.
+    let holder = wait_for("the Lease held", std::time::Duration::from_secs(60), || {
+        let lease = cp.admin().get("/apis/coordination.k8s.io/v1/namespaces/wmrender/leases/wmrender-controller")?;
+        lease["spec"]["holderIdentity"].as_str().map(str::to_string)
+    });
+    assert!(names.contains(&holder.as_str()), "{holder} is not one of {names:?}");
+
+    // Deleting the leader's pod hands over: kubelet stops it (SIGTERM), it lets the Lease go and is gone well within
+    // its grace period, and another replica leads; the ReplicaSet's new pod becomes ready beside it.
+    let pod_path = format!("/api/v1/namespaces/wmrender/pods/{holder}");
+    cp.admin().delete(&pod_path).unwrap();
+    let template = &objects["deployment-wmrender-controller.yaml"]["spec"]["template"]["spec"];
+    let grace = template["terminationGracePeriodSeconds"].as_u64().unwrap();
+    wait_for("the leader's pod gone before its grace period ends", std::time::Duration::from_secs(grace - 5), || {
+        cp.admin().get(&pod_path).is_none().then_some(())
+    });
+    let next = wait_for("another replica leading", std::time::Duration::from_secs(60), || {
+        let lease = cp.admin().get("/apis/coordination.k8s.io/v1/namespaces/wmrender/leases/wmrender-controller")?;
+        let h = lease["spec"]["holderIdentity"].as_str()?;
+        (!h.is_empty() && h != holder).then(|| h.to_string())
+    });
+    let after = wait_for("the controller's pods ready again", limit, || {
+        let pods = cp.admin().list(selector);
+        (pods.len() == replicas && pods.iter().all(ready)).then_some(pods)
+    });
+    let now: Vec<&str> = after.iter().map(|p| p["metadata"]["name"].as_str().unwrap()).collect();
+    assert!(now.contains(&next.as_str()) && !now.contains(&holder.as_str()), "{next} leads; pods {now:?}");
+
+    // A new render reaches the running leader through kubelet's update of the projected volume. Half of it (the new
+    // manifest.json over the old files, as a bundle of several ConfigMaps looks while they are applied one by one)
+    // is refused: the leader says so on its Lease and does nothing; the whole of it reads again.
+    let inputs = std::fs::read_to_string(fixture()).unwrap().replace("maxSize: 50Mi", "maxSize: 60Mi");
+    let changed = work.path().join("changed.yaml");
+    std::fs::write(&changed, inputs).unwrap();
+    let (_tmp_b, out_b) = support::render_to_temp(&changed);
+    let new = crate::objects(&out_b);
+    let map = "configmap-wmrender-bundle-0.yaml";
+    assert_ne!(new[map]["data"]["manifest.json"], objects[map]["data"]["manifest.json"], "the render changed");
+    let mut half = objects[map].clone();
+    half["data"]["manifest.json"] = new[map]["data"]["manifest.json"].clone();
+    let maps = "/api/v1/namespaces/wmrender/configmaps";
+    cp.admin().apply(maps, "wmrender-bundle-0", &half);
+    // The Events on the Lease (the leader's word on its desired state), and their names, to tell new ones.
+    let lease_events = || -> Vec<Value> {
+        let all = cp.admin().list("/api/v1/namespaces/wmrender/events");
+        all.into_iter().filter(|e| e["involvedObject"]["kind"] == "Lease").collect()
+    };
+    let event_names = |events: &[Value]| -> Vec<String> {
+        events.iter().map(|e| e["metadata"]["name"].as_str().unwrap_or("").to_string()).collect()
+    };
+    let seen = event_names(&lease_events());
+    let refused = wait_for("the half-applied bundle refused", std::time::Duration::from_secs(90), || {
+        lease_events().into_iter().find(|e| {
+            e["reason"] == "DesiredStateUnreadable" && !seen.contains(&event_names(std::slice::from_ref(e))[0])
+        })
+    });
+    let message = refused["message"].as_str().unwrap_or("");
+    assert!(message.contains("differs from the rendered manifest.json"), "{refused}\n{}", pod_logs(&kubelet));
+    let seen = event_names(&lease_events());
+    cp.admin().apply(maps, "wmrender-bundle-0", &new[map]);
+    wait_for("the whole new bundle read", std::time::Duration::from_secs(90), || {
+        lease_events()
+            .into_iter()
+            .find(|e| e["reason"] == "DesiredStateRead" && !seen.contains(&event_names(std::slice::from_ref(e))[0]))
+    });
+
+    // All as its ServiceAccount, never refused.
+    let user = "system:serviceaccount:wmrender:wmrender-controller";
+    let requests = cp.requests_by(user);
+    assert!(requests.iter().any(|r| r.uri.contains("/nodes") && r.code == 200), "it read the Nodes as itself");
+    let refused: Vec<String> = requests.iter().filter(|r| r.code == 403).map(|r| r.to_string()).collect();
+    assert!(refused.is_empty(), "{refused:?}\n{}", pod_logs(&kubelet));
+}

@@ -14,7 +14,7 @@
 #   minutes on 2 cores);
 # - the real Windows programs of the payload and Wine tests (kubelet, kube-proxy, kube-log-runner, the CNI plugins,
 #   containerd and ctr), and the Linux kubelet of the tests where a node joins for real, in a network namespace the
-#   test makes (iproute2, nsenter), built from their Go modules (tests/payload/build.sh; about 9 minutes the first
+#   test makes (iproute2, nsenter), and runs pods (runc, Debian's CNI plugins, iptables), built from their Go modules (tests/payload/build.sh; about 9 minutes the first
 #   time on 2 cores);
 # - cosign, built from its Go module (tests/cosign/build.sh; the signing tests; about 4 minutes the first time).
 #
@@ -25,7 +25,8 @@ cd "$(dirname "$0")/.."
 need=()
 for tool in containerd:containerd ctr:containerd docker-registry:docker-registry skopeo:skopeo umoci:umoci \
             openssl:openssl curl:curl ssh-keygen:openssh-client /usr/sbin/sshd:openssh-server \
-            musl-gcc:musl-tools ip:iproute2 nsenter:util-linux; do
+            musl-gcc:musl-tools ip:iproute2 nsenter:util-linux runc:runc iptables:iptables \
+            /usr/lib/cni/bridge:containernetworking-plugins; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 [ -x /usr/bin/time ] || need+=(time)

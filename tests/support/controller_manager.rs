@@ -20,6 +20,9 @@ pub const SERVICE_ACCOUNT_TOKEN: &str = "serviceaccount-token-controller";
 pub const NODE_LIFECYCLE: &str = "node-lifecycle-controller";
 pub const DEPLOYMENT: &str = "deployment-controller";
 pub const REPLICA_SET: &str = "replicaset-controller";
+/// Publishes the cluster's CA as the `kube-root-ca.crt` ConfigMap of every namespace (what a pod's service account
+/// volume reads).
+pub const ROOT_CA_PUBLISHER: &str = "root-ca-certificate-publisher-controller";
 
 /// How long kube-controller-manager may take to start its controllers (about a second on an idle machine).
 const START_LIMIT: Duration = Duration::from_secs(60);
