@@ -3,7 +3,8 @@
 //! each under the API server's 1 MiB); its RBAC is the role docs/without-operator.md lists; and the real API server
 //! takes every object, and the controller, as its ServiceAccount with the rendered RBAC alone, reads the fleet; the
 //! real Deployment and ReplicaSet controllers and kube-scheduler make and place its pods under the `restricted` Pod
-//! Security level, off the Windows nodes.
+//! Security level, off the Windows nodes; and a real Linux kubelet runs them, from the images `image/build.sh` builds
+//! (tests/support/kubelet.rs; played there: kube-proxy's one NAT rule for the `kubernetes` Service, the Machine API).
 
 mod support;
 
