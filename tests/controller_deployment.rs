@@ -231,13 +231,19 @@ fn apply_controller_objects(cp: &ControlPlane, objects: &BTreeMap<String, Value>
     applied
 }
 
-/// An OpenShift cluster on AWS with the namespaces the controller's Roles are in, and the fixture rendered.
-fn cluster_and_render() -> (ControlPlane, tempfile::TempDir, std::path::PathBuf) {
+/// An OpenShift cluster on AWS with the namespaces the controller's Roles are in.
+fn cluster() -> ControlPlane {
     let cp = ControlPlane::start();
     support::openshift::cluster(&cp, "AWS");
     for ns in ["openshift-machine-config-operator", "openshift-config", "openshift-machine-api"] {
         cp.namespace(ns);
     }
+    cp
+}
+
+/// [`cluster`], and the fixture rendered.
+fn cluster_and_render() -> (ControlPlane, tempfile::TempDir, std::path::PathBuf) {
+    let cp = cluster();
     let (tmp, out) = support::render_to_temp(&fixture());
     (cp, tmp, out)
 }
@@ -453,13 +459,7 @@ fn push_images(work: &Path, registry: &support::registry::Registry) -> (String, 
 
 /// The secrets the Deployment mounts, as a user makes them: the SSH key its hosts trust and the metrics
 /// endpoint's certificate.
-fn controller_secrets(cp: &ControlPlane, work: &Path) {
-    let key = work.join("ssh-key");
-    let keygen = std::process::Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-f", key.to_str().unwrap()])
-        .status()
-        .unwrap();
-    assert!(keygen.success());
+fn controller_secrets(cp: &ControlPlane, work: &Path, key: &Path) {
     let (cert, tls_key) = (work.join("tls.crt"), work.join("tls.key"));
     support::openssl(&[
         "req",
@@ -480,7 +480,7 @@ fn controller_secrets(cp: &ControlPlane, work: &Path) {
     ]);
     let b64 = |p: &Path| base64::engine::general_purpose::STANDARD.encode(std::fs::read(p).unwrap());
     for (name, kind, data) in [
-        ("cloud-private-key", "Opaque", serde_json::json!({"private-key.pem": b64(&key)})),
+        ("cloud-private-key", "Opaque", serde_json::json!({"private-key.pem": b64(key)})),
         (
             "wmrender-controller-metrics-tls",
             "kubernetes.io/tls",
@@ -508,22 +508,41 @@ fn pod_logs(kubelet: &support::kubelet::RealKubelet) -> String {
 /// with Debian's containerd and runc, on the CNI bridge plugin's network in a namespace the test makes. Each pod's
 /// images come, by the names the Deployment gives, from the TLS registry as containerd's mirror; the init
 /// container copies the payload; the projected volume gives `--rendered` the directory `render` wrote; the
-/// readiness probe (HTTPS, /readyz) passes; and one replica takes the Lease as the controller's ServiceAccount,
-/// with the rendered RBAC alone. (Played: kube-proxy's one NAT rule for the `kubernetes` Service, see
-/// `NetNs::route_service`; the Machine API's cloud side. The controller reaches no Windows host here.)
+/// readiness probe (HTTPS, /readyz) passes; one replica takes the Lease as the controller's ServiceAccount, with the
+/// rendered RBAC alone, and configures the render's BYOH host (a posix-profile root behind the rig's sshd, in a
+/// namespace of its own the pods' network reaches), whose kubelet joins with what it delivered; deleting the
+/// leader's pod hands over; a new render reaches the leader through the ConfigMap, refused while half applied.
+/// (Played: kube-proxy's one NAT rule for the `kubernetes` Service, see `NetNs::route_service`; the host's kubelet,
+/// see below; the test's inventory, which says the host's posix profile.)
 #[test]
 fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_elect_a_leader() {
-    use support::controller_manager::{ControllerManager, DEPLOYMENT, NODE_LIFECYCLE, REPLICA_SET, ROOT_CA_PUBLISHER};
+    use support::controller_manager::{
+        CSR_SIGNING, ControllerManager, DEPLOYMENT, NODE_LIFECYCLE, REPLICA_SET, ROOT_CA_PUBLISHER,
+    };
     use support::kubelet::{Credential, Join, Mirror, NetNs, RealKubelet};
-    let (cp, _tmp, out) = cluster_and_render();
+    let cp = cluster();
     let work = tempfile::tempdir().unwrap();
     let ca = support::registry::Ca::new(work.path());
     let registry = support::registry::Registry::start(&work.path().join("registry"), &ca, None);
     let (wmrender_digest, payload_digest) = push_images(work.path(), &registry);
 
-    let _controllers = ControllerManager::start(&cp, &[DEPLOYMENT, REPLICA_SET, NODE_LIFECYCLE, ROOT_CA_PUBLISHER]);
-    let _scheduler = support::scheduler::Scheduler::start(&cp);
+    // The Linux worker the pods run on, and the BYOH host they configure: a network namespace each, linked as two
+    // hosts of one network. The host is a posix-profile root behind the rig's sshd, reached at its address's port 22.
     let ns = NetNs::create(0);
+    let host_ns = NetNs::create(1);
+    let (_, host) = ns.link(&host_ns, 0);
+    let sshd = support::sshd::Sshd::start();
+    let _ssh = host_ns.forward(&format!("{host}:22"), ([127, 0, 0, 1], sshd.port).into());
+    let host_root = work.path().join("host-0");
+    std::fs::create_dir_all(&host_root).unwrap();
+    let inputs = std::fs::read_to_string(fixture()).unwrap().replace("10.0.0.21", &host);
+    let rendered_inputs = work.path().join("wmrender.yaml");
+    std::fs::write(&rendered_inputs, &inputs).unwrap();
+    let (_tmp, out) = support::render_to_temp(&rendered_inputs);
+
+    let _controllers =
+        ControllerManager::start(&cp, &[DEPLOYMENT, REPLICA_SET, NODE_LIFECYCLE, ROOT_CA_PUBLISHER, CSR_SIGNING]);
+    let _scheduler = support::scheduler::Scheduler::start(&cp);
     let _kubernetes_service = ns.route_service("10.96.0.1:443".parse().unwrap(), cp.url[8..].parse().unwrap());
     let join = Join {
         name: "worker-0",
@@ -549,7 +568,31 @@ fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_ele
     labels["pod-security.kubernetes.io/enforce"] = "restricted".into();
     labels["pod-security.kubernetes.io/enforce-version"] = "latest".into();
     cp.admin().apply("/api/v1/namespaces", "wmrender", &objects["namespace-wmrender.yaml"]);
-    controller_secrets(&cp, work.path());
+    controller_secrets(&cp, work.path(), &sshd.path("client_ed25519"));
+    // The host's posix profile is said by an inventory (a test's profile, `reachOnly`: the render names the host),
+    // mounted from a ConfigMap of the test's and given with `--inventory`.
+    let inventory = format!(
+        "nodes:\n- name: host-0\n  address: {host}\n  user: root\n  profile: posix\n  root: {}\n  reachOnly: true\n",
+        host_root.display()
+    );
+    let map = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                                 "metadata": {"name": "test-inventory", "namespace": "wmrender"},
+                                 "data": {"nodes.yaml": inventory}});
+    cp.admin().create("/api/v1/namespaces/wmrender/configmaps", &map).unwrap();
+    let spec = &mut objects.get_mut("deployment-wmrender-controller.yaml").unwrap()["spec"]["template"]["spec"];
+    spec["volumes"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"name": "inventory", "configMap": {"name": "test-inventory"}}));
+    let container = &mut spec["containers"][0];
+    container["volumeMounts"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"name": "inventory", "mountPath": "/etc/wmrender/inventory", "readOnly": true}));
+    container["args"]
+        .as_array_mut()
+        .unwrap()
+        .extend(["--inventory".into(), "/etc/wmrender/inventory/nodes.yaml".into()]);
     apply_controller_objects(&cp, &objects);
     let replicas = objects["deployment-wmrender-controller.yaml"]["spec"]["replicas"].as_u64().unwrap() as usize;
 
@@ -594,6 +637,39 @@ fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_ele
     });
     assert!(names.contains(&holder.as_str()), "{holder} is not one of {names:?}");
 
+    // The leader configures the BYOH host over SSH; the host's kubelet (played: a Linux kubelet sets its Node's
+    // `kubernetes.io/os` to linux at every status update, so none can stand in for the Windows one) joins with the
+    // bootstrap token the controller delivered, its client CSR approved by the controller and signed by
+    // kube-controller-manager; the controller labels and untaints its Node.
+    let delivered = host_root.join("C/k/bootstrap-kubeconfig");
+    let conf = host_root.join("C/k/kubelet.conf");
+    wait_for("the host's bootstrap kubeconfig delivered", limit, || {
+        (delivered.exists() && conf.exists()).then_some(())
+    });
+    let bootstrap: Value = serde_json::from_str(&std::fs::read_to_string(&delivered).unwrap()).unwrap();
+    let config: Value = serde_json::from_str(&std::fs::read_to_string(&conf).unwrap()).unwrap();
+    let token = bootstrap["users"][0]["user"]["token"].as_str().unwrap();
+    let host_kubelet =
+        support::played::Kubelet::bootstrap(&cp, token, "host-0", &work.path().join("host-kubelet"), limit)
+            .unwrap_or_else(|e| panic!("host-0's TLS bootstrap: {e}\n{}", pod_logs(&kubelet)));
+    let registration = support::played::Registration {
+        addresses: vec![("InternalIP".into(), host.clone()), ("Hostname".into(), "host-0".into())],
+        taints: config["registerWithTaints"].as_array().cloned().unwrap_or_default(),
+        provider_id: None,
+        boot_id: "host-0-boot-1".into(),
+    };
+    host_kubelet.register(&registration, limit).unwrap();
+    let deadline = std::time::Instant::now() + limit;
+    while !cp.admin().get("/api/v1/nodes/host-0").is_some_and(|n| support::controller_rig::configured(&n)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "host-0 not configured within {limit:?}: {:?}\n{}",
+            cp.admin().get("/api/v1/nodes/host-0").map(|n| (n["metadata"]["labels"].clone(), n["spec"].clone())),
+            pod_logs(&kubelet)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+
     // Deleting the leader's pod hands over: kubelet stops it (SIGTERM), it lets the Lease go and is gone well within
     // its grace period, and another replica leads; the ReplicaSet's new pod becomes ready beside it.
     let pod_path = format!("/api/v1/namespaces/wmrender/pods/{holder}");
@@ -618,9 +694,8 @@ fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_ele
     // A new render reaches the running leader through kubelet's update of the projected volume. Half of it (the new
     // manifest.json over the old files, as a bundle of several ConfigMaps looks while they are applied one by one)
     // is refused: the leader says so on its Lease and does nothing; the whole of it reads again.
-    let inputs = std::fs::read_to_string(fixture()).unwrap().replace("maxSize: 50Mi", "maxSize: 60Mi");
     let changed = work.path().join("changed.yaml");
-    std::fs::write(&changed, inputs).unwrap();
+    std::fs::write(&changed, inputs.replace("maxSize: 50Mi", "maxSize: 60Mi")).unwrap();
     let (_tmp_b, out_b) = support::render_to_temp(&changed);
     let new = crate::objects(&out_b);
     let map = "configmap-wmrender-bundle-0.yaml";
@@ -651,6 +726,13 @@ fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_ele
         lease_events()
             .into_iter()
             .find(|e| e["reason"] == "DesiredStateRead" && !seen.contains(&event_names(std::slice::from_ref(e))[0]))
+    });
+    // And the leader acts on it: the host gets the new render's file (the services' log rotation changed).
+    let services = "C/k/wmrender/services.json";
+    let wanted = std::fs::read(out_b.join("node").join(services)).unwrap();
+    assert_ne!(wanted, std::fs::read(out.join("node").join(services)).unwrap());
+    wait_for("the new render on the host", limit, || {
+        (std::fs::read(host_root.join(services)).ok()? == wanted).then_some(())
     });
 
     // All as its ServiceAccount, never refused.

@@ -76,6 +76,21 @@ impl NetNs {
         Forwarder::on(self.listen(address.to_string()), target)
     }
 
+    /// Links this namespace to `other` directly with a veth pair of its own, a /30 of TEST-NET-3 (203.0.113.0/24)
+    /// numbered `index` (0–63), as two hosts of one network: (this side's address, `other`'s).
+    pub fn link(&self, other: &NetNs, index: u8) -> (String, String) {
+        let base = u32::from(index) * 4;
+        let (a, b) = (format!("203.0.113.{}", base + 1), format!("203.0.113.{}", base + 2));
+        let pid = std::process::id() % 100_000;
+        let (la, lb) = (format!("wl{pid}x{index}a"), format!("wl{pid}x{index}b"));
+        ip(&["-n", &self.name, "link", "add", &la, "type", "veth", "peer", "name", &lb, "netns", &other.name]);
+        ip(&["-n", &self.name, "addr", "add", &format!("{a}/30"), "dev", &la]);
+        ip(&["-n", &self.name, "link", "set", &la, "up"]);
+        ip(&["-n", &other.name, "addr", "add", &format!("{b}/30"), "dev", &lb]);
+        ip(&["-n", &other.name, "link", "set", &lb, "up"]);
+        (a, b)
+    }
+
     /// Makes a Service's ClusterIP and port (`service`) lead, from the pods of this namespace's node, to `target`
     /// here: a forwarder on the node's address and the one NAT rule kube-proxy writes for a Service with one
     /// endpoint (played: kube-proxy would send pods to the `kubernetes` Service's endpoint, the API server's
@@ -315,7 +330,8 @@ state = "{state}"
 }
 
 /// The pods' network: a bridge in the node's namespace, its address the pods' gateway, addresses from
-/// [`POD_SUBNET`] kept under `dir`.
+/// [`POD_SUBNET`] kept under `dir`; what pods send off the node leaves with the node's address (every kubelet here
+/// has the same subnet, so no other namespace routes back to it).
 fn cni_conflist(dir: &Path) -> Value {
     serde_json::json!({
         "cniVersion": "1.0.0",
@@ -324,7 +340,7 @@ fn cni_conflist(dir: &Path) -> Value {
             "type": "bridge",
             "bridge": "cni0",
             "isGateway": true,
-            "ipMasq": false,
+            "ipMasq": true,
             "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_SUBNET}]], "routes": [{"dst": "0.0.0.0/0"}],
                      "dataDir": dir.join("cni-ipam").display().to_string()},
         }],
