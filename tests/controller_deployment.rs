@@ -4,7 +4,9 @@
 //! takes every object, and the controller, as its ServiceAccount with the rendered RBAC alone, reads the fleet; the
 //! real Deployment and ReplicaSet controllers and kube-scheduler make and place its pods under the `restricted` Pod
 //! Security level, off the Windows nodes; and a real Linux kubelet runs them, from the images `image/build.sh` builds
-//! (tests/support/kubelet.rs; played there: kube-proxy's one NAT rule for the `kubernetes` Service, the Machine API).
+//! (tests/support/kubelet.rs) and configures a BYOH host. Played in that test (tests/support/played.rs): kube-proxy's
+//! one NAT rule for the `kubernetes` Service and the host's kubelet; the pause image is busybox sleeping, built by the
+//! test; the host's posix profile comes from an inventory the test mounts.
 
 mod support;
 
@@ -417,10 +419,17 @@ fn the_api_server_takes_the_controllers_objects_and_its_rbac_is_enough_to_read_t
     assert!(refused.is_empty(), "{refused:?}");
 }
 
-/// The images the Deployment names, built as users build them (image/build.sh) and pushed to a TLS registry on
-/// 127.0.0.1, which the node's containerd reaches as the mirror of `quay.io` and `registry.k8s.io`; the pause image
-/// too. The manifests' digests: (wmrender, payload).
-fn push_images(work: &Path, registry: &support::registry::Registry) -> (String, String) {
+/// `registry.example/path/name:tag` as (registry, repository path, tag).
+fn image_name(image: &str) -> (&str, &str, &str) {
+    let (name, tag) = image.rsplit_once(':').expect("an image with a tag");
+    let (registry, path) = name.split_once('/').expect("an image with a registry");
+    (registry, path, tag)
+}
+
+/// The images the Deployment names, built as users build them (image/build.sh) and pushed, under the repositories and
+/// tags the Deployment names, to a TLS registry on 127.0.0.1, which the node's containerd reaches as the mirror of
+/// their registries; the pause image too. The manifests' digests: (wmrender, payload).
+fn push_images(work: &Path, registry: &support::registry::Registry, deployment: &Value) -> (String, String) {
     let build = |args: &[&str]| {
         let o = std::process::Command::new("bash")
             .arg(support::root().join("image/build.sh"))
@@ -430,10 +439,23 @@ fn push_images(work: &Path, registry: &support::registry::Registry) -> (String, 
         assert!(o.status.success(), "image/build.sh {args:?}: {}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8(o.stdout).unwrap().trim().to_string()
     };
+    // Pushed by the tag the build gives, then tagged as the Deployment names it (skopeo, registry to registry).
+    let push = |layout: &Path, built_tag: &str, image: &str| {
+        let (_, repository, tag) = image_name(image);
+        let digest = registry.push(layout, built_tag, repository, None);
+        let o = std::process::Command::new("skopeo")
+            .args(["copy", "--quiet", "--src-tls-verify=false", "--dest-tls-verify=false"])
+            .arg(format!("docker://{}/{repository}:{built_tag}", registry.addr))
+            .arg(format!("docker://{}/{repository}:{tag}", registry.addr))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "skopeo: {}", String::from_utf8_lossy(&o.stderr));
+        digest
+    };
+    let spec = &deployment["spec"]["template"]["spec"];
     let layout = work.join("wmrender-image");
     let built = build(&["wmrender", layout.to_str().unwrap()]);
-    let version = env!("CARGO_PKG_VERSION");
-    assert_eq!(registry.push(&layout, version, "example/wmrender", None), built);
+    assert_eq!(push(&layout, env!("CARGO_PKG_VERSION"), spec["containers"][0]["image"].as_str().unwrap()), built);
     // A payload as `wmrender payload list` accepts it (the programs are not run: the controller copies them).
     let payload = work.join("payload");
     std::fs::create_dir_all(payload.join("C/k")).unwrap();
@@ -442,18 +464,10 @@ fn push_images(work: &Path, registry: &support::registry::Registry) -> (String, 
     assert_eq!(support::code(&o), 0, "{}", support::stderr(&o));
     let payload_layout = work.join("payload-image");
     let payload_built = build(&["payload", payload.to_str().unwrap(), payload_layout.to_str().unwrap()]);
-    registry.push(&payload_layout, "payload", "example/windows-payload", None);
-    // The tag the Deployment names.
-    let o = std::process::Command::new("skopeo")
-        .args(["copy", "--quiet", "--src-tls-verify=false", "--dest-tls-verify=false"])
-        .arg(format!("docker://{}/example/windows-payload:payload", registry.addr))
-        .arg(format!("docker://{}/example/windows-payload:4.22", registry.addr))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "skopeo: {}", String::from_utf8_lossy(&o.stderr));
+    push(&payload_layout, "payload", spec["initContainers"][0]["image"].as_str().unwrap());
     let pause = work.join("pause-image");
     support::kubelet::pause_image(&pause);
-    registry.push(&pause, "3.10", "pause", None);
+    push(&pause, "3.10", support::kubelet::PAUSE_IMAGE);
     (built, payload_built)
 }
 
@@ -512,8 +526,8 @@ fn pod_logs(kubelet: &support::kubelet::RealKubelet) -> String {
 /// rendered RBAC alone, and configures the render's BYOH host (a posix-profile root behind the rig's sshd, in a
 /// namespace of its own the pods' network reaches), whose kubelet joins with what it delivered; deleting the
 /// leader's pod hands over; a new render reaches the leader through the ConfigMap, refused while half applied.
-/// (Played: kube-proxy's one NAT rule for the `kubernetes` Service, see `NetNs::route_service`; the host's kubelet,
-/// see below; the test's inventory, which says the host's posix profile.)
+/// (Played: kube-proxy's one NAT rule for the `kubernetes` Service, `played::kube_proxy_rule`; the host's kubelet,
+/// see below. The test's inventory says the host's posix profile.)
 #[test]
 fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_elect_a_leader() {
     use support::controller_manager::{
@@ -524,7 +538,6 @@ fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_ele
     let work = tempfile::tempdir().unwrap();
     let ca = support::registry::Ca::new(work.path());
     let registry = support::registry::Registry::start(&work.path().join("registry"), &ca, None);
-    let (wmrender_digest, payload_digest) = push_images(work.path(), &registry);
 
     // The Linux worker the pods run on, and the BYOH host they configure: a network namespace each, linked as two
     // hosts of one network. The host is a posix-profile root behind the rig's sshd, reached at its address's port 22.
@@ -539,21 +552,34 @@ fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_ele
     let rendered_inputs = work.path().join("wmrender.yaml");
     std::fs::write(&rendered_inputs, &inputs).unwrap();
     let (_tmp, out) = support::render_to_temp(&rendered_inputs);
+    let mut objects = objects(&out);
+    let deployment = objects["deployment-wmrender-controller.yaml"].clone();
+    let (wmrender_digest, payload_digest) = push_images(work.path(), &registry, &deployment);
+    let mirrored: Vec<&str> = [
+        &deployment["spec"]["template"]["spec"]["containers"][0],
+        &deployment["spec"]["template"]["spec"]["initContainers"][0],
+    ]
+    .iter()
+    .map(|c| image_name(c["image"].as_str().unwrap()).0)
+    .chain([image_name(support::kubelet::PAUSE_IMAGE).0])
+    .collect();
 
     let _controllers =
         ControllerManager::start(&cp, &[DEPLOYMENT, REPLICA_SET, NODE_LIFECYCLE, ROOT_CA_PUBLISHER, CSR_SIGNING]);
     let _scheduler = support::scheduler::Scheduler::start(&cp);
-    let _kubernetes_service = ns.route_service("10.96.0.1:443".parse().unwrap(), cp.url[8..].parse().unwrap());
+    let service = cp.admin().get("/api/v1/namespaces/default/services/kubernetes").unwrap();
+    let cluster_ip = service["spec"]["clusterIP"].as_str().unwrap();
+    let _kubernetes_service = support::played::kube_proxy_rule(
+        &ns,
+        format!("{cluster_ip}:443").parse().unwrap(),
+        cp.url.trim_start_matches("https://").parse().unwrap(),
+    );
     let join = Join {
         name: "worker-0",
         address: &ns.node,
         credential: Credential::Node,
         taints: vec![],
-        mirror: Some(Mirror {
-            registry: registry.addr.parse().unwrap(),
-            ca: &ca.pem(),
-            hosts: &["quay.io", "registry.k8s.io"],
-        }),
+        mirror: Some(Mirror { registry: registry.addr.parse().unwrap(), ca: &ca.pem(), hosts: &mirrored }),
     };
     let kubelet = RealKubelet::start(&cp, &join, &work.path().join("kubelet"), &ns);
     wait_for("worker-0 Ready", std::time::Duration::from_secs(90), || {
@@ -563,7 +589,6 @@ fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_ele
         ready.then_some(())
     });
 
-    let mut objects = objects(&out);
     let labels = &mut objects.get_mut("namespace-wmrender.yaml").unwrap()["metadata"]["labels"];
     labels["pod-security.kubernetes.io/enforce"] = "restricted".into();
     labels["pod-security.kubernetes.io/enforce-version"] = "latest".into();
@@ -672,17 +697,31 @@ fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_ele
 
     // Deleting the leader's pod hands over: kubelet stops it (SIGTERM), it lets the Lease go and is gone well within
     // its grace period, and another replica leads; the ReplicaSet's new pod becomes ready beside it.
+    let lease_path = "/apis/coordination.k8s.io/v1/namespaces/wmrender/leases/wmrender-controller";
+    let term = cp.admin().get(lease_path).unwrap()["spec"]["leaseDurationSeconds"].as_i64().unwrap();
     let pod_path = format!("/api/v1/namespaces/wmrender/pods/{holder}");
+    let deleted = k8s_openapi::jiff::Timestamp::now();
     cp.admin().delete(&pod_path).unwrap();
+    // Released (no holder, a one-second term: what a stopping leader writes) is seen, unless the successor took it
+    // at once; a Lease left to run out would be taken no sooner than a term after the leader's last renewal, which
+    // was at most a third of a term before the deletion.
+    let mut released = false;
+    let (next, acquired) = wait_for("another replica leading", std::time::Duration::from_secs(60), || {
+        let lease = cp.admin().get(lease_path)?;
+        let h = lease["spec"]["holderIdentity"].as_str().unwrap_or("");
+        released |= h.is_empty() && lease["spec"]["leaseDurationSeconds"] == 1;
+        let acquired: k8s_openapi::jiff::Timestamp = lease["spec"]["acquireTime"].as_str()?.parse().ok()?;
+        (!h.is_empty() && h != holder).then(|| (h.to_string(), acquired))
+    });
+    let taken_after = acquired.duration_since(deleted).as_secs_f64();
+    assert!(
+        released || taken_after < (term * 2 / 3) as f64,
+        "the Lease was not let go: taken {taken_after:.1} s after the leader's pod was deleted (term {term} s)"
+    );
     let template = &objects["deployment-wmrender-controller.yaml"]["spec"]["template"]["spec"];
     let grace = template["terminationGracePeriodSeconds"].as_u64().unwrap();
     wait_for("the leader's pod gone before its grace period ends", std::time::Duration::from_secs(grace - 5), || {
         cp.admin().get(&pod_path).is_none().then_some(())
-    });
-    let next = wait_for("another replica leading", std::time::Duration::from_secs(60), || {
-        let lease = cp.admin().get("/apis/coordination.k8s.io/v1/namespaces/wmrender/leases/wmrender-controller")?;
-        let h = lease["spec"]["holderIdentity"].as_str()?;
-        (!h.is_empty() && h != holder).then(|| h.to_string())
     });
     let after = wait_for("the controller's pods ready again", limit, || {
         let pods = cp.admin().list(selector);
@@ -691,19 +730,29 @@ fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_ele
     let now: Vec<&str> = after.iter().map(|p| p["metadata"]["name"].as_str().unwrap()).collect();
     assert!(now.contains(&next.as_str()) && !now.contains(&holder.as_str()), "{next} leads; pods {now:?}");
 
-    // A new render reaches the running leader through kubelet's update of the projected volume. Half of it (the new
-    // manifest.json over the old files, as a bundle of several ConfigMaps looks while they are applied one by one)
-    // is refused: the leader says so on its Lease and does nothing; the whole of it reads again.
+    // A new render reaches the running leader through kubelet's update of the projected volume (the render changes
+    // the bundle ConfigMap alone: its Deployment is the same). A bundle ConfigMap whose manifest.json does not match
+    // its files (the new manifest over the old files, as a bundle of several ConfigMaps looks while they are applied
+    // one by one) is refused: the leader says so on its Lease and the host keeps what it has; the whole new bundle
+    // reads again, and the host gets it.
     let changed = work.path().join("changed.yaml");
     std::fs::write(&changed, inputs.replace("maxSize: 50Mi", "maxSize: 60Mi")).unwrap();
     let (_tmp_b, out_b) = support::render_to_temp(&changed);
     let new = crate::objects(&out_b);
+    let unpatched = crate::objects(&out);
+    let deployment = "deployment-wmrender-controller.yaml";
+    assert_eq!(new[deployment], unpatched[deployment], "a new bundle, the same Deployment");
     let map = "configmap-wmrender-bundle-0.yaml";
     assert_ne!(new[map]["data"]["manifest.json"], objects[map]["data"]["manifest.json"], "the render changed");
+    let services = "C/k/wmrender/services.json";
+    let (had, wanted) = (
+        std::fs::read(out.join("node").join(services)).unwrap(),
+        std::fs::read(out_b.join("node").join(services)).unwrap(),
+    );
+    assert_ne!(had, wanted, "the render changed the services");
     let mut half = objects[map].clone();
     half["data"]["manifest.json"] = new[map]["data"]["manifest.json"].clone();
     let maps = "/api/v1/namespaces/wmrender/configmaps";
-    cp.admin().apply(maps, "wmrender-bundle-0", &half);
     // The Events on the Lease (the leader's word on its desired state), and their names, to tell new ones.
     let lease_events = || -> Vec<Value> {
         let all = cp.admin().list("/api/v1/namespaces/wmrender/events");
@@ -713,6 +762,7 @@ fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_ele
         events.iter().map(|e| e["metadata"]["name"].as_str().unwrap_or("").to_string()).collect()
     };
     let seen = event_names(&lease_events());
+    cp.admin().apply(maps, "wmrender-bundle-0", &half);
     let refused = wait_for("the half-applied bundle refused", std::time::Duration::from_secs(90), || {
         lease_events().into_iter().find(|e| {
             e["reason"] == "DesiredStateUnreadable" && !seen.contains(&event_names(std::slice::from_ref(e))[0])
@@ -720,6 +770,9 @@ fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_ele
     });
     let message = refused["message"].as_str().unwrap_or("");
     assert!(message.contains("differs from the rendered manifest.json"), "{refused}\n{}", pod_logs(&kubelet));
+    // Refused, and nothing done: a few of the leader's looks at its inputs (every 2 s) later, the host has the old file.
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    assert_eq!(std::fs::read(host_root.join(services)).unwrap(), had, "the host was synced from a half-applied bundle");
     let seen = event_names(&lease_events());
     cp.admin().apply(maps, "wmrender-bundle-0", &new[map]);
     wait_for("the whole new bundle read", std::time::Duration::from_secs(90), || {
@@ -728,9 +781,6 @@ fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_ele
             .find(|e| e["reason"] == "DesiredStateRead" && !seen.contains(&event_names(std::slice::from_ref(e))[0]))
     });
     // And the leader acts on it: the host gets the new render's file (the services' log rotation changed).
-    let services = "C/k/wmrender/services.json";
-    let wanted = std::fs::read(out_b.join("node").join(services)).unwrap();
-    assert_ne!(wanted, std::fs::read(out.join("node").join(services)).unwrap());
     wait_for("the new render on the host", limit, || {
         (std::fs::read(host_root.join(services)).ok()? == wanted).then_some(())
     });

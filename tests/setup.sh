@@ -14,7 +14,7 @@
 #   minutes on 2 cores);
 # - the real Windows programs of the payload and Wine tests (kubelet, kube-proxy, kube-log-runner, the CNI plugins,
 #   containerd and ctr), and the Linux kubelet of the tests where a node joins for real, in a network namespace the
-#   test makes (iproute2, nsenter), and runs pods (runc, Debian's CNI plugins, iptables), built from their Go modules (tests/payload/build.sh; about 9 minutes the first
+#   test makes (iproute2, nsenter) and runs pods with Debian's runc, CNI plugins and iptables, built from their Go modules (tests/payload/build.sh; about 9 minutes the first
 #   time on 2 cores);
 # - cosign, built from its Go module (tests/cosign/build.sh; the signing tests; about 4 minutes the first time).
 #

@@ -10,9 +10,10 @@
 //! ([`NetNs`]), with an address of its own (TEST-NET-2) on a veth pair; the API server, the rig's sshd and the
 //! registry on 127.0.0.1 are reached through forwarders whose listening sockets live in that namespace. These
 //! machines run cgroup v1, which kubelet 1.36 refuses unless `failCgroupV1: false`; each kubelet puts its pods under a
-//! cgroup root of its own. Every process dies with the test (killed when [`RealKubelet`] drops, with its pods'
-//! processes and containerd's shims, and with the thread that started it); the namespace is deleted when [`NetNs`]
-//! drops.
+//! cgroup root of its own. When [`RealKubelet`] drops, kubelet, its pods' processes, containerd's shims and
+//! containerd are killed and what they left outside the test's folder (shim sockets, CNI results) is removed; kubelet
+//! and containerd also die with the thread that started them. A test process killed outright leaves its pods and
+//! shims running: the next kubelet started here ends them ([`sweep`]). The namespace is deleted when [`NetNs`] drops.
 
 use super::apiserver::{ControlPlane, spawn};
 use super::controller_rig::Forwarder;
@@ -90,24 +91,6 @@ impl NetNs {
         ip(&["-n", &other.name, "link", "set", &lb, "up"]);
         (a, b)
     }
-
-    /// Makes a Service's ClusterIP and port (`service`) lead, from the pods of this namespace's node, to `target`
-    /// here: a forwarder on the node's address and the one NAT rule kube-proxy writes for a Service with one
-    /// endpoint (played: kube-proxy would send pods to the `kubernetes` Service's endpoint, the API server's
-    /// 127.0.0.1, which is the pod itself inside a pod).
-    pub fn route_service(&self, service: SocketAddr, target: SocketAddr) -> Forwarder {
-        let forwarder = self.forward(&format!("{}:0", self.node), target);
-        let to = format!("{}:{}", self.node, forwarder.port);
-        let o = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{}", self.name))
-            .args(["--", "iptables", "-t", "nat", "-A", "PREROUTING", "-p", "tcp", "-d"])
-            .arg(service.ip().to_string())
-            .args(["--dport", &service.port().to_string(), "-j", "DNAT", "--to-destination", &to])
-            .output()
-            .expect("iptables (bash tests/setup.sh)");
-        assert!(o.status.success(), "iptables: {}", String::from_utf8_lossy(&o.stderr));
-        forwarder
-    }
 }
 
 impl Drop for NetNs {
@@ -161,6 +144,8 @@ pub struct Mirror<'a> {
 pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
 /// The pods' network (the CNI bridge plugin, host-local addresses) inside the node's namespace.
 pub const POD_SUBNET: &str = "10.88.0.0/24";
+/// Its CNI name (containerd caches each pod's result as /var/lib/cni/results/<name>-<sandbox id>-<interface>).
+const CNI_NETWORK: &str = "wmrender-test-pods";
 
 /// The pause image as an OCI image layout at `layout` (tag `3.10`), built with umoci: Debian's static busybox
 /// sleeping (a pod sandbox's process only holds the pod's namespaces), as user 65535 like the upstream image.
@@ -223,6 +208,128 @@ fn cgroups_below(dir: &Path) -> Vec<PathBuf> {
     all
 }
 
+/// Kills every process in the cgroups at and below `root` (in every hierarchy).
+fn kill_cgroup(root: &str) {
+    for hierarchy in cgroup_hierarchies() {
+        for cgroup in cgroups_below(&hierarchy.join(root)) {
+            let procs = std::fs::read_to_string(cgroup.join("cgroup.procs")).unwrap_or_default();
+            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                // SAFETY: a plain kill(2) of a process in a test kubelet's own cgroup.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+/// Removes the cgroups at and below `root`, killing again what is still in them (a container being created while
+/// the first kill ran), for at most ten seconds.
+fn remove_cgroup(root: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for hierarchy in cgroup_hierarchies() {
+        for cgroup in cgroups_below(&hierarchy.join(root)) {
+            while std::fs::remove_dir(&cgroup).is_err() && cgroup.exists() && Instant::now() < deadline {
+                kill_cgroup(root);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// The containerd shims running here: (pid, the containerd socket they were started for).
+fn shims() -> Vec<(i32, String)> {
+    let mut found = vec![];
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        if !args.first().is_some_and(|a| a.ends_with("containerd-shim-runc-v2")) {
+            continue;
+        }
+        if let Some(i) = args.iter().position(|a| a == "-address") {
+            found.push((pid, args.get(i + 1).cloned().unwrap_or_default()));
+        }
+    }
+    found
+}
+
+/// Unmounts everything mounted at or below `dir`, deepest first.
+fn unmount_below(dir: &Path) {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let mut below: Vec<&str> =
+        mounts.lines().filter_map(|l| l.split(' ').nth(1)).filter(|m| Path::new(m).starts_with(dir)).collect();
+    below.sort_by_key(|m| std::cmp::Reverse(m.len()));
+    for m in below {
+        let _ = Command::new("umount").args(["-l", m]).output();
+    }
+}
+
+/// Removes what the containerd of the kubelet folder `dir` would have removed itself, outside its folders: each
+/// task's shim socket (the path is fixed: /run/containerd/s/…) and each pod's cached CNI results
+/// (/var/lib/cni/results/<network>-<id>-<interface>, for the pods' network and containerd's loopback).
+fn remove_outside(dir: &Path) {
+    let tasks = dir.join("containerd/state/io.containerd.runtime.v2.task/k8s.io");
+    let ids: Vec<String> = std::fs::read_dir(&tasks)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    for id in &ids {
+        let address = std::fs::read_to_string(tasks.join(id).join("address")).unwrap_or_default();
+        if let Some(path) = address.trim().strip_prefix("unix://").filter(|p| p.starts_with("/run/containerd/s/")) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    for entry in std::fs::read_dir("/var/lib/cni/results").into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let of = |id: &String| [CNI_NETWORK, "cni-loopback"].iter().any(|n| name.starts_with(&format!("{n}-{id}-")));
+        if ids.iter().any(of) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether process `pid` (a decimal string) is gone.
+fn gone(pid: &str) -> bool {
+    !pid.is_empty() && !Path::new("/proc").join(pid).exists()
+}
+
+/// Ends what a test process killed outright left (its kubelet and containerd died with it, its pods and shims did
+/// not): the pods' cgroups and the network namespaces of test processes that are gone, the shims of a test's
+/// containerd that no longer answers on its socket, and the mounts below that test's kubelet folder.
+pub fn sweep() {
+    for hierarchy in cgroup_hierarchies() {
+        for entry in std::fs::read_dir(&hierarchy).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(rest) = name.strip_prefix("wmrender-test-wmr-") else { continue };
+            if gone(rest.split('-').next().unwrap_or("")) {
+                kill_cgroup(&name);
+                remove_cgroup(&name);
+            }
+        }
+    }
+    let mut left = std::collections::BTreeSet::new();
+    for (pid, socket) in shims() {
+        let ours =
+            socket.ends_with("/containerd/containerd.sock") && Path::new(&socket).starts_with(std::env::temp_dir());
+        if ours && std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            // SAFETY: a shim of a test containerd that is gone.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            left.extend(Path::new(&socket).parent().and_then(Path::parent).map(Path::to_path_buf));
+        }
+    }
+    for dir in left {
+        unmount_below(&dir);
+        remove_outside(&dir);
+    }
+    for entry in std::fs::read_dir("/run/netns").into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.strip_prefix("wmr-").is_some_and(|rest| gone(rest.split('-').next().unwrap_or(""))) {
+            let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        }
+    }
+}
+
 impl Drop for RealKubelet {
     fn drop(&mut self) {
         // kubelet first (it would restart what dies below it), then what runs in its pods' cgroups, then
@@ -232,53 +339,21 @@ impl Drop for RealKubelet {
             let _ = kubelet.kill();
             let _ = kubelet.wait();
         }
-        for hierarchy in cgroup_hierarchies() {
-            for cgroup in cgroups_below(&hierarchy.join(&self.cgroup_root)) {
-                let procs = std::fs::read_to_string(cgroup.join("cgroup.procs")).unwrap_or_default();
-                for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                    // SAFETY: a plain kill(2) of a process in this kubelet's own cgroup.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                }
-            }
-        }
+        kill_cgroup(&self.cgroup_root);
         let socket = self.dir.join("containerd/containerd.sock").display().to_string();
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-            let shim = args.first().is_some_and(|a| a.ends_with(b"containerd-shim-runc-v2"));
-            if shim
-                && args.contains(&socket.as_bytes())
-                && let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>()
-            {
-                // SAFETY: as above, a shim of this kubelet's containerd.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
+        for (pid, _) in shims().into_iter().filter(|(_, s)| *s == socket) {
+            // SAFETY: a shim of this kubelet's containerd.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
         }
         for c in self.children.iter_mut().rev() {
             let _ = c.kill();
             let _ = c.wait();
         }
+        remove_outside(&self.dir);
         // kubelet bind-mounts its root folder onto itself, containerd mounts the containers' root file systems and
         // the pods' network namespaces below its own: unmounted, or the test's folder could not be removed.
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-        let mut below: Vec<&str> = mounts
-            .lines()
-            .filter_map(|l| l.split(' ').nth(1))
-            .filter(|m| Path::new(m).starts_with(&self.dir))
-            .collect();
-        below.sort_by_key(|m| std::cmp::Reverse(m.len()));
-        for m in below {
-            let _ = Command::new("umount").args(["-l", m]).output();
-        }
-        // The emptied cgroups (a cgroup goes once its processes have exited: bounded).
-        let deadline = Instant::now() + Duration::from_secs(10);
-        for hierarchy in cgroup_hierarchies() {
-            for cgroup in cgroups_below(&hierarchy.join(&self.cgroup_root)) {
-                while std::fs::remove_dir(&cgroup).is_err() && cgroup.exists() && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-        }
+        unmount_below(&self.dir);
+        remove_cgroup(&self.cgroup_root);
     }
 }
 
@@ -315,6 +390,8 @@ state = "{state}"
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = "{runc}"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "{cni}"
@@ -326,6 +403,7 @@ state = "{state}"
         socket = socket.display(),
         cni = d("cni"),
         certs = d("certs.d"),
+        runc = d("runc"),
     )
 }
 
@@ -335,7 +413,7 @@ state = "{state}"
 fn cni_conflist(dir: &Path) -> Value {
     serde_json::json!({
         "cniVersion": "1.0.0",
-        "name": "pods",
+        "name": CNI_NETWORK,
         "plugins": [{
             "type": "bridge",
             "bridge": "cni0",
@@ -354,6 +432,7 @@ impl RealKubelet {
     /// resolve). With `join.mirror`, containerd pulls the mirrored registries' images from it.
     pub fn start(cp: &ControlPlane, join: &Join, dir: &Path, ns: &NetNs) -> RealKubelet {
         let kubelet = program();
+        sweep();
         for d in ["containerd/root", "containerd/state", "root", "pki", "manifests", "cni", "certs.d", "pod-logs"] {
             std::fs::create_dir_all(dir.join(d)).expect("kubelet folders");
         }

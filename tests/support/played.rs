@@ -9,10 +9,16 @@
 //!   period stays until its kubelet confirms). One state the real kubelet cannot reach: the tests' hosts are on
 //!   127.0.0.1, and a real kubelet refuses a loopback node IP ("nodeIP can't be loopback address": no addresses, no
 //!   serving CSR). The real Linux kubelet (tests/support/kubelet.rs) joins in a network namespace with an address of
-//!   its own instead (tests/cluster_sync.rs); moving the other tests' hosts into such namespaces is still to do.
+//!   its own instead (tests/cluster_sync.rs); moving the other tests' hosts into such namespaces is still to do. No
+//!   Linux kubelet can stand in for a Windows node's where wmrender must see a Windows Node: it sets its Node's
+//!   `kubernetes.io/os` back to `linux` at every status update (kubelet_node_status.go), even over `--node-labels`.
 //! - **the Machine API** ([`MachineApi`]): a Machine goes `Provisioning` → `Provisioned` with the instance's
 //!   addresses; its nodelink controller sets `status.nodeRef` only once a Node registered that matches it (provider
 //!   ID, then internal IP), and the phase becomes `Running`.
+//! - **kube-proxy**, for the pods a real kubelet runs (tests/support/kubelet.rs): the one NAT rule it writes for a
+//!   Service with one endpoint ([`kube_proxy_rule`]), for the `kubernetes` Service. The real kube-proxy would send
+//!   the pods to that Service's endpoint, the API server's 127.0.0.1, which a pod's packets cannot reach in the node's
+//!   namespace (dropped as martians without `route_localnet`, and nothing of the API server's listens there).
 //! - **the disruption controller** ([`pdb_status`]): a PodDisruptionBudget's status, which the eviction API reads.
 //! - **the service CA operator** ([`ServiceCa`], openshift/service-ca-operator's serving-cert controller): for a
 //!   Service annotated `service.beta.openshift.io/serving-cert-secret-name`, a `kubernetes.io/tls` Secret of that
@@ -569,4 +575,24 @@ pub fn joined(cp: &ControlPlane, token: &str, name: &str, ip: &str) -> Kubelet {
     };
     approving(cp.admin(), || kubelet.register(&reg, Duration::from_secs(30))).unwrap();
     kubelet
+}
+
+/// kube-proxy's rule for a Service with one endpoint, in the node's namespace `ns`: its pods' connections to the
+/// Service's ClusterIP and port (`service`) go to `target` here, through a forwarder on the node's address.
+pub fn kube_proxy_rule(
+    ns: &super::kubelet::NetNs,
+    service: std::net::SocketAddr,
+    target: std::net::SocketAddr,
+) -> super::controller_rig::Forwarder {
+    let forwarder = ns.forward(&format!("{}:0", ns.node), target);
+    let to = format!("{}:{}", ns.node, forwarder.port);
+    let o = std::process::Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{}", ns.name))
+        .args(["--", "iptables", "-t", "nat", "-A", "PREROUTING", "-p", "tcp", "-d"])
+        .arg(service.ip().to_string())
+        .args(["--dport", &service.port().to_string(), "-j", "DNAT", "--to-destination", &to])
+        .output()
+        .expect("iptables (bash tests/setup.sh)");
+    assert!(o.status.success(), "iptables: {}", String::from_utf8_lossy(&o.stderr));
+    forwarder
 }
