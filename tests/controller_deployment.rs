@@ -552,7 +552,7 @@ fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_ele
     let rendered_inputs = work.path().join("wmrender.yaml");
     std::fs::write(&rendered_inputs, &inputs).unwrap();
     let (_tmp, out) = support::render_to_temp(&rendered_inputs);
-    let mut objects = objects(&out);
+    let objects = objects(&out);
     let deployment = objects["deployment-wmrender-controller.yaml"].clone();
     let (wmrender_digest, payload_digest) = push_images(work.path(), &registry, &deployment);
     let mirrored: Vec<&str> = [
@@ -589,36 +589,71 @@ fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_ele
         ready.then_some(())
     });
 
-    let labels = &mut objects.get_mut("namespace-wmrender.yaml").unwrap()["metadata"]["labels"];
-    labels["pod-security.kubernetes.io/enforce"] = "restricted".into();
-    labels["pod-security.kubernetes.io/enforce-version"] = "latest".into();
-    cp.admin().apply("/api/v1/namespaces", "wmrender", &objects["namespace-wmrender.yaml"]);
-    controller_secrets(&cp, work.path(), &sshd.path("client_ed25519"));
-    // The host's posix profile is said by an inventory (a test's profile, `reachOnly`: the render names the host),
-    // mounted from a ConfigMap of the test's and given with `--inventory`.
-    let inventory = format!(
-        "nodes:\n- name: host-0\n  address: {host}\n  user: root\n  profile: posix\n  root: {}\n  reachOnly: true\n",
-        host_root.display()
+    // `kubectl apply -k` of an overlay on the rendered cluster/, as a user applies it with what their cluster adds:
+    // the namespace held to `restricted`, and (the test's) an inventory that says the host's posix profile, mounted
+    // from a ConfigMap and given with `--inventory` (`reachOnly`: the render names the host). The cluster has the
+    // CRDs of every rendered kind (the prometheus-operator's, besides OpenShift's) and their namespaces.
+    cp.install_crd_files(&[
+        support::root().join("target/monitoring/crds/monitoring.coreos.com_servicemonitors.yaml"),
+        support::root().join("target/monitoring/crds/monitoring.coreos.com_prometheusrules.yaml"),
+    ]);
+    cp.namespace("openshift-windows-machine-config-operator");
+    let app = work.path().join("app");
+    std::fs::create_dir_all(app.join("overlay")).unwrap();
+    let status = std::process::Command::new("cp").arg("-r").arg(out.join("cluster")).arg(app.join("base")).status();
+    assert!(status.unwrap().success());
+    std::fs::write(
+        app.join("overlay/nodes.yaml"),
+        format!(
+            "nodes:\n- name: host-0\n  address: {host}\n  user: root\n  profile: posix\n  root: {}\n  reachOnly: true\n",
+            host_root.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        app.join("overlay/kustomization.yaml"),
+        r#"apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- ../base
+configMapGenerator:
+- name: test-inventory
+  namespace: wmrender
+  files:
+  - nodes.yaml
+  options:
+    disableNameSuffixHash: true
+patches:
+- target: {kind: Namespace, name: wmrender}
+  patch: |-
+    - {op: add, path: /metadata/labels/pod-security.kubernetes.io~1enforce, value: restricted}
+    - {op: add, path: /metadata/labels/pod-security.kubernetes.io~1enforce-version, value: latest}
+- target: {kind: Deployment, name: wmrender-controller}
+  patch: |-
+    - {op: add, path: /spec/template/spec/volumes/-, value: {name: inventory, configMap: {name: test-inventory}}}
+    - op: add
+      path: /spec/template/spec/containers/0/volumeMounts/-
+      value: {name: inventory, mountPath: /etc/wmrender/inventory, readOnly: true}
+    - {op: add, path: /spec/template/spec/containers/0/args/-, value: --inventory}
+    - {op: add, path: /spec/template/spec/containers/0/args/-, value: /etc/wmrender/inventory/nodes.yaml}
+"#,
+    )
+    .unwrap();
+    let o = std::process::Command::new(support::apiserver::assets().join("kubectl"))
+        .arg("--kubeconfig")
+        .arg(cp.path("admin.kubeconfig"))
+        .arg("apply")
+        .arg("-k")
+        .arg(app.join("overlay"))
+        .output()
+        .expect("kubectl (tests/apiserver/build.sh builds it)");
+    assert!(
+        o.status.success(),
+        "kubectl apply -k: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
     );
-    let map = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-                                 "metadata": {"name": "test-inventory", "namespace": "wmrender"},
-                                 "data": {"nodes.yaml": inventory}});
-    cp.admin().create("/api/v1/namespaces/wmrender/configmaps", &map).unwrap();
-    let spec = &mut objects.get_mut("deployment-wmrender-controller.yaml").unwrap()["spec"]["template"]["spec"];
-    spec["volumes"]
-        .as_array_mut()
-        .unwrap()
-        .push(serde_json::json!({"name": "inventory", "configMap": {"name": "test-inventory"}}));
-    let container = &mut spec["containers"][0];
-    container["volumeMounts"]
-        .as_array_mut()
-        .unwrap()
-        .push(serde_json::json!({"name": "inventory", "mountPath": "/etc/wmrender/inventory", "readOnly": true}));
-    container["args"]
-        .as_array_mut()
-        .unwrap()
-        .extend(["--inventory".into(), "/etc/wmrender/inventory/nodes.yaml".into()]);
-    apply_controller_objects(&cp, &objects);
+    controller_secrets(&cp, work.path(), &sshd.path("client_ed25519"));
     let replicas = objects["deployment-wmrender-controller.yaml"]["spec"]["replicas"].as_u64().unwrap() as usize;
 
     let selector = "/api/v1/namespaces/wmrender/pods?labelSelector=app.kubernetes.io%2Fname%3Dwmrender-controller";
@@ -739,9 +774,8 @@ fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_ele
     std::fs::write(&changed, inputs.replace("maxSize: 50Mi", "maxSize: 60Mi")).unwrap();
     let (_tmp_b, out_b) = support::render_to_temp(&changed);
     let new = crate::objects(&out_b);
-    let unpatched = crate::objects(&out);
     let deployment = "deployment-wmrender-controller.yaml";
-    assert_eq!(new[deployment], unpatched[deployment], "a new bundle, the same Deployment");
+    assert_eq!(new[deployment], objects[deployment], "a new bundle, the same Deployment");
     let map = "configmap-wmrender-bundle-0.yaml";
     assert_ne!(new[map]["data"]["manifest.json"], objects[map]["data"]["manifest.json"], "the render changed");
     let services = "C/k/wmrender/services.json";

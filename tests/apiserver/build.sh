@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the cluster tests' control plane from source, at the versions go.mod pins: kube-apiserver,
-# kube-controller-manager and kube-scheduler (from the Go module k8s.io/kubernetes) and etcd (go.etcd.io/etcd/server). Writes them where controller-runtime's envtest looks
+# kube-controller-manager, kube-scheduler and kubectl (from the Go module k8s.io/kubernetes; kubectl is how the tests
+# apply rendered objects as a user does) and etcd (go.etcd.io/etcd/server). Writes them where controller-runtime's envtest looks
 # for its binaries, $KUBEBUILDER_ASSETS (default: target/kube-assets of this checkout), and does nothing when they
 # are already there for this go.mod, go.sum and etcd/main.go. Needs Go (see go.mod) and the Go module proxy.
 #
@@ -19,7 +20,7 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 stamp=$(cat "$here/go.mod" "$here/go.sum" "$here/etcd/main.go" | sha256sum | cut -c1-16)
 if [ -x "$assets/kube-apiserver" ] && [ -x "$assets/kube-controller-manager" ] && [ -x "$assets/kube-scheduler" ] \
-  && [ -x "$assets/etcd" ] && [ "$(cat "$assets/.stamp" 2>/dev/null)" = "$stamp" ]; then
+  && [ -x "$assets/kubectl" ] && [ -x "$assets/etcd" ] && [ "$(cat "$assets/.stamp" 2>/dev/null)" = "$stamp" ]; then
   exit 0
 fi
 mkdir -p "$assets"
@@ -27,6 +28,6 @@ cd "$here"
 start=$(date +%s)
 # -trimpath: the same binary whatever the checkout's path. GOFLAGS from the caller (e.g. -mod=mod) are kept.
 go build -trimpath -o "$assets/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler ./etcd
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./etcd
 echo "$stamp" > "$assets/.stamp"
-echo "apiserver/build.sh: kube-apiserver, kube-controller-manager, kube-scheduler and etcd in $assets ($(( $(date +%s) - start )) s)" >&2
+echo "apiserver/build.sh: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd in $assets ($(( $(date +%s) - start )) s)" >&2
