@@ -318,7 +318,14 @@ impl Wine {
     pub fn probe(&self, args: &[&str]) -> Value {
         let mut all = vec![r"C:\wine-fakes\wine-probe.exe"];
         all.extend_from_slice(args);
-        let r = self.wine(&all, Duration::from_secs(90));
+        let mut r = self.wine(&all, Duration::from_secs(90));
+        // The probe says why whenever it fails; an exit with nothing said is Wine's own, not the probe's (seen once
+        // in a CI run, as the first process after a test's simulated reboots): asked once more, and said.
+        if r.code != 0 && r.stdout.trim().is_empty() && r.stderr.trim().is_empty() {
+            eprintln!("wine-probe {args:?}: Wine ended it with exit {} and no word; asking once more", r.code);
+            std::thread::sleep(Duration::from_secs(1));
+            r = self.wine(&all, Duration::from_secs(90));
+        }
         assert_eq!(r.code, 0, "wine-probe {args:?}\n{}", r.text());
         serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("wine-probe {args:?}: {e}\n{}", r.text()))
     }
