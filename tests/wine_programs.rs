@@ -206,6 +206,9 @@ fn kubelet_bootstraps(wine: &Wine, cp: &ControlPlane, command: &str) -> Result<V
                 std::thread::sleep(Duration::from_millis(50));
             }
         });
+        // The accepting thread ends however this one does (a failed probe panics below): else the scope waits on it
+        // for ever.
+        let _over = support::controller_rig::StopOnDrop(&over);
         let run = s.spawn(|| exec(wine, 90, &line, Some(stop)));
         let deadline = Instant::now() + Duration::from_secs(80);
         let posted = loop {

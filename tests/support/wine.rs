@@ -314,17 +314,19 @@ impl Wine {
         self.c(path.as_str())
     }
 
-    /// Runs the probe; its JSON answer.
+    /// Runs the probe; its JSON answer. Its own steps are bounded (`exec` by the seconds it is given, at most 90 in
+    /// the tests): the bound here is longer, so that the probe, not this, ends what runs too long, and says what ran.
     pub fn probe(&self, args: &[&str]) -> Value {
         let mut all = vec![r"C:\wine-fakes\wine-probe.exe"];
         all.extend_from_slice(args);
-        let mut r = self.wine(&all, Duration::from_secs(90));
+        let limit = Duration::from_secs(180);
+        let mut r = self.wine(&all, limit);
         // The probe says why whenever it fails; an exit with nothing said is Wine's own, not the probe's (seen once
         // in a CI run, as the first process after a test's simulated reboots): asked once more, and said.
         if r.code != 0 && r.stdout.trim().is_empty() && r.stderr.trim().is_empty() {
             eprintln!("wine-probe {args:?}: Wine ended it with exit {} and no word; asking once more", r.code);
             std::thread::sleep(Duration::from_secs(1));
-            r = self.wine(&all, Duration::from_secs(90));
+            r = self.wine(&all, limit);
         }
         assert_eq!(r.code, 0, "wine-probe {args:?}\n{}", r.text());
         serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("wine-probe {args:?}: {e}\n{}", r.text()))
