@@ -5,7 +5,7 @@
 //! real Deployment and ReplicaSet controllers and kube-scheduler make and place its pods under the `restricted` Pod
 //! Security level, off the Windows nodes; and a real Linux kubelet runs them, from the images `image/build.sh` builds
 //! (tests/support/kubelet.rs) and configures a BYOH host. Played in that test (tests/support/played.rs): kube-proxy's
-//! one NAT rule for the `kubernetes` Service and the host's kubelet; the pause image is busybox sleeping, built by the
+//! one NAT rule for the `kubernetes` Service, the host's kubelet and the service CA (the metrics certificate); the pause image is busybox sleeping, built by the
 //! test; the host's posix profile comes from an inventory the test mounts.
 
 mod support;
@@ -471,40 +471,14 @@ fn push_images(work: &Path, registry: &support::registry::Registry, deployment: 
     (built, payload_built)
 }
 
-/// The secrets the Deployment mounts, as a user makes them: the SSH key its hosts trust and the metrics
-/// endpoint's certificate.
-fn controller_secrets(cp: &ControlPlane, work: &Path, key: &Path) {
-    let (cert, tls_key) = (work.join("tls.crt"), work.join("tls.key"));
-    support::openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=wmrender-controller.wmrender.svc",
-        "-keyout",
-        tls_key.to_str().unwrap(),
-        "-out",
-        cert.to_str().unwrap(),
-    ]);
-    let b64 = |p: &Path| base64::engine::general_purpose::STANDARD.encode(std::fs::read(p).unwrap());
-    for (name, kind, data) in [
-        ("cloud-private-key", "Opaque", serde_json::json!({"private-key.pem": b64(key)})),
-        (
-            "wmrender-controller-metrics-tls",
-            "kubernetes.io/tls",
-            serde_json::json!({"tls.crt": b64(&cert), "tls.key": b64(&tls_key)}),
-        ),
-    ] {
-        let secret = serde_json::json!({"apiVersion": "v1", "kind": "Secret", "type": kind,
-                                        "metadata": {"name": name, "namespace": "wmrender"}, "data": data});
-        cp.admin().create("/api/v1/namespaces/wmrender/secrets", &secret).unwrap();
-    }
+/// The SSH key the Deployment mounts (`cloud-private-key`), as a user makes it: the key its hosts trust. (The
+/// metrics endpoint's certificate is the service CA's, for the rendered Service.)
+fn ssh_key_secret(cp: &ControlPlane, key: &Path) {
+    let pem = base64::engine::general_purpose::STANDARD.encode(std::fs::read(key).unwrap());
+    let secret = serde_json::json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                                    "metadata": {"name": "cloud-private-key", "namespace": "wmrender"},
+                                    "data": {"private-key.pem": pem}});
+    cp.admin().create("/api/v1/namespaces/wmrender/secrets", &secret).unwrap();
 }
 
 /// What a pod's containers wrote, from kubelet's log folder, for a failure message.
@@ -567,6 +541,8 @@ fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_ele
     let _controllers =
         ControllerManager::start(&cp, &[DEPLOYMENT, REPLICA_SET, NODE_LIFECYCLE, ROOT_CA_PUBLISHER, CSR_SIGNING]);
     let _scheduler = support::scheduler::Scheduler::start(&cp);
+    // The metrics endpoint's certificate, written by the service CA for the rendered Service (played: OpenShift's).
+    let _service_ca = support::played::ServiceCa::start(&cp);
     let service = cp.admin().get("/api/v1/namespaces/default/services/kubernetes").unwrap();
     let cluster_ip = service["spec"]["clusterIP"].as_str().unwrap();
     let _kubernetes_service = support::played::kube_proxy_rule(
@@ -653,7 +629,7 @@ patches:
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
-    controller_secrets(&cp, work.path(), &sshd.path("client_ed25519"));
+    ssh_key_secret(&cp, &sshd.path("client_ed25519"));
     let replicas = objects["deployment-wmrender-controller.yaml"]["spec"]["replicas"].as_u64().unwrap() as usize;
 
     let selector = "/api/v1/namespaces/wmrender/pods?labelSelector=app.kubernetes.io%2Fname%3Dwmrender-controller";
