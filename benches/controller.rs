@@ -1,6 +1,7 @@
 //! `wmrender controller` against `wmrender sync --kubeconfig` run in a loop, both measured in the same run against
 //! the tests' real kube-apiserver and etcd (tests/support/apiserver.rs) and a real OpenSSH server on 127.0.0.1
-//! (tests/support/sshd.rs), with posix-profile hosts (one folder per host, all behind that sshd):
+//! (tests/support/sshd.rs), with posix-profile hosts (one folder per host, all behind that sshd, each at an address
+//! of its own in 198.18.0.0/15, a network namespace the bench makes: tests/support/netns.rs):
 //!
 //! 1. **At rest**: 500 Windows nodes already configured (inventory entries on the sshd, each with its own posix
 //!    root holding the synced bundle; Node objects Ready, labelled, with the agent's condition
@@ -38,6 +39,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use support::apiserver::{ControlPlane, Kube};
 use support::controller_manager::{CSR_SIGNING, ControllerManager, NODE_LIFECYCLE};
+use support::netns::Fleet;
 use support::played::{CSRS, Kubelet, MACHINES, MachineApi, Registration};
 use support::sshd::Sshd;
 use support::{code, stderr, wmrender};
@@ -59,8 +61,11 @@ const STATUS_REPORT: Duration = Duration::from_secs(300);
 
 struct Rig {
     sshd: Sshd,
+    _fleet: Fleet,
     cp: ControlPlane,
     work: tempfile::TempDir,
+    /// Each host's address in the fleet, given on first use.
+    addresses: std::sync::Mutex<BTreeMap<String, String>>,
 }
 
 impl Rig {
@@ -72,15 +77,31 @@ impl Rig {
         self.path(name).to_str().unwrap().to_string()
     }
 
-    /// An inventory of posix hosts on the sshd, each with its own root (`hosts/<name>`).
+    /// The host's address (and, the first time, a line pinning the sshd's host key there in `known_hosts`).
+    fn address(&self, name: &str) -> String {
+        let mut addresses = self.addresses.lock().unwrap();
+        let next = addresses.len();
+        let address = addresses.entry(name.to_string()).or_insert_with(|| Fleet::address(next)).clone();
+        if addresses.len() > next {
+            use std::io::Write;
+            let line = self.sshd.known_hosts_line_at(&self.sshd.host_keys[0], &address, 22);
+            let mut known =
+                std::fs::OpenOptions::new().create(true).append(true).open(self.path("known_hosts")).unwrap();
+            known.write_all(line.as_bytes()).unwrap();
+        }
+        address
+    }
+
+    /// An inventory of posix hosts on the sshd (port 22 at each one's address), each with its own root
+    /// (`hosts/<name>`).
     fn inventory(&self, file: &str, names: &[String], reach_only: bool) {
         let mut text = String::from("nodes:\n");
         for name in names {
             let root = self.path(&format!("hosts/{name}"));
             std::fs::create_dir_all(&root).unwrap();
             text.push_str(&format!(
-                "- name: {name}\n  address: 127.0.0.1\n  port: {}\n  user: root\n  profile: posix\n  root: {}\n  reachOnly: {reach_only}\n",
-                self.sshd.port,
+                "- name: {name}\n  address: {}\n  port: 22\n  user: root\n  profile: posix\n  root: {}\n  reachOnly: {reach_only}\n",
+                self.address(name),
                 root.display()
             ));
         }
@@ -90,7 +111,7 @@ impl Rig {
     fn access_args(&self, inventory: &str) -> Vec<String> {
         let mut a: Vec<String> = vec!["--rendered".into(), self.p("rendered"), "--inventory".into(), self.p(inventory)];
         a.extend(["--identity".into(), self.sshd.path("client_ed25519").to_str().unwrap().into()]);
-        a.extend(["--known-hosts".into(), self.sshd.path("known_hosts").to_str().unwrap().into()]);
+        a.extend(["--known-hosts".into(), self.p("known_hosts")]);
         a.extend(["--connect-timeout".into(), "5".into()]);
         a
     }
@@ -337,9 +358,9 @@ fn configured(node: &Value) -> bool {
 }
 
 /// The status kubelet and the agent keep on a configured node; `beat` changes the heartbeat.
-fn configured_status(name: &str, beat: &str) -> Value {
+fn configured_status(name: &str, address: &str, beat: &str) -> Value {
     json!({
-        "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
+        "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": name}],
         "nodeInfo": {"bootID": format!("{name}-boot-1"), "machineID": "", "systemUUID": "", "kernelVersion": "10.0.20348",
                      "osImage": "Windows Server 2022 Datacenter", "containerRuntimeVersion": "containerd://1.7",
                      "kubeletVersion": "v1.36.3", "kubeProxyVersion": "", "operatingSystem": "windows",
@@ -362,7 +383,7 @@ fn seed_nodes(rig: &Rig, names: &[String], digest: &str) {
             s.spawn(move || {
                 let admin = Kube::new(&rig.cp.path("admin.kubeconfig"));
                 for name in chunk {
-                    let login = json!({"user": "root", "port": rig.sshd.port,
+                    let login = json!({"user": "root", "port": 22,
                                        "root": rig.path(&format!("hosts/{name}")).to_str().unwrap()});
                     let node = json!({
                         "apiVersion": "v1", "kind": "Node",
@@ -374,7 +395,7 @@ fn seed_nodes(rig: &Rig, names: &[String], digest: &str) {
                     });
                     admin.create("/api/v1/nodes", &node).unwrap_or_else(|e| panic!("Node {name}: {e}"));
                     let path = format!("/api/v1/nodes/{name}");
-                    admin.set_status(&path, &configured_status(name, &support::played::now()));
+                    admin.set_status(&path, &configured_status(name, &rig.address(name), &support::played::now()));
                     // The node lifecycle controller's not-ready taint, off once Ready.
                     admin.merge_patch(&path, &json!({"spec": {"taints": []}})).unwrap();
                 }
@@ -412,7 +433,7 @@ fn kubelets(rig: &Rig, hosts: &[(String, String)], stop: &AtomicBool) {
                     let Ok(text) = std::fs::read_to_string(root.join("C/k/kubelet.conf")) else { continue };
                     let Ok(config) = serde_json::from_str::<Value>(&text) else { continue };
                     let reg = Registration {
-                        addresses: vec![("InternalIP".into(), "127.0.0.1".into()), ("Hostname".into(), name.clone())],
+                        addresses: vec![("InternalIP".into(), rig.address(name)), ("Hostname".into(), name.clone())],
                         taints: config["registerWithTaints"].as_array().cloned().unwrap_or_default(),
                         provider_id: Some(provider_id.clone()),
                         boot_id: format!("{name}-boot-1"),
@@ -478,7 +499,7 @@ fn heartbeats(rig: &Rig, names: &[String], end: Instant) {
         }
         let _ = admin.merge_patch(
             &format!("/api/v1/nodes/{name}/status"),
-            &json!({"status": configured_status(name, &support::played::now())}),
+            &json!({"status": configured_status(name, &rig.address(name), &support::played::now())}),
         );
         next += every;
         if let Some(d) = next.checked_duration_since(Instant::now()) {
@@ -672,7 +693,15 @@ fn rollout(rig: &Rig) -> Rollout {
 fn main() {
     let total = Instant::now();
     let window_secs: u64 = std::env::var("WMRENDER_BENCH_WINDOW").ok().and_then(|w| w.parse().ok()).unwrap_or(60);
-    let rig = Rig { sshd: Sshd::start(), cp: ControlPlane::start(), work: tempfile::tempdir().unwrap() };
+    let sshd = Sshd::start();
+    let fleet = Fleet::new(&sshd);
+    let rig = Rig {
+        sshd,
+        _fleet: fleet,
+        cp: ControlPlane::start(),
+        work: tempfile::tempdir().unwrap(),
+        addresses: Default::default(),
+    };
     support::openshift::cluster(&rig.cp, "AWS");
     rig.cp.namespace("wmrender");
     rig.cp.role_kubeconfig(&rig.path("controller.kubeconfig"), CONTROLLER_USER, "wmrender-controller");

@@ -1,5 +1,5 @@
 //! `wmrender controller` end to end against a real kube-apiserver (as the user holding exactly the documented
-//! `wmrender-controller` role), with posix-profile nodes behind a real sshd on 127.0.0.1–127.0.0.4 and two replicas
+//! `wmrender-controller` role), with posix-profile nodes behind a real sshd (each at an address of a network namespace the test makes) and two replicas
 //! electing their leader through a Lease. Without any command: a MachineSet scaled from 0 to 3 brings three nodes
 //! to Ready and untainted — with the leader killed half way, its successor finishing; a node whose agent reports
 //! failing is tainted, with an Event saying why; a BYOH host removed from the render is drained, deconfigured and its
@@ -21,20 +21,21 @@ use serde_json::json;
 use std::time::Duration;
 use support::apiserver::{ControlPlane, Kube, WMRENDER_USER};
 use support::controller_manager::{CSR_SIGNING, ControllerManager, NODE_LIFECYCLE};
-use support::controller_rig::{Forwarder, Rig, StopOnDrop, configured, free_port, inputs, kubelets, metrics};
+use support::controller_rig::{Rig, StopOnDrop, configured, free_port, inputs, kubelets, metrics};
 use support::played::MachineApi;
 use wmrender_contract::NodeManifest;
 use wmrender_contract::node_status::{
     BUNDLE_ANNOTATION, CONDITION_TYPE, DESIRED_BUNDLE_ANNOTATION, PAYLOAD_ANNOTATION, TAINT_KEY,
 };
 
-/// The hosts: (inventory name = Node name, address).
-const HOSTS: [(&str, &str); 4] = [("m1", "127.0.0.1"), ("m2", "127.0.0.2"), ("m3", "127.0.0.3"), ("b1", "127.0.0.4")];
+/// The hosts (inventory name = Node name): three for the Machines, one BYOH.
+const HOSTS: [&str; 4] = ["m1", "m2", "m3", "b1"];
 
 #[test]
 fn the_controller_scales_up_taints_a_failing_node_prunes_a_removed_host_and_survives_its_leader() {
-    let rig = Rig::start(&HOSTS, &inputs("ctl", &["127.0.0.4"]));
-    rig.write_inventory(|_| rig.sshd.port);
+    let rig = Rig::start(&HOSTS);
+    rig.render(&inputs("ctl", &[rig.address("b1")]));
+    rig.write_inventory();
     let (_controllers, _machine_api) =
         (ControllerManager::start(&rig.cp, &[CSR_SIGNING, NODE_LIFECYCLE]), MachineApi::start(&rig.cp));
     let stop = std::sync::atomic::AtomicBool::new(false);
@@ -52,17 +53,17 @@ fn the_controller_scales_up_taints_a_failing_node_prunes_a_removed_host_and_surv
         rig.wait("b1 configured", Duration::from_secs(120), || rig.node("b1").is_some_and(|n| configured(&n)));
 
         // The MachineSet scales from 0 to 3: the Machine API provisions three Machines at the hosts' addresses.
-        for (i, (_, address)) in HOSTS[..3].iter().enumerate() {
+        for (i, name) in HOSTS[..3].iter().enumerate() {
             MachineApi::provision(
                 rig.cp.admin(),
                 &format!("ctl-00000-windows-worker-us-west-2a-{i}"),
                 &format!("aws:///us-west-2a/i-{i:017}"),
-                &[("InternalIP", address)],
+                &[("InternalIP", rig.address(name))],
             );
         }
         // Half way, the leader dies; the other replica holds the Lease next and finishes.
         rig.wait("a first Machine's host reached", Duration::from_secs(60), || {
-            HOSTS[..3].iter().any(|(n, _)| rig.path(n).join("C/k/wmrender/manifest.json").exists())
+            HOSTS[..3].iter().any(|n| rig.path(n).join("C/k/wmrender/manifest.json").exists())
         });
         let lease = |cp: &ControlPlane| {
             cp.admin().get("/apis/coordination.k8s.io/v1/namespaces/wmrender/leases/wmrender-controller").unwrap()
@@ -71,13 +72,13 @@ fn the_controller_scales_up_taints_a_failing_node_prunes_a_removed_host_and_surv
         let (dead, survivor) = if leader == "a" { (&mut a, "b") } else { (&mut b, "a") };
         dead.0.kill().unwrap();
         let _ = dead.0.wait();
-        for (name, _) in &HOSTS[..3] {
+        for name in &HOSTS[..3] {
             rig.wait(&format!("{name} configured"), Duration::from_secs(180), || {
                 rig.node(name).is_some_and(|n| configured(&n))
             });
         }
         assert_eq!(lease(&rig.cp)["spec"]["holderIdentity"], survivor);
-        for (i, (name, _)) in HOSTS[..3].iter().enumerate() {
+        for (i, name) in HOSTS[..3].iter().enumerate() {
             let m = rig
                 .cp
                 .admin()
@@ -136,10 +137,11 @@ fn the_controller_scales_up_taints_a_failing_node_prunes_a_removed_host_and_surv
 
 #[test]
 fn the_controller_finishes_what_an_api_server_outage_and_a_host_that_was_down_interrupted() {
-    let rig = Rig::start(&HOSTS, &inputs("ctl", &["127.0.0.4"]));
-    // m2's SSH goes through a port that can go down.
-    let m2_ssh = Forwarder::start("127.0.0.2", format!("127.0.0.2:{}", rig.sshd.port).parse().unwrap());
-    rig.write_inventory(|name| if name == "m2" { m2_ssh.port } else { rig.sshd.port });
+    let rig = Rig::start(&HOSTS);
+    rig.render(&inputs("ctl", &[rig.address("b1")]));
+    rig.write_inventory();
+    // m2's SSH port can go down.
+    let m2_ssh = &rig.host("m2").ssh;
     let (_controllers, _machine_api) =
         (ControllerManager::start(&rig.cp, &[CSR_SIGNING, NODE_LIFECYCLE]), MachineApi::start(&rig.cp));
     let stop = std::sync::atomic::AtomicBool::new(false);
@@ -149,7 +151,7 @@ fn the_controller_finishes_what_an_api_server_outage_and_a_host_that_was_down_in
             rig.cp.admin(),
             &format!("ctl-00000-windows-worker-us-west-2a-{i}"),
             &format!("aws:///us-west-2a/i-{i:017}"),
-            &[("InternalIP", HOSTS[i].1)],
+            &[("InternalIP", rig.address(HOSTS[i]))],
         );
     };
 
@@ -220,11 +222,12 @@ fn desired_digest(rig: &Rig) -> String {
 
 #[test]
 fn with_pull_from_nodes_are_pointed_at_the_published_bundle_in_waves_of_max_unavailable() {
-    const BYOH: [(&str, &str); 3] = [("p1", "127.0.0.21"), ("p2", "127.0.0.22"), ("p3", "127.0.0.23")];
+    const BYOH: [&str; 3] = ["p1", "p2", "p3"];
     const REPOSITORY: &str = "registry.example.com/fleet/windows-bundle";
-    let addresses: Vec<&str> = BYOH.iter().map(|(_, a)| *a).collect();
-    let rig = Rig::start(&BYOH, &inputs("waves", &addresses));
-    rig.write_inventory(|_| rig.sshd.port);
+    let rig = Rig::start(&BYOH);
+    let addresses: Vec<&str> = BYOH.iter().map(|n| rig.address(n)).collect();
+    rig.render(&inputs("waves", &addresses));
+    rig.write_inventory();
     let _controllers = ControllerManager::start(&rig.cp, &[CSR_SIGNING, NODE_LIFECYCLE]);
     let stop = std::sync::atomic::AtomicBool::new(false);
     let joined = std::sync::Mutex::new(Vec::new());
@@ -241,7 +244,7 @@ fn with_pull_from_nodes_are_pointed_at_the_published_bundle_in_waves_of_max_unav
         let _stop_kubelets = StopOnDrop(&stop);
         let controller = rig.controller_with("a", free_port(), &flags);
         // First contact is SSH's, pull or not.
-        for (name, _) in &BYOH {
+        for name in &BYOH {
             rig.wait(&format!("{name} configured"), Duration::from_secs(120), || {
                 rig.node(name).is_some_and(|n| configured(&n))
             });
@@ -263,16 +266,14 @@ fn with_pull_from_nodes_are_pointed_at_the_published_bundle_in_waves_of_max_unav
             .unwrap();
         };
         let first = desired_digest(&rig);
-        for (name, _) in &BYOH {
+        for name in &BYOH {
             report(name, &first);
         }
         // What each host's sync wrote: its manifest and, from a one-file change, the manifest's update.
         let manifests = || -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
             let dir = |n: &str| rig.path(n).join("C/k/wmrender");
             let read = |n: &str| std::fs::read(dir(n).join("manifest.json")).unwrap();
-            BYOH.iter()
-                .map(|(n, _)| (read(n), std::fs::read(dir(n).join("manifest.json.wmrender-update")).ok()))
-                .collect()
+            BYOH.iter().map(|n| (read(n), std::fs::read(dir(n).join("manifest.json.wmrender-update")).ok())).collect()
         };
         let synced = manifests();
 
@@ -286,12 +287,12 @@ fn with_pull_from_nodes_are_pointed_at_the_published_bundle_in_waves_of_max_unav
         assert_ne!(first, second);
         let pointed = || -> Vec<String> {
             BYOH.iter()
-                .filter(|(n, _)| {
+                .filter(|n| {
                     rig.node(n).is_some_and(|node| {
                         node["metadata"]["annotations"][DESIRED_BUNDLE_ANNOTATION] == reference.as_str()
                     })
                 })
-                .map(|(n, _)| n.to_string())
+                .map(|n| n.to_string())
                 .collect()
         };
         let mut done: Vec<String> = Vec::new();
@@ -308,7 +309,7 @@ fn with_pull_from_nodes_are_pointed_at_the_published_bundle_in_waves_of_max_unav
         }
         assert_eq!(manifests(), synced, "pulled, not synced: no host got a delivery over SSH");
         rig.wait("every node configured on the new bundle", Duration::from_secs(60), || {
-            BYOH.iter().all(|(n, _)| rig.node(n).is_some_and(|n| configured(&n)))
+            BYOH.iter().all(|n| rig.node(n).is_some_and(|n| configured(&n)))
         });
         let events = rig.cp.admin().list("/api/v1/namespaces/default/events");
         let pulls = events.iter().filter(|e| e["reason"] == "PullBundle").count();
@@ -327,7 +328,7 @@ fn with_pull_from_nodes_are_pointed_at_the_published_bundle_in_waves_of_max_unav
             let patch = json!({"metadata": {"annotations": {PAYLOAD_ANNOTATION: payload}}});
             agent(name).merge_patch(&format!("/api/v1/nodes/{name}"), &patch).unwrap();
         };
-        BYOH.iter().for_each(|(n, _)| report_payload(n));
+        BYOH.iter().for_each(|n| report_payload(n));
         // A new payload (a new controller image): the bundle is pulled, but programs come over SSH, to every node.
         drop(controller);
         std::fs::write(&probe, "probe 2\n").unwrap();
@@ -346,9 +347,9 @@ fn with_pull_from_nodes_are_pointed_at_the_published_bundle_in_waves_of_max_unav
                 });
             std::fs::read(probe).unwrap() == b"probe 2\n" && listed && !journal.exists()
         };
-        rig.wait("the new payload on every host", Duration::from_secs(120), || BYOH.iter().all(|(n, _)| delivered(n)));
+        rig.wait("the new payload on every host", Duration::from_secs(120), || BYOH.iter().all(|n| delivered(n)));
         // Once the agents say they run it, nothing more is delivered.
-        BYOH.iter().for_each(|(n, _)| report_payload(n));
+        BYOH.iter().for_each(|n| report_payload(n));
         let now = manifests();
         std::thread::sleep(Duration::from_secs(5));
         assert_eq!(manifests(), now, "no sync once every agent runs the payload\n{}", rig.logs());

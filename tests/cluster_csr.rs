@@ -159,13 +159,15 @@ fn join_approves_exactly_this_nodes_csrs_through_the_approval_subresource_and_la
     let tmp = tempfile::tempdir().unwrap();
     let kubeconfig = tmp.path().join("kubeconfig");
     cp.wmrender_kubeconfig(&kubeconfig, "wmrender-sync");
-    let expected = vec![Expected { name: "node-00".into(), addresses: vec!["127.0.0.1".into()] }];
+    // node-00's address, as its Machine says (TEST-NET-3: nothing here connects to it).
+    let address = "203.0.113.10";
+    let expected = vec![Expected { name: "node-00".into(), addresses: vec![address.into()] }];
     let report = std::thread::scope(|s| {
         // kubelet on node-00: its TLS bootstrap, then the Node and its serving certificate.
         let kubelet = s.spawn(|| {
             let k = Kubelet::bootstrap(&cp, &token, "node-00", &cp.path("node-00"), Duration::from_secs(30))?;
             let reg = Registration {
-                addresses: vec![("InternalIP".into(), "127.0.0.1".into()), ("Hostname".into(), "node-00".into())],
+                addresses: vec![("InternalIP".into(), address.into()), ("Hostname".into(), "node-00".into())],
                 boot_id: "b1".into(),
                 ..Default::default()
             };

@@ -1,8 +1,9 @@
 //! A node's life without the operator, as `sync --kubeconfig` runs it against a real kube-apiserver (wmrender as the
-//! user holding exactly the documented `wmrender-sync` role) and a posix-profile node behind a real sshd on
-//! 127.0.0.1: the first boot's reboot done by wmrender itself (no Node yet: no drain) and the CSRs approved in the
-//! same run; the node registered with wmrender's taint (from the rendered kubelet configuration) and untainted once
-//! its agent converged; tainted again when a later sync finds the agent failing, or its Node reports so.
+//! user holding exactly the documented `wmrender-sync` role) and a posix-profile node behind a real sshd (at an
+//! address of a network namespace the test makes, port 22 forwarded to the sshd on 127.0.0.1): the first boot's
+//! reboot done by wmrender itself (no Node yet: no drain) and the CSRs approved in the same run; the node registered
+//! with wmrender's taint (from the rendered kubelet configuration) and untainted once its agent converged; tainted
+//! again when a later sync finds the agent failing, or its Node reports so.
 //!
 //! Real: kube-controller-manager's CSR signer and token controller (tests/support/controller_manager.rs). Played
 //! (tests/support/played.rs): the host — its reboot (the posix
@@ -17,12 +18,14 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use support::apiserver::{ControlPlane, WMRENDER_USER};
 use support::controller_manager::{CSR_SIGNING, ControllerManager};
+use support::netns::SshHost;
 use support::played::{Kubelet, Registration};
 use support::sshd::Sshd;
 use support::{code, stderr, wmrender};
 use wmrender_contract::node_status::{CONDITION_TYPE, TAINT_KEY};
 
-/// Without the operator; the BYOH host is the inventory's node (the inventory says how to reach its address).
+/// Without the operator; the BYOH host is the inventory's node (the inventory says how to reach its address, which
+/// the rig puts in place of NODE-ADDRESS).
 const INPUTS: &str = "apiVersion: wmrender.dev/v1alpha1
 kind: ClusterInputs
 metadata:
@@ -33,7 +36,7 @@ spec:
   platform:
     none: {}
   byoh:
-  - address: 127.0.0.1
+  - address: NODE-ADDRESS
     username: Administrator
   network:
     hybridClusterNetwork: [10.132.0.0/14]
@@ -41,15 +44,19 @@ spec:
 
 struct Rig {
     sshd: Sshd,
+    /// node-00, reached at port 22 of its address.
+    host: SshHost,
     cp: ControlPlane,
     work: tempfile::TempDir,
 }
 
 impl Rig {
     fn new() -> Rig {
-        let rig = Rig { sshd: Sshd::start(), cp: ControlPlane::start(), work: tempfile::tempdir().unwrap() };
+        let sshd = Sshd::start();
+        let host = SshHost::new(&sshd);
+        let rig = Rig { sshd, host, cp: ControlPlane::start(), work: tempfile::tempdir().unwrap() };
         let file = rig.path("wmrender.yaml");
-        std::fs::write(&file, INPUTS).unwrap();
+        std::fs::write(&file, INPUTS.replace("NODE-ADDRESS", &rig.host.address)).unwrap();
         let o = wmrender(&["render", "-f", file.to_str().unwrap(), "-o", rig.path("rendered").to_str().unwrap()]);
         assert_eq!(code(&o), 0, "{}", stderr(&o));
         std::fs::create_dir_all(rig.path("node-00")).unwrap();
@@ -57,12 +64,13 @@ impl Rig {
         std::fs::write(
             rig.path("nodes.yaml"),
             format!(
-                "nodes:\n- name: node-00\n  address: 127.0.0.1\n  port: {}\n  user: root\n  profile: posix\n  root: {}\n",
-                rig.sshd.port,
+                "nodes:\n- name: node-00\n  address: {}\n  port: 22\n  user: root\n  profile: posix\n  root: {}\n",
+                rig.host.address,
                 rig.path("node-00").display()
             ),
         )
         .unwrap();
+        std::fs::write(rig.sshd.path("known_hosts"), rig.host.known_hosts_line(&rig.sshd)).unwrap();
         support::openshift::cluster(&rig.cp, "None");
         // The rendered cluster/ applied: wmrender's namespace, where sync keeps each host's login record.
         rig.cp.namespace("wmrender");
@@ -141,7 +149,7 @@ fn kubelet_after_reboot(rig: &Rig, deadline: Instant) -> Result<(), String> {
     let taints = config["registerWithTaints"].as_array().cloned().unwrap_or_default();
     let k = Kubelet::bootstrap(&rig.cp, &token, "node-00", &rig.path("kubelet"), Duration::from_secs(60))?;
     let reg = Registration {
-        addresses: vec![("InternalIP".into(), "127.0.0.1".into()), ("Hostname".into(), "node-00".into())],
+        addresses: vec![("InternalIP".into(), rig.host.address.clone()), ("Hostname".into(), "node-00".into())],
         taints,
         provider_id: None,
         boot_id: "boot-1".into(),

@@ -1,6 +1,7 @@
 //! `sync --kubeconfig` and the cluster's nodes, against a real kube-apiserver (tests/support/apiserver.rs; wmrender
 //! runs as the user holding exactly the documented `wmrender-sync` role) and a real OpenSSH server on 127.0.0.1
-//! with posix-profile nodes: the cloud-node-manager's kubeconfig with a minted token, Windows Machines as targets,
+//! with posix-profile nodes (each at an address of a network namespace the test makes, port 22 forwarded to the
+//! sshd: a real node's kubelet refuses a loopback address): the cloud-node-manager's kubeconfig with a minted token, Windows Machines as targets,
 //! and `--prune-nodes`.
 #![cfg(feature = "cluster")]
 
@@ -9,7 +10,8 @@ mod support;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use support::apiserver::{ControlPlane, WMRENDER_USER};
-use support::sshd::{Sshd, SshdOptions};
+use support::netns::SshHost;
+use support::sshd::Sshd;
 use support::{code, stderr, wmrender};
 
 const SA_USER: &str = "system:serviceaccount:wmrender:cloud-node-manager";
@@ -20,15 +22,17 @@ struct Rig {
     sshd: Sshd,
     cp: ControlPlane,
     work: tempfile::TempDir,
+    /// Three hosts, each reached at port 22 of its address.
+    hosts: Vec<SshHost>,
 }
 
 impl Rig {
     /// The Azure example rendered (without the operator: the cloud-node-manager has its own identity) and its
-    /// cluster objects applied, an sshd on 127.0.0.1 and 127.0.0.2, and a cluster holding what sync reads.
+    /// cluster objects applied, an sshd reached at three hosts' addresses, and a cluster holding what sync reads.
     fn new() -> Rig {
-        let sshd =
-            Sshd::start_with(SshdOptions { extra_config: "ListenAddress 127.0.0.2\n".into(), ..Default::default() });
-        let rig = Rig { sshd, cp: ControlPlane::start(), work: tempfile::tempdir().unwrap() };
+        let sshd = Sshd::start();
+        let hosts = (0..3).map(|_| SshHost::new(&sshd)).collect();
+        let rig = Rig { sshd, cp: ControlPlane::start(), work: tempfile::tempdir().unwrap(), hosts };
         let inputs = support::root().join("examples/azure/wmrender.yaml");
         let o = wmrender(&["render", "-f", inputs.to_str().unwrap(), "-o", rig.path("rendered").to_str().unwrap()]);
         assert_eq!(code(&o), 0, "{}", stderr(&o));
@@ -71,15 +75,19 @@ impl Rig {
         self.work.path().join(name)
     }
 
-    /// An inventory of posix nodes `(name, address)` on this sshd, each with its own root.
+    /// The three hosts' addresses.
+    fn addresses(&self) -> [&str; 3] {
+        [0, 1, 2].map(|i| self.hosts[i].address.as_str())
+    }
+
+    /// An inventory of posix nodes `(name, address)` on this sshd (port 22 at the address), each with its own root.
     fn inventory(&self, nodes: &[(&str, &str)]) -> PathBuf {
         let mut text = String::from(if nodes.is_empty() { "nodes: []\n" } else { "nodes:\n" });
         for (name, address) in nodes {
             let root = self.path(name);
             std::fs::create_dir_all(&root).unwrap();
             text.push_str(&format!(
-                "- name: {name}\n  address: {address}\n  port: {}\n  user: root\n  profile: posix\n  root: {}\n",
-                self.sshd.port,
+                "- name: {name}\n  address: {address}\n  port: 22\n  user: root\n  profile: posix\n  root: {}\n",
                 root.display()
             ));
         }
@@ -177,8 +185,9 @@ fn token_of(root: &Path) -> (String, String) {
 #[test]
 fn the_cloud_node_managers_kubeconfig_holds_a_token_minted_for_its_service_account_and_shown_nowhere() {
     let rig = Rig::new();
-    rig.node("node-00", "127.0.0.1", false);
-    let inv = rig.inventory(&[("node-00", "127.0.0.1")]);
+    let [one, ..] = rig.addresses();
+    rig.node("node-00", one, false);
+    let inv = rig.inventory(&[("node-00", one)]);
 
     // Without the rendered ServiceAccount applied there is no identity to mint for: exit 3, nothing pushed.
     rig.cp.admin().delete(SERVICE_ACCOUNT).unwrap();
@@ -261,15 +270,16 @@ fn machine(rig: &Rig, name: &str, os_label: bool, phase: Option<&str>, addresses
 #[test]
 fn provisioned_windows_machines_are_targets_the_others_wait_or_are_refused() {
     let rig = Rig::new();
+    let [one, ..] = rig.addresses();
     let ip = |a: &str| json!([{ "type": "InternalIP", "address": a }]);
     // Provisioned with an address: a target now, with no Node and no nodeRef yet (kubelet is what sync installs).
-    machine(&rig, "win-m-ready", true, Some("Provisioned"), ip("127.0.0.1"));
+    machine(&rig, "win-m-ready", true, Some("Provisioned"), ip(one));
     machine(&rig, "win-m-new", true, Some("Provisioning"), json!([]));
     machine(&rig, "win-m-unseen", true, None, json!([]));
     machine(&rig, "win-m-booting", true, Some("Provisioned"), json!([]));
     machine(&rig, "win-m-evil", true, Some("Provisioned"), ip("-oProxyCommand=touch /tmp/pwned"));
-    machine(&rig, "linux-m", false, Some("Provisioned"), ip("127.0.0.1"));
-    let inv = rig.inventory(&[("node-00", "127.0.0.1")]);
+    machine(&rig, "linux-m", false, Some("Provisioned"), ip(one));
+    let inv = rig.inventory(&[("node-00", one)]);
     let (rc, report, _, err) = rig.sync(&inv, &["--dry-run", "--keep-going"]);
     assert_eq!(rc, 3, "a refused Machine fails the sync: {err}");
     let nodes: Vec<(&str, &str, &str)> = report["nodes"]
@@ -278,8 +288,8 @@ fn provisioned_windows_machines_are_targets_the_others_wait_or_are_refused() {
         .iter()
         .map(|n| (n["name"].as_str().unwrap(), n["address"].as_str().unwrap(), n["status"].as_str().unwrap()))
         .collect();
-    // The inventory says how to reach 127.0.0.1 (posix, this sshd): its entry stands for win-m-ready's instance.
-    assert_eq!(nodes, [("node-00", "127.0.0.1", "would-change")], "{report}");
+    // The inventory says how to reach the first host (posix, this sshd): its entry stands for win-m-ready's instance.
+    assert_eq!(nodes, [("node-00", one, "would-change")], "{report}");
     let machines: Vec<(&str, bool)> = report["machines"]
         .as_array()
         .unwrap()
@@ -308,7 +318,7 @@ fn provisioned_windows_machines_are_targets_the_others_wait_or_are_refused() {
     let n = &report["nodes"][0];
     assert_eq!(
         (n["name"].as_str(), n["address"].as_str(), n["status"].as_str()),
-        (Some("win-m-ready"), Some("127.0.0.1"), Some("failed")),
+        (Some("win-m-ready"), Some(one), Some("failed")),
         "{report}"
     );
     assert_eq!(report["nodes"].as_array().unwrap().len(), 1);
@@ -318,12 +328,13 @@ fn provisioned_windows_machines_are_targets_the_others_wait_or_are_refused() {
 #[test]
 fn prune_nodes_deconfigures_a_node_that_left_then_deletes_its_node_and_keeps_one_whose_deconfigure_failed() {
     let rig = Rig::new();
-    rig.node("node-00", "127.0.0.1", true);
-    rig.node("node-gone", "127.0.0.2", true);
-    rig.node("not-ours", "127.0.0.3", false);
+    let [one, two, three] = rig.addresses();
+    rig.node("node-00", one, true);
+    rig.node("node-gone", two, true);
+    rig.node("not-ours", three, false);
     // The first sync configures both and records, in the cluster where no node can write, how it logged in to each
     // and the host key it verified; nothing on the Nodes, which their kubelets may rewrite.
-    let both = rig.inventory(&[("node-00", "127.0.0.1"), ("node-gone", "127.0.0.2")]);
+    let both = rig.inventory(&[("node-00", one), ("node-gone", two)]);
     let (rc, _, _, err) = rig.sync(&both, &[]);
     assert_eq!(rc, 0, "{err}");
     let mut login = rig.login("node-gone").expect("node-gone's login record");
@@ -331,7 +342,7 @@ fn prune_nodes_deconfigures_a_node_that_left_then_deletes_its_node_and_keeps_one
     assert!(keys[0].as_str().is_some_and(|k| k.starts_with("ssh-")), "{keys}");
     assert_eq!(
         login,
-        json!({ "target": "node-gone", "address": "127.0.0.2", "user": "root", "port": rig.sshd.port,
+        json!({ "target": "node-gone", "address": two, "user": "root", "port": 22,
                 "root": rig.path("node-gone").to_str().unwrap(), "nodeName": "node-gone" })
     );
     let gone = rig.get("/api/v1/nodes/node-gone").unwrap();
@@ -339,12 +350,12 @@ fn prune_nodes_deconfigures_a_node_that_left_then_deletes_its_node_and_keeps_one
     assert!(rig.path("node-gone/C/k/kubelet.conf").exists());
 
     // node-gone leaves the inventory. --dry-run names it and changes nothing.
-    let one = rig.inventory(&[("node-00", "127.0.0.1")]);
+    let one = rig.inventory(&[("node-00", one)]);
     let before = rig.writes().len();
     let (rc, report, _, err) = rig.sync(&one, &["--prune-nodes", "--dry-run"]);
     assert_eq!(rc, 1, "{err}");
-    assert_eq!(report["pruned"], json!([{ "node": "node-gone", "address": "127.0.0.2", "status": "would-prune" }]));
-    assert!(err.contains("node-gone (127.0.0.2) would be pruned"), "{err}");
+    assert_eq!(report["pruned"], json!([{ "node": "node-gone", "address": two, "status": "would-prune" }]));
+    assert!(err.contains(&format!("node-gone ({two}) would be pruned")), "{err}");
     assert_eq!(rig.writes().len(), before);
     assert!(rig.get("/api/v1/nodes/node-gone").is_some() && rig.path("node-gone/C/k/kubelet.conf").exists());
 
@@ -357,7 +368,7 @@ fn prune_nodes_deconfigures_a_node_that_left_then_deletes_its_node_and_keeps_one
     let p = &report["pruned"][0];
     assert_eq!((p["node"].as_str(), p["status"].as_str()), (Some("node-gone"), Some("failed")), "{report}");
     assert!(p["error"].as_str().unwrap().contains(r"cannot remove C:\k\kubelet.conf"), "{p}");
-    assert!(err.contains("node node-gone (127.0.0.2) not pruned"), "{err}");
+    assert!(err.contains(&format!("node node-gone ({two}) not pruned")), "{err}");
     assert!(rig.get("/api/v1/nodes/node-gone").is_some(), "a failed deconfigure keeps the Node");
     assert!(!rig.writes().iter().any(|w| w.starts_with("delete")));
 
@@ -393,10 +404,11 @@ fn prune_nodes_deconfigures_a_node_that_left_then_deletes_its_node_and_keeps_one
 #[test]
 fn two_targets_reached_through_one_address_each_keep_their_own_node_and_only_the_one_that_left_is_pruned() {
     let rig = Rig::new();
-    // Two posix staging hosts on one machine: one address, one sshd, two roots; a Node each, both at 127.0.0.1.
-    rig.node("stays", "127.0.0.1", true);
-    rig.node("leaves", "127.0.0.1", true);
-    let both = rig.inventory(&[("stays", "127.0.0.1"), ("leaves", "127.0.0.1")]);
+    let [one, ..] = rig.addresses();
+    // Two posix staging hosts on one machine: one address, one sshd, two roots; a Node each, both at that address.
+    rig.node("stays", one, true);
+    rig.node("leaves", one, true);
+    let both = rig.inventory(&[("stays", one), ("leaves", one)]);
     let (rc, _, _, err) = rig.sync(&both, &[]);
     assert_eq!(rc, 0, "{err}");
     // Each host's record says how that host is reached.
@@ -405,7 +417,7 @@ fn two_targets_reached_through_one_address_each_keep_their_own_node_and_only_the
         assert_eq!(login["root"], rig.path(name).to_str().unwrap(), "{name}: {login}");
     }
     // `leaves` leaves the inventory: its host is deconfigured and its Node deleted; `stays` keeps both.
-    let one = rig.inventory(&[("stays", "127.0.0.1")]);
+    let one = rig.inventory(&[("stays", one)]);
     let (rc, report, _, err) = rig.sync(&one, &["--prune-nodes"]);
     assert_eq!(rc, 0, "{err}");
     let pruned: Vec<(&str, &str)> = report["pruned"]
@@ -426,7 +438,8 @@ fn two_targets_reached_through_one_address_each_keep_their_own_node_and_only_the
 #[test]
 fn prune_nodes_over_the_budget_prunes_none() {
     let rig = Rig::new();
-    let all = [("node-a", "127.0.0.1"), ("node-b", "127.0.0.2"), ("node-c", "127.0.0.1")];
+    let [one, two, _] = rig.addresses();
+    let all = [("node-a", one), ("node-b", two), ("node-c", one)];
     for (name, address) in all {
         rig.node(name, address, true);
     }
@@ -467,8 +480,9 @@ fn prune_nodes_without_kubeconfig_is_a_usage_error() {
 #[test]
 fn the_exporters_serving_certificate_comes_from_the_service_ca_once_it_issued_one() {
     let rig = Rig::new();
-    rig.node("node-00", "127.0.0.1", false);
-    let inv = rig.inventory(&[("node-00", "127.0.0.1")]);
+    let [one, ..] = rig.addresses();
+    rig.node("node-00", one, false);
+    let inv = rig.inventory(&[("node-00", one)]);
     let cert_file = rig.path("node-00/C/k/tls/certs/tls.crt");
 
     // The rendered Service is applied, but no service CA has answered yet: nothing to push, and the sync goes on

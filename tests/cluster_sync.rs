@@ -1,12 +1,11 @@
-//! `wmrender sync --kubeconfig` end to end: a real OpenSSH server on 127.0.0.1 with posix-profile nodes (the rig of
-//! tests/sync.rs) and a real kube-apiserver (tests/support/apiserver.rs), wmrender running as the user that holds
-//! exactly the documented `wmrender-sync` role. The credentials come from the cluster into the bytes pushed and
-//! nowhere else; a rotation is followed by the next sync; the configured node's kubelet CSRs are approved and the
-//! node labelled: by the real Linux kubelet v1.36.3 (tests/support/kubelet.rs) on a node in a network namespace the
-//! test makes, with Debian's containerd; and by the played one (tests/support/played.rs), which registers the
-//! rig's 127.0.0.1 as the node's address where the real kubelet refuses a loopback node IP (so its serving CSR there
-//! is one no real kubelet sends: the real-kubelet test is the one that counts for the serving certificate). The
-//! token controller and the CSR signer are kube-controller-manager's own (tests/support/controller_manager.rs).
+//! `wmrender sync --kubeconfig` end to end: a real OpenSSH server with a posix-profile node at an address of a
+//! network namespace the test makes (its port 22 forwarded to the sshd on 127.0.0.1) and a real kube-apiserver
+//! (tests/support/apiserver.rs), wmrender running as the user that holds exactly the documented `wmrender-sync`
+//! role. The credentials come from the cluster into the bytes pushed and nowhere else; a rotation is followed by the
+//! next sync; the configured node's kubelet CSRs are approved and the node labelled: by the real Linux kubelet
+//! v1.36.3 (tests/support/kubelet.rs) in the node's namespace, with Debian's containerd; and by the played one
+//! (tests/support/played.rs), which registers the node's address as the real one does. The token controller and the
+//! CSR signer are kube-controller-manager's own (tests/support/controller_manager.rs).
 #![cfg(feature = "cluster")]
 
 mod support;
@@ -19,7 +18,8 @@ use std::time::Duration;
 use support::apiserver::{ControlPlane, WMRENDER_USER};
 use support::certificate;
 use support::controller_manager::{CSR_SIGNING, ControllerManager};
-use support::kubelet::{Credential, Join, NetNs, RealKubelet};
+use support::kubelet::{Credential, Join, RealKubelet};
+use support::netns::SshHost;
 use support::played::{Kubelet, Registration};
 use support::sshd::Sshd;
 use support::{code, stderr, wmrender};
@@ -51,6 +51,8 @@ const PULL_AUTH: &str = "cHVsbC11c2VyOnB1bGwtcGFzcw=="; // pull-user:pull-pass
 
 struct Rig {
     sshd: Sshd,
+    /// node-00, reached at port 22 of its address.
+    host: SshHost,
     work: tempfile::TempDir,
     cp: ControlPlane,
     /// The image registry CA the ControllerConfig carries (one for the rig, so a second seed does not change it).
@@ -60,8 +62,11 @@ struct Rig {
 /// A self-signed certificate (PEM) with `cn`, made by openssl.
 impl Rig {
     fn new() -> Rig {
+        let sshd = Sshd::start();
+        let host = SshHost::new(&sshd);
         let rig = Rig {
-            sshd: Sshd::start(),
+            sshd,
+            host,
             work: tempfile::tempdir().unwrap(),
             cp: ControlPlane::start(),
             registry_ca: certificate("registry-ca"),
@@ -74,12 +79,13 @@ impl Rig {
         std::fs::write(
             rig.path("nodes.yaml"),
             format!(
-                "nodes:\n- name: node-00\n  address: 127.0.0.1\n  port: {}\n  user: root\n  profile: posix\n  root: {}\n",
-                rig.sshd.port,
+                "nodes:\n- name: node-00\n  address: {}\n  port: 22\n  user: root\n  profile: posix\n  root: {}\n",
+                rig.host.address,
                 rig.path("node-00").display()
             ),
         )
         .unwrap();
+        std::fs::write(rig.sshd.path("known_hosts"), rig.host.known_hosts_line(&rig.sshd)).unwrap();
         // The rendered cluster/ applied: wmrender's namespace, where sync keeps each host's login record.
         rig.cp.namespace("wmrender");
         rig.cp.wmrender_kubeconfig(&rig.path("kubeconfig"), "wmrender-sync");
@@ -253,7 +259,7 @@ fn sync_approves_the_configured_nodes_kubelet_csrs_and_labels_it() {
             let token = bootstrap["users"][0]["user"]["token"].as_str().unwrap().to_string();
             let k = Kubelet::bootstrap(&rig.cp, &token, "node-00", &rig.path("kubelet"), Duration::from_secs(60))?;
             let reg = Registration {
-                addresses: vec![("InternalIP".into(), "127.0.0.1".into()), ("Hostname".into(), "node-00".into())],
+                addresses: vec![("InternalIP".into(), rig.host.address.clone()), ("Hostname".into(), "node-00".into())],
                 boot_id: "b1".into(),
                 ..Default::default()
             };
@@ -279,28 +285,12 @@ fn sync_approves_the_configured_nodes_kubelet_csrs_and_labels_it() {
 /// The same join with the real kubelet (tests/support/kubelet.rs) instead of the played one: its TLS bootstrap with
 /// the token of the kubeconfig sync delivered, its Node registered with the taints of the rendered kubelet.conf, its
 /// serving certificate for the node's own address. wmrender's join approves both of its real CSRs and labels the
-/// Node. The node is a network namespace with an address of its own (kubelet refuses a loopback one), where the
-/// inventory reaches its sshd.
+/// Node. kubelet runs in the node's network namespace, at the address where the inventory reaches its sshd.
 #[test]
 fn a_real_kubelet_joins_with_what_sync_delivered_and_sync_approves_its_csrs() {
     let rig = Rig::new();
     let token = rig.seed(&certificate("kubelet-ca"), &certificate("user-ca"));
     let _controllers = ControllerManager::start(&rig.cp, &[CSR_SIGNING]);
-    let ns = NetNs::create(0);
-    let sshd: std::net::SocketAddr = ([127, 0, 0, 1], rig.sshd.port).into();
-    let ssh = ns.forward(&format!("{}:0", ns.node), sshd);
-    let port = ssh.port;
-    let key_line = rig.sshd.known_hosts_line(&rig.sshd.host_keys[0], port);
-    std::fs::write(rig.sshd.path("known_hosts"), key_line.replace("[127.0.0.1]", &format!("[{}]", ns.node))).unwrap();
-    std::fs::write(
-        rig.path("nodes.yaml"),
-        format!(
-            "nodes:\n- name: node-00\n  address: {}\n  port: {port}\n  user: root\n  profile: posix\n  root: {}\n",
-            ns.node,
-            rig.path("node-00").display()
-        ),
-    )
-    .unwrap();
     let delivered = rig.path("node-00/C/k/bootstrap-kubeconfig");
     let ((rc, report, stdout, err), kubelet) = std::thread::scope(|s| {
         let sync = s.spawn(|| rig.sync(&["--csr-timeout", "90"]));
@@ -316,12 +306,12 @@ fn a_real_kubelet_joins_with_what_sync_delivered_and_sync_approves_its_csrs() {
         let config: Value = serde_json::from_str(&std::fs::read_to_string(&conf).unwrap()).unwrap();
         let join = Join {
             name: "node-00",
-            address: &ns.node,
+            address: &rig.host.address,
             credential: Credential::Bootstrap(bootstrap["users"][0]["user"]["token"].as_str().unwrap()),
             taints: config["registerWithTaints"].as_array().cloned().unwrap_or_default(),
             mirror: None,
         };
-        let kubelet = RealKubelet::start(&rig.cp, &join, &rig.path("kubelet"), &ns);
+        let kubelet = RealKubelet::start(&rig.cp, &join, &rig.path("kubelet"), &rig.host.ns);
         (sync.join().unwrap(), kubelet)
     });
     assert_eq!(rc, 0, "{err}\n{stdout}\nkubelet:\n{}", kubelet.log_tail());

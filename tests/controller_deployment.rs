@@ -507,7 +507,8 @@ fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_ele
     use support::controller_manager::{
         CSR_SIGNING, ControllerManager, DEPLOYMENT, NODE_LIFECYCLE, REPLICA_SET, ROOT_CA_PUBLISHER,
     };
-    use support::kubelet::{Credential, Join, Mirror, NetNs, RealKubelet};
+    use support::kubelet::{Credential, Join, Mirror, RealKubelet};
+    use support::netns::NetNs;
     let cp = cluster();
     let work = tempfile::tempdir().unwrap();
     let ca = support::registry::Ca::new(work.path());
@@ -515,8 +516,8 @@ fn a_real_kubelet_runs_the_rendered_deployment_and_its_pods_become_ready_and_ele
 
     // The Linux worker the pods run on, and the BYOH host they configure: a network namespace each, linked as two
     // hosts of one network. The host is a posix-profile root behind the rig's sshd, reached at its address's port 22.
-    let ns = NetNs::create(0);
-    let host_ns = NetNs::create(1);
+    let ns = NetNs::create();
+    let host_ns = NetNs::create();
     let (_, host) = ns.link(&host_ns, 0);
     let sshd = support::sshd::Sshd::start();
     let _ssh = host_ns.forward(&format!("{host}:22"), ([127, 0, 0, 1], sshd.port).into());

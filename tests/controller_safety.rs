@@ -1,5 +1,6 @@
 //! The controller, safe by construction (issue 35), against a real kube-apiserver as the user holding exactly the
-//! documented `wmrender-controller` role, with posix-profile hosts behind a real sshd on 127.0.0.0/8:
+//! documented `wmrender-controller` role, with posix-profile hosts behind a real sshd (each at an address of a network
+//! namespace the test makes):
 //!
 //! - identity only from what a node cannot write: a node that writes a neighbour's addresses into its own status
 //!   gets no serving certificate naming them; a Machine holding a hostile address is never contacted, and that is
@@ -64,9 +65,10 @@ fn disturbing(rig: &Rig, since: usize) -> Vec<String> {
 
 #[test]
 fn a_node_gets_no_certificate_for_a_neighbours_names_and_a_hostile_machine_is_refused_and_said_everywhere() {
-    let hosts = [("m1", "127.0.0.1"), ("m2", "127.0.0.2")];
-    let rig = Rig::start(&hosts, &with_byoh(&[]));
-    rig.write_inventory(|_| rig.sshd.port);
+    let rig = Rig::start(&["m1", "m2"]);
+    rig.render(&with_byoh(&[]));
+    rig.write_inventory();
+    let (m1_address, m2_address) = (rig.address("m1"), rig.address("m2"));
     let (_controllers, _machine_api) =
         (ControllerManager::start(&rig.cp, &[CSR_SIGNING, NODE_LIFECYCLE]), MachineApi::start(&rig.cp));
     let stop = std::sync::atomic::AtomicBool::new(false);
@@ -81,10 +83,10 @@ fn a_node_gets_no_certificate_for_a_neighbours_names_and_a_hostile_machine_is_re
             rig.cp.admin(),
             "safe-00000-windows-worker-us-west-2a-0",
             "aws:///us-west-2a/i-0",
-            &[("InternalIP", "127.0.0.1")],
+            &[("InternalIP", m1_address)],
         );
         // A Machine whose address is a command line: never contacted, whatever it says.
-        let hostile = format!("127.0.0.2 -oProxyCommand=touch {}", pwned.display());
+        let hostile = format!("{m2_address} -oProxyCommand=touch {}", pwned.display());
         MachineApi::provision(
             rig.cp.admin(),
             "safe-00000-windows-worker-us-west-2a-evil",
@@ -100,20 +102,20 @@ fn a_node_gets_no_certificate_for_a_neighbours_names_and_a_hostile_machine_is_re
         assert!(rig.cp.admin().get(&record).is_some(), "m1's login record");
 
         // m1 writes its neighbour's address and name into its own Node status (its kubelet may), and asks for a
-        // serving certificate naming them: the Machine says m1 is 127.0.0.1 only.
+        // serving certificate naming them: the Machine says m1 has its own address only.
         let m1 = joined.lock().unwrap().iter().find(|(n, _)| n == "m1").unwrap().1.clone();
         let kubelet = support::apiserver::Kube::new(&m1);
         kubelet
             .strategic_patch(
                 "/api/v1/nodes/m1/status",
-                &json!({"status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.2"},
+                &json!({"status": {"addresses": [{"type": "InternalIP", "address": m2_address},
                                                  {"type": "Hostname", "address": "m2"},
-                                                 {"type": "InternalIP", "address": "127.0.0.1"}]}}),
+                                                 {"type": "InternalIP", "address": m1_address}]}}),
             )
             .unwrap();
         let key = rig.path("hostile.key");
-        let request =
-            support::request(&key, "/O=system:nodes/CN=system:node:m1", "DNS:m1,DNS:m2,IP:127.0.0.1,IP:127.0.0.2");
+        let names = format!("DNS:m1,DNS:m2,IP:{m1_address},IP:{m2_address}");
+        let request = support::request(&key, "/O=system:nodes/CN=system:node:m1", &names);
         use base64::Engine;
         kubelet
             .create(
@@ -130,7 +132,7 @@ fn a_node_gets_no_certificate_for_a_neighbours_names_and_a_hostile_machine_is_re
         });
         assert!(!approved(&rig, "csr-serving-m1-neighbour"), "{}", rig.logs());
         let said = rig.logs().lines().find(|l| l.contains("csr-serving-m1-neighbour")).unwrap_or("").to_string();
-        assert!(said.contains("127.0.0.2") && said.contains("not among the names vouched"), "{said}");
+        assert!(said.contains(m2_address) && said.contains("not among the names vouched"), "{said}");
         assert!(approved(&rig, "csr-serving-m1-m1-boot-1"), "its own serving CSR was approved");
 
         // The hostile Machine: a log line, an Event on it, a metric, and wmrender status (table and JSON).
@@ -158,15 +160,17 @@ fn a_node_gets_no_certificate_for_a_neighbours_names_and_a_hostile_machine_is_re
 
 #[test]
 fn an_unreadable_desired_state_stops_every_step_and_is_said_until_it_reads_again() {
-    let hosts = [("b1", "127.0.0.2"), ("b2", "127.0.0.3"), ("b3", "127.0.0.4")];
-    let rig = Rig::start(&hosts, &with_byoh(&["127.0.0.2", "127.0.0.3", "127.0.0.4"]));
-    rig.write_inventory(|_| rig.sshd.port);
+    let hosts = ["b1", "b2", "b3"];
+    let rig = Rig::start(&hosts);
+    let [b1, b2, b3] = hosts.map(|n| rig.address(n));
+    rig.render(&with_byoh(&[b1, b2, b3]));
+    rig.write_inventory();
     let _controllers = ControllerManager::start(&rig.cp, &[CSR_SIGNING, NODE_LIFECYCLE]);
     let stop = std::sync::atomic::AtomicBool::new(false);
     let joined = std::sync::Mutex::new(Vec::new());
     let port = free_port();
     let all_there = || {
-        hosts.iter().all(|(n, _)| {
+        hosts.iter().all(|n| {
             rig.node(n).is_some_and(|node| node["spec"]["unschedulable"].is_null())
                 && rig.path(n).join("C/k/kubelet.conf").exists()
         })
@@ -176,7 +180,7 @@ fn an_unreadable_desired_state_stops_every_step_and_is_said_until_it_reads_again
         s.spawn(|| kubelets(&rig, &stop, &joined));
         let _stop_kubelets = StopOnDrop(&stop);
         let mut a = rig.controller("a", port);
-        for (n, _) in &hosts {
+        for n in &hosts {
             rig.wait(&format!("{n} configured"), Duration::from_secs(120), || {
                 rig.node(n).is_some_and(|x| configured(&x))
             });
@@ -187,16 +191,14 @@ fn an_unreadable_desired_state_stops_every_step_and_is_said_until_it_reads_again
         let record = |target: &str| {
             format!("/api/v1/namespaces/wmrender/secrets/{}", wmrender::lifecycle::login::secret_name(target))
         };
-        rig.cp.admin().delete(&record("127.0.0.4")).unwrap();
+        rig.cp.admin().delete(&record(b3)).unwrap();
         // Any change the controller watches wakes a pass (a label a user adds to b3's Node).
         rig.cp
             .admin()
             .merge_patch("/api/v1/nodes/b3", &json!({"metadata": {"labels": {"example.com/team": "a"}}}))
             .unwrap();
-        rig.wait("b3's login record back", Duration::from_secs(40), || {
-            rig.cp.admin().get(&record("127.0.0.4")).is_some()
-        });
-        let back = rig.cp.admin().get(&record("127.0.0.4")).unwrap();
+        rig.wait("b3's login record back", Duration::from_secs(40), || rig.cp.admin().get(&record(b3)).is_some());
+        let back = rig.cp.admin().get(&record(b3)).unwrap();
         use base64::Engine;
         let login: Value = serde_json::from_slice(
             &base64::engine::general_purpose::STANDARD.decode(back["data"]["login.json"].as_str().unwrap()).unwrap(),
@@ -207,9 +209,9 @@ fn an_unreadable_desired_state_stops_every_step_and_is_said_until_it_reads_again
         // b1 leaves Git, and in the same commit the inventory breaks: nothing is pruned while the state cannot be
         // read, and it is said with the file and line.
         let since = rig.cp.requests_by(WMRENDER_USER).len();
-        rig.render(&with_byoh(&["127.0.0.3", "127.0.0.4"]));
+        rig.render(&with_byoh(&[b2, b3]));
         let inventory = std::fs::read_to_string(rig.path("nodes.yaml")).unwrap();
-        std::fs::write(rig.path("nodes.yaml"), "nodes:\n- address: 127.0.0.2\n  port: [22\n").unwrap();
+        std::fs::write(rig.path("nodes.yaml"), format!("nodes:\n- address: {b1}\n  port: [22\n")).unwrap();
         rig.wait("the broken inventory said", Duration::from_secs(30), || {
             rig.logs().lines().any(|l| l.contains("desired state cannot be read") && l.contains("nodes.yaml:3"))
         });
@@ -261,7 +263,7 @@ fn an_unreadable_desired_state_stops_every_step_and_is_said_until_it_reads_again
         // A controller started afresh, with no known_hosts and without --accept-new, verifies every host's key from
         // its login record: b2 and b3 are back in Git and synced again (its memory is new). b2 is reached with the key
         // its record holds; b3's record was rebuilt without one (lost with the record), so b3 is refused, not trusted.
-        rig.render(&with_byoh(&["127.0.0.3", "127.0.0.4"]));
+        rig.render(&with_byoh(&[b2, b3]));
         let _ = a.0.kill();
         let _ = a.0.wait();
         let _ = std::fs::remove_file(rig.path("known_hosts"));
@@ -279,10 +281,10 @@ fn an_unreadable_desired_state_stops_every_step_and_is_said_until_it_reads_again
 
 #[test]
 fn a_machine_provisioned_during_a_rollout_that_waits_on_a_slow_drain_starts_its_sync_within_seconds() {
-    let hosts = [("m1", "127.0.0.1"), ("b1", "127.0.0.2"), ("b2", "127.0.0.3"), ("b3", "127.0.0.4")];
-    let byoh = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
-    let rig = Rig::start(&hosts, &with_byoh(&byoh));
-    rig.write_inventory(|_| rig.sshd.port);
+    let rig = Rig::start(&["m1", "b1", "b2", "b3"]);
+    let byoh = ["b1", "b2", "b3"].map(|n| rig.address(n));
+    rig.render(&with_byoh(&byoh));
+    rig.write_inventory();
     let payload = rig.path("payload");
     std::fs::create_dir_all(payload.join("C/k")).unwrap();
     std::fs::write(payload.join("C/k/kubelet.exe"), b"kubelet v1").unwrap();
@@ -339,7 +341,7 @@ fn a_machine_provisioned_during_a_rollout_that_waits_on_a_slow_drain_starts_its_
             rig.cp.admin(),
             "safe-00000-windows-worker-us-west-2a-0",
             "aws:///us-west-2a/i-0",
-            &[("InternalIP", "127.0.0.1")],
+            &[("InternalIP", rig.address("m1"))],
         );
         // Its sync has started once its host holds wmrender's manifest (the journal, written first).
         rig.wait("m1's sync started", Duration::from_secs(40), || rig.path("m1/C/k/wmrender/manifest.json").exists());

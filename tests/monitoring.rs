@@ -259,7 +259,8 @@ fn set_profile(rig: &Rig, profile: Value) {
 
 #[test]
 fn the_controllers_metrics_are_served_with_the_service_cas_certificate_under_the_clusters_tls_profile() {
-    let rig = Rig::start(&[], &inputs("tls", &[]));
+    let rig = Rig::start(&[]);
+    rig.render(&inputs("tls", &[]));
     std::fs::write(rig.path("nodes.yaml"), "nodes: []\n").unwrap();
     rig.cp.install_crd_files(&[monitoring("crds/0000_10_config-operator_01_apiservers-Default.crd.yaml")]);
     rig.cp

@@ -147,12 +147,13 @@ mod scrape {
     use std::sync::Once;
     use std::time::{Duration, Instant};
     use support::apiserver::ControlPlane;
+    use support::netns::NetNs;
     use support::played::ServiceCa;
     use wmrender::render::monitoring::{SERVICE_CA_FILE, TOKEN_FILE};
 
-    /// The Windows node's address, where its exporter listens (the kubelet's, port 9182), and the Linux node's.
-    const WINDOWS_NODE: (&str, &str) = ("win-0", "127.0.0.57");
-    const LINUX_NODE: (&str, &str) = ("lin-0", "127.0.0.58");
+    /// The Windows node and the Linux node, by name.
+    const WINDOWS_NODE: &str = "win-0";
+    const LINUX_NODE: &str = "lin-0";
     /// How long Prometheus may take to discover, scrape and record: about 5 s here, its discovery manager handing
     /// targets to the scrapes every 5 s.
     const LIMIT: Duration = Duration::from_secs(60);
@@ -366,13 +367,9 @@ mod scrape {
     }
 
     /// The kubelet Service and EndpointSlice prometheus-operator's kubelet controller keeps in kube-system
-    /// (pkg/kubelet/controller.go): one endpoint per node, its address, node name and a reference to the Node.
-    ///
-    /// One difference: the operator's slice is of address type IPv4, and the API server refuses an IPv4 endpoint in
-    /// 127.0.0.0/8 ("may not be in the loopback range"), the only addresses the test may reach. Type FQDN takes the
-    /// same dotted address as a name (it is a valid one), and Prometheus makes the target's address of it exactly as
-    /// of an IPv4 endpoint (`__address__` = address:port); only `__meta_kubernetes_endpointslice_address_type`, which
-    /// nothing here reads, says FQDN.
+    /// (pkg/kubelet/controller.go): one endpoint per node, its address, node name and a reference to the Node; of
+    /// address type IPv4, as the operator's (the API server refuses that type for 127.0.0.0/8, "may not be in the
+    /// loopback range", so the nodes' addresses are in network namespaces the test makes).
     fn kubelet_endpoints(cp: &ControlPlane, nodes: &[(&str, &str)]) {
         let admin = cp.admin();
         let labels = json!({
@@ -418,7 +415,7 @@ mod scrape {
                                              "uid": service["metadata"]["uid"], "controller": true,
                                              "blockOwnerDeletion": true}],
                     },
-                    "addressType": "FQDN",
+                    "addressType": "IPv4",
                     "ports": [{"name": "https-metrics", "port": 10250}, {"name": "cadvisor", "port": 4194}],
                     "endpoints": endpoints,
                 }),
@@ -511,28 +508,33 @@ mod scrape {
         cp.namespace("kube-system");
         let service_ca = ServiceCa::start(&cp);
         let (crt, key) = exporter_certificate(&cp, &out, d);
-        for (name, os) in [(WINDOWS_NODE.0, "windows"), (LINUX_NODE.0, "linux")] {
+        // Each node at an address of a network namespace the test makes, as a real kubelet's (not loopback).
+        let (windows_ns, linux_ns) = (NetNs::create(), NetNs::create());
+        let (windows_address, linux_address) = (windows_ns.node.as_str(), linux_ns.node.as_str());
+        for (name, os) in [(WINDOWS_NODE, "windows"), (LINUX_NODE, "linux")] {
             let labels = json!({"kubernetes.io/os": os, "beta.kubernetes.io/os": os, "kubernetes.io/hostname": name});
             cp.admin().create("/api/v1/nodes", &json!({"metadata": {"name": name, "labels": labels}})).unwrap();
         }
-        kubelet_endpoints(&cp, &[WINDOWS_NODE, LINUX_NODE]);
+        kubelet_endpoints(&cp, &[(WINDOWS_NODE, windows_address), (LINUX_NODE, linux_address)]);
 
         // The Windows node's exporter: a recorded windows_exporter page at /metrics, over TLS with the service CA's
-        // certificate, on the node's address and the exporter's port.
+        // certificate, on the node's address and the exporter's port (forwarded there from 127.0.0.1).
         let site = d.join("site");
         std::fs::create_dir(&site).unwrap();
         std::fs::copy(data("windows-exporter.prom"), site.join("metrics")).unwrap();
-        let exporter_address = format!("{}:{}", WINDOWS_NODE.1, wmrender::render::exporter::PORT);
+        let exporter_address = format!("{windows_address}:{}", wmrender::render::exporter::PORT);
+        let listen = format!("127.0.0.1:{}", support::controller_rig::free_port());
         let (crt_s, key_s) = (crt.to_str().unwrap(), key.to_str().unwrap());
         let exporter_log = d.join("exporter.log");
         let mut exporter = Process::start(
             Path::new("openssl"),
-            &["s_server", "-WWW", "-accept", &exporter_address, "-cert", crt_s, "-key", key_s],
+            &["s_server", "-WWW", "-accept", &listen, "-cert", crt_s, "-key", key_s],
             &site,
             &exporter_log,
         );
+        let _forward = windows_ns.forward(&exporter_address, listen.parse().unwrap());
         wait_for("the exporter listens", &mut exporter, &exporter_log, || {
-            std::net::TcpStream::connect(exporter_address.as_str()).ok()
+            std::net::TcpStream::connect(listen.as_str()).ok()
         });
 
         // Prometheus: the operator's job for the rendered ServiceMonitor, the rendered rules, evaluated every second.
@@ -586,7 +588,7 @@ mod scrape {
             targets["activeTargets"].as_array().unwrap().iter().partition(|t| t["scrapePool"] != CONTROL);
         assert_eq!(active.len(), 1, "{active:#?}");
         assert_eq!(active[0]["scrapePool"], "serviceMonitor/wmrender/windows-exporter/0");
-        assert_eq!(active[0]["discoveredLabels"]["__address__"], format!("{}:10250", WINDOWS_NODE.1));
+        assert_eq!(active[0]["discoveredLabels"]["__address__"], format!("{windows_address}:10250"));
         assert_eq!(active[0]["scrapeUrl"], format!("https://{exporter_address}/metrics"));
         assert_eq!(active[0]["labels"], target_labels);
         assert_eq!(active[0]["health"], "up", "{}", active[0]);
@@ -602,9 +604,9 @@ mod scrape {
             })
             .collect();
         for (address, os) in [
-            (format!("{}:10250", LINUX_NODE.1), "linux"),
-            (format!("{}:4194", LINUX_NODE.1), "linux"),
-            (format!("{}:4194", WINDOWS_NODE.1), "windows"),
+            (format!("{linux_address}:10250"), "linux"),
+            (format!("{linux_address}:4194"), "linux"),
+            (format!("{windows_address}:4194"), "windows"),
         ] {
             assert!(dropped.contains(&(address.clone(), os.into())), "{address} ({os}) not dropped: {dropped:?}");
         }

@@ -4,7 +4,8 @@
 //! - **The cluster** is a real kube-apiserver with RBAC and NodeRestriction (tests/support/apiserver.rs); wmrender
 //!   runs as the user holding exactly the documented `wmrender-sync` role.
 //! - **The node** is the Wine rig (tests/support/wine.rs) behind a real sshd arranged as a Windows node's
-//!   (tests/support/wine_sshd.rs): sync pushes the bundle and the agent, the agent runs under Wine with the
+//!   (tests/support/wine_sshd.rs), reached at port 22 of an address of its own (a network namespace the test makes,
+//!   forwarded to the sshd on 127.0.0.1; a real kubelet refuses a loopback node IP): sync pushes the bundle and the agent, the agent runs under Wine with the
 //!   rendered services in Wine's Service Control Manager, and reports on its own Node through the real API server
 //!   with the node's own credentials.
 //! - **Real** beside them: kube-controller-manager's CSR signer, token controller and node lifecycle controller.
@@ -31,6 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use support::apiserver::{ControlPlane, WMRENDER_USER};
 use support::controller_manager::{CSR_SIGNING, ControllerManager, NODE_LIFECYCLE};
+use support::netns::SshHost;
 use support::played::{self, Kubelet, MachineApi, Registration, ServiceCa};
 use support::registry::{Registry, Scratch};
 use support::sshd::Sshd;
@@ -85,7 +87,14 @@ fn payload(wine: &Wine, rendered: &Path, root: &Path) {
 
 /// The host: its reboot when asked (every SSH connection cut, as a host going down cuts them), then kubelet once
 /// its service starts; it gives up when `over` (sync ended).
-fn host(wine: &mut Wine, sshd: &Sshd, cp: &ControlPlane, kubelet_dir: &Path, over: &AtomicBool) -> Result<(), String> {
+fn host(
+    wine: &mut Wine,
+    sshd: &Sshd,
+    address: &str,
+    cp: &ControlPlane,
+    kubelet_dir: &Path,
+    over: &AtomicBool,
+) -> Result<(), String> {
     let sshd_dir = sshd.path("");
     let deadline = Instant::now() + Duration::from_secs(240);
     let wait = |what: &str, done: &dyn Fn() -> bool| -> Result<(), String> {
@@ -112,7 +121,7 @@ fn host(wine: &mut Wine, sshd: &Sshd, cp: &ControlPlane, kubelet_dir: &Path, ove
     let k = Kubelet::bootstrap(cp, &token, NODE, kubelet_dir, Duration::from_secs(120))?;
     write_whole(&wine.c(paths::KUBECONFIG), &std::fs::read(&k.kubeconfig).unwrap());
     let reg = Registration {
-        addresses: vec![("InternalIP".into(), "127.0.0.1".into()), ("Hostname".into(), NODE.into())],
+        addresses: vec![("InternalIP".into(), address.into()), ("Hostname".into(), NODE.into())],
         taints: config["registerWithTaints"].as_array().cloned().unwrap_or_default(),
         provider_id: None,
         boot_id: "wine-boot-2".into(),
@@ -124,6 +133,7 @@ fn host(wine: &mut Wine, sshd: &Sshd, cp: &ControlPlane, kubelet_dir: &Path, ove
 fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     let mut wine = rig();
     let sshd = support::wine_sshd::start(&wine);
+    let node = SshHost::new(&sshd);
     let work = tempfile::tempdir().unwrap();
     let path = |n: &str| -> PathBuf { work.path().join(n) };
     let cp = ControlPlane::start();
@@ -169,7 +179,7 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
         cp.admin(),
         MACHINE,
         "aws:///us-west-2a/i-0123456789abcdef0",
-        &[("InternalIP", "127.0.0.1"), ("InternalDNS", NODE)],
+        &[("InternalIP", &node.address), ("InternalDNS", NODE)],
     );
 
     payload(&wine, &path("rendered"), &path("payload"));
@@ -177,11 +187,12 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     std::fs::write(
         path("nodes.yaml"),
         format!(
-            "nodes:\n- name: wine-node\n  address: 127.0.0.1\n  port: {}\n  user: root\n  profile: windows\n",
-            sshd.port
+            "nodes:\n- name: wine-node\n  address: {}\n  port: 22\n  user: root\n  profile: windows\n",
+            node.address
         ),
     )
     .unwrap();
+    std::fs::write(path("known_hosts"), node.known_hosts_line(&sshd)).unwrap();
     wine.set_powershell(&answers());
     // What the network step writes on a real node (the fake powershell runs nothing).
     write_whole(&wine.c(r"C:\k\kube-proxy.conf"), b"kind: KubeProxyConfiguration\n");
@@ -195,7 +206,7 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
         "--identity".into(),
         p(&sshd.path("client_ed25519")),
         "--known-hosts".into(),
-        p(&sshd.path("known_hosts")),
+        p(&path("known_hosts")),
         "--payload".into(),
         p(&path("payload")),
         "--kubeconfig".into(),
@@ -212,7 +223,7 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     let over = AtomicBool::new(false);
     let machine: &mut Wine = &mut wine;
     let (o, played) = std::thread::scope(|s| {
-        let host = s.spawn(|| host(machine, &sshd, &cp, &path("kubelet"), &over));
+        let host = s.spawn(|| host(machine, &sshd, &node.address, &cp, &path("kubelet"), &over));
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         let o = wmrender(&refs);
         over.store(true, Ordering::SeqCst);

@@ -1,11 +1,13 @@
-//! The rig of the controller's end-to-end tests: posix-profile hosts behind one real sshd (each host an address of
-//! 127.0.0.0/8 and a folder of its own), the tests' real kube-apiserver with an AWS cluster and wmrender's namespace
-//! (the rendered `cluster/` applied), the controller run as the user holding exactly the documented
-//! `wmrender-controller` role, and kubelets played on every host (tests/support/played.rs says what is played).
+//! The rig of the controller's end-to-end tests: posix-profile hosts behind one real sshd on 127.0.0.1 (each host a
+//! network namespace the test makes, with an address a real node could have, whose port 22 is forwarded to the sshd,
+//! and a folder of its own), the tests' real kube-apiserver with an AWS cluster and wmrender's namespace (the
+//! rendered `cluster/` applied), the controller run as the user holding exactly the documented `wmrender-controller`
+//! role, and kubelets played on every host (tests/support/played.rs says what is played).
 
 use super::apiserver::ControlPlane;
+use super::netns::SshHost;
 use super::played::{Kubelet, Registration};
-use super::sshd::{Sshd, SshdOptions};
+use super::sshd::Sshd;
 use super::{code, stderr, wmrender};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -49,39 +51,43 @@ pub struct Rig {
     pub sshd: Sshd,
     pub cp: ControlPlane,
     pub work: tempfile::TempDir,
-    /// The hosts: (inventory name = Node name, address).
-    pub hosts: Vec<(String, String)>,
+    /// The hosts, by name (the inventory's, and its Node's).
+    pub hosts: Vec<(String, SshHost)>,
 }
 
 impl Rig {
-    /// The sshd listening on every host's address, the API server with an AWS cluster, wmrender's namespace and the
-    /// documented `wmrender-controller` role, and `inputs` rendered.
-    pub fn start(hosts: &[(&str, &str)], inputs: &str) -> Rig {
-        let mut listen = String::new();
-        for (_, a) in hosts {
-            if *a != "127.0.0.1" && !listen.contains(&format!(" {a}\n")) {
-                listen.push_str(&format!("ListenAddress {a}\n"));
-            }
-        }
-        let sshd = Sshd::start_with(SshdOptions { extra_config: listen, ..Default::default() });
-        let hosts = hosts.iter().map(|(n, a)| (n.to_string(), a.to_string())).collect();
+    /// The sshd, a host of these names, the API server with an AWS cluster, wmrender's namespace and the documented
+    /// `wmrender-controller` role. Nothing is rendered yet: the inputs name the hosts' addresses ([`Rig::address`]).
+    pub fn start(names: &[&str]) -> Rig {
+        let sshd = Sshd::start();
+        let hosts = names.iter().map(|name| (name.to_string(), SshHost::new(&sshd))).collect();
         let rig = Rig { sshd, cp: ControlPlane::start(), work: tempfile::tempdir().unwrap(), hosts };
         super::openshift::cluster(&rig.cp, "AWS");
         rig.cp.namespace("wmrender");
         rig.cp.wmrender_kubeconfig(&rig.path("kubeconfig"), "wmrender-controller");
-        rig.render(inputs);
         rig
     }
 
-    /// How each host is reached: a posix root of its own on the sshd (`port_of` its SSH port), only for the hosts
-    /// the render or the cluster names.
-    pub fn write_inventory(&self, port_of: impl Fn(&str) -> u16) {
+    /// The address of the host named `name`.
+    pub fn address(&self, name: &str) -> &str {
+        &self.host(name).address
+    }
+
+    pub fn host(&self, name: &str) -> &SshHost {
+        self.hosts
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, h)| h)
+            .unwrap_or_else(|| panic!("no host {name} in the rig"))
+    }
+
+    /// How each host is reached: port 22 at its address, a posix root of its own on the sshd.
+    pub fn write_inventory(&self) {
         let mut inventory = String::from("nodes:\n");
-        for (name, address) in &self.hosts {
+        for (name, SshHost { address, .. }) in &self.hosts {
             std::fs::create_dir_all(self.path(name)).unwrap();
             inventory.push_str(&format!(
-                "- name: {name}\n  address: {address}\n  port: {}\n  user: root\n  profile: posix\n  root: {}\n  reachOnly: true\n",
-                port_of(name),
+                "- name: {name}\n  address: {address}\n  port: 22\n  user: root\n  profile: posix\n  root: {}\n  reachOnly: true\n",
                 self.path(name).display()
             ));
         }
@@ -198,7 +204,7 @@ pub fn kubelets(rig: &Rig, stop: &std::sync::atomic::AtomicBool, joined: &std::s
     let mut clients: std::collections::BTreeMap<&str, Kubelet> = std::collections::BTreeMap::new();
     let mut registered: Vec<&str> = Vec::new();
     while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-        for (name, address) in &rig.hosts {
+        for (name, SshHost { address, .. }) in &rig.hosts {
             let (name, address) = (name.as_str(), address.as_str());
             let root = rig.path(name);
             if registered.contains(&name)

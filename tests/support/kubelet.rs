@@ -17,88 +17,12 @@
 
 use super::apiserver::{ControlPlane, spawn};
 use super::controller_rig::Forwarder;
+use super::netns::NetNs;
 use serde_json::Value;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
-
-/// A network namespace with a veth pair to the test's own: `host` (this side) and `node` (inside), a /30 of
-/// TEST-NET-2 (198.51.100.0/24), which no real network uses.
-pub struct NetNs {
-    pub name: String,
-    pub host: String,
-    pub node: String,
-}
-
-fn ip(args: &[&str]) {
-    let o = Command::new("ip").args(args).output().expect("ip (iproute2)");
-    assert!(o.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-}
-
-impl NetNs {
-    /// Makes namespace number `index` (0–63) of this test process.
-    pub fn create(index: u8) -> NetNs {
-        let pid = std::process::id();
-        let name = format!("wmr-{pid}-{index}");
-        // Interface names: at most 15 bytes.
-        let (h, n) = (format!("wh{}x{index}", pid % 100_000), format!("wn{}x{index}", pid % 100_000));
-        let base = u32::from(index) * 4;
-        let (host, node) = (format!("198.51.100.{}", base + 1), format!("198.51.100.{}", base + 2));
-        let _ = Command::new("ip").args(["netns", "del", &name]).output();
-        ip(&["netns", "add", &name]);
-        let ns = NetNs { name: name.clone(), host: host.clone(), node: node.clone() };
-        ip(&["link", "add", &h, "type", "veth", "peer", "name", &n, "netns", &name]);
-        ip(&["addr", "add", &format!("{host}/30"), "dev", &h]);
-        ip(&["link", "set", &h, "up"]);
-        ip(&["-n", &name, "addr", "add", &format!("{node}/30"), "dev", &n]);
-        ip(&["-n", &name, "link", "set", &n, "up"]);
-        ip(&["-n", &name, "link", "set", "lo", "up"]);
-        ns
-    }
-
-    /// A listening socket inside the namespace (made by a thread that entered it; the socket stays there).
-    fn listen(&self, address: String) -> TcpListener {
-        let path = format!("/run/netns/{}", self.name);
-        std::thread::spawn(move || {
-            let ns = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-            // SAFETY: setns on this thread only, with a namespace file we hold open.
-            let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
-            TcpListener::bind(&address).unwrap_or_else(|e| panic!("binding {address} in {path}: {e}"))
-        })
-        .join()
-        .expect("the namespace's listener")
-    }
-
-    /// Forwards `address` inside the namespace to `target` here, while the returned forwarder lives.
-    pub fn forward(&self, address: &str, target: SocketAddr) -> Forwarder {
-        Forwarder::on(self.listen(address.to_string()), target)
-    }
-
-    /// Links this namespace to `other` directly with a veth pair of its own, a /30 of TEST-NET-3 (203.0.113.0/24)
-    /// numbered `index` (0–63), as two hosts of one network: (this side's address, `other`'s).
-    pub fn link(&self, other: &NetNs, index: u8) -> (String, String) {
-        let base = u32::from(index) * 4;
-        let (a, b) = (format!("203.0.113.{}", base + 1), format!("203.0.113.{}", base + 2));
-        let pid = std::process::id() % 100_000;
-        let (la, lb) = (format!("wl{pid}x{index}a"), format!("wl{pid}x{index}b"));
-        ip(&["-n", &self.name, "link", "add", &la, "type", "veth", "peer", "name", &lb, "netns", &other.name]);
-        ip(&["-n", &self.name, "addr", "add", &format!("{a}/30"), "dev", &la]);
-        ip(&["-n", &self.name, "link", "set", &la, "up"]);
-        ip(&["-n", &other.name, "addr", "add", &format!("{b}/30"), "dev", &lb]);
-        ip(&["-n", &other.name, "link", "set", &lb, "up"]);
-        (a, b)
-    }
-}
-
-impl Drop for NetNs {
-    fn drop(&mut self) {
-        // Deleting the namespace deletes the veth pair with it.
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
-    }
-}
 
 /// The kubelet program, or a panic that says how to build it.
 pub fn program() -> PathBuf {
@@ -290,12 +214,12 @@ fn remove_outside(dir: &Path) {
 }
 
 /// Whether process `pid` (a decimal string) is gone.
-fn gone(pid: &str) -> bool {
+pub fn gone(pid: &str) -> bool {
     !pid.is_empty() && !Path::new("/proc").join(pid).exists()
 }
 
 /// Ends what a test process killed outright left (its kubelet and containerd died with it, its pods and shims did
-/// not): the pods' cgroups and the network namespaces of test processes that are gone, the shims of a test's
+/// not): the pods' cgroups of test processes that are gone (their namespaces: [`NetNs::create`]), the shims of a test's
 /// containerd that no longer answers on its socket, and the mounts below that test's kubelet folder.
 pub fn sweep() {
     for hierarchy in cgroup_hierarchies() {
@@ -321,12 +245,6 @@ pub fn sweep() {
     for dir in left {
         unmount_below(&dir);
         remove_outside(&dir);
-    }
-    for entry in std::fs::read_dir("/run/netns").into_iter().flatten().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.strip_prefix("wmr-").is_some_and(|rest| gone(rest.split('-').next().unwrap_or(""))) {
-            let _ = Command::new("ip").args(["netns", "del", &name]).output();
-        }
     }
 }
 

@@ -10,6 +10,8 @@ pub mod controller_rig;
 pub mod cosign;
 #[cfg(feature = "cluster")]
 pub mod kubelet;
+#[cfg(feature = "cluster")]
+pub mod netns;
 pub mod openapi;
 #[cfg(feature = "cluster")]
 pub mod openshift;

@@ -6,11 +6,9 @@
 //! - **kubelet** ([`Kubelet`]): the TLS bootstrap (client CSR as the bootstrap token's user, the signed certificate,
 //!   a kubeconfig of its own), the Node registered as `system:node:<name>` with the taints of its configuration, its
 //!   status (addresses, boot ID, Ready), the serving CSR, and the end of evicted pods (a pod deleted with a grace
-//!   period stays until its kubelet confirms). One state the real kubelet cannot reach: the tests' hosts are on
-//!   127.0.0.1, and a real kubelet refuses a loopback node IP ("nodeIP can't be loopback address": no addresses, no
-//!   serving CSR). The real Linux kubelet (tests/support/kubelet.rs) joins in a network namespace with an address of
-//!   its own instead (tests/cluster_sync.rs); moving the other tests' hosts into such namespaces is still to do. No
-//!   Linux kubelet can stand in for a Windows node's where wmrender must see a Windows Node: it sets its Node's
+//!   period stays until its kubelet confirms). Its Node's addresses are the host's own, in a network namespace the
+//!   test makes (tests/support/netns.rs), never 127.0.0.0/8: a real kubelet refuses a loopback node IP ("nodeIP
+//!   can't be loopback address": no addresses, no serving CSR). No Linux kubelet can stand in for a Windows node's where wmrender must see a Windows Node: it sets its Node's
 //!   `kubernetes.io/os` back to `linux` at every status update (kubelet_node_status.go), even over `--node-labels`.
 //! - **the Machine API** ([`MachineApi`]): a Machine goes `Provisioning` → `Provisioned` with the instance's
 //!   addresses; its nodelink controller sets `status.nodeRef` only once a Node registered that matches it (provider
@@ -580,7 +578,7 @@ pub fn joined(cp: &ControlPlane, token: &str, name: &str, ip: &str) -> Kubelet {
 /// kube-proxy's rule for a Service with one endpoint, in the node's namespace `ns`: its pods' connections to the
 /// Service's ClusterIP and port (`service`) go to `target` here, through a forwarder on the node's address.
 pub fn kube_proxy_rule(
-    ns: &super::kubelet::NetNs,
+    ns: &super::netns::NetNs,
     service: std::net::SocketAddr,
     target: std::net::SocketAddr,
 ) -> super::controller_rig::Forwarder {

@@ -132,10 +132,16 @@ impl Sshd {
 
     /// The known_hosts line of one host key (`host_rsa`) for `127.0.0.1:port`.
     pub fn known_hosts_line(&self, host_key: &str, port: u16) -> String {
+        self.known_hosts_line_at(host_key, "127.0.0.1", port)
+    }
+
+    /// The known_hosts line of one host key for `address:port` (OpenSSH writes port 22 without brackets).
+    pub fn known_hosts_line_at(&self, host_key: &str, address: &str, port: u16) -> String {
         let pub_key = std::fs::read_to_string(self.path(&format!("{host_key}.pub"))).expect("host key");
         let mut parts = pub_key.split_whitespace();
         let (kind, b64) = (parts.next().unwrap(), parts.next().unwrap());
-        format!("[127.0.0.1]:{port} {kind} {b64}\n")
+        let host = if port == 22 { address.to_string() } else { format!("[{address}]:{port}") };
+        format!("{host} {kind} {b64}\n")
     }
 
     /// Makes a client key (`ssh-keygen ARGS -f <dir>/NAME`) and lets it log in; returns the private key's path.

@@ -1,0 +1,182 @@
+//! Network namespaces the tests make, each with a veth pair to the test's own namespace: a test's hosts get
+//! addresses a real node could have (not loopback), reached from the test's processes, and nothing outside the
+//! namespaces and their veth pairs changes. Deleted when [`NetNs`] drops.
+
+use super::controller_rig::Forwarder;
+use super::sshd::Sshd;
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::AsRawFd;
+use std::process::Command;
+
+/// A network namespace with a veth pair to the test's own: `host` (this side) and `node` (inside), a /30 of
+/// TEST-NET-2 (198.51.100.0/24), which no real network uses. `node` is an address a real kubelet accepts as its node
+/// IP (not loopback) and that this side reaches.
+pub struct NetNs {
+    pub name: String,
+    pub host: String,
+    pub node: String,
+}
+
+/// Held while a /30 is chosen and taken: test processes run at once (a developer's and CI's, a test and a
+/// benchmark), and each namespace's /30 must be its own among them all.
+const LOCK: &str = "/run/wmrender-test-netns.lock";
+
+/// The /30s of 198.51.100.0/24 whose side here some interface holds: taken, by this process or another, or by a
+/// namespace that lives on after its deletion while a socket in it is open.
+fn taken() -> Vec<u32> {
+    let o = Command::new("ip").args(["-o", "-4", "addr", "show"]).output().expect("ip (iproute2)");
+    String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .filter_map(|word| word.strip_prefix("198.51.100.")?.split('/').next()?.parse::<u32>().ok())
+        .map(|last| last / 4)
+        .collect()
+}
+
+/// Deletes the namespaces of test processes that are gone (killed outright, their `Drop`s never ran); their veth
+/// pairs go with them.
+fn sweep() {
+    for entry in std::fs::read_dir("/run/netns").into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.strip_prefix("wmr-").is_some_and(|rest| super::kubelet::gone(rest.split('-').next().unwrap_or(""))) {
+            let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        }
+    }
+}
+
+fn ip(args: &[&str]) {
+    let o = Command::new("ip").args(args).output().expect("ip (iproute2)");
+    assert!(o.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+impl NetNs {
+    /// Makes a namespace with the first /30 no test process holds (64 at once on a machine).
+    pub fn create() -> NetNs {
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(LOCK)
+            .unwrap_or_else(|e| panic!("{LOCK}: {e}"));
+        // SAFETY: flock on a file we hold open; released when it closes, at the end of this function.
+        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
+        assert_eq!(rc, 0, "locking {LOCK}: {}", std::io::Error::last_os_error());
+        sweep();
+        let taken = taken();
+        let index = (0..64u32).find(|i| !taken.contains(i)).expect("at most 64 test network namespaces at once");
+        let pid = std::process::id();
+        let name = format!("wmr-{pid}-{index}");
+        // Interface names: at most 15 bytes.
+        let (h, n) = (format!("wh{}x{index}", pid % 100_000), format!("wn{}x{index}", pid % 100_000));
+        let base = index * 4;
+        let (host, node) = (format!("198.51.100.{}", base + 1), format!("198.51.100.{}", base + 2));
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        ip(&["netns", "add", &name]);
+        let ns = NetNs { name: name.clone(), host: host.clone(), node: node.clone() };
+        ip(&["link", "add", &h, "type", "veth", "peer", "name", &n, "netns", &name]);
+        ip(&["addr", "add", &format!("{host}/30"), "dev", &h]);
+        ip(&["link", "set", &h, "up"]);
+        ip(&["-n", &name, "addr", "add", &format!("{node}/30"), "dev", &n]);
+        ip(&["-n", &name, "link", "set", &n, "up"]);
+        ip(&["-n", &name, "link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// A listening socket inside the namespace (made by a thread that entered it; the socket stays there).
+    fn listen(&self, address: String) -> TcpListener {
+        let path = format!("/run/netns/{}", self.name);
+        std::thread::spawn(move || {
+            let ns = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+            // SAFETY: setns on this thread only, with a namespace file we hold open.
+            let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
+            TcpListener::bind(&address).unwrap_or_else(|e| panic!("binding {address} in {path}: {e}"))
+        })
+        .join()
+        .expect("the namespace's listener")
+    }
+
+    /// Forwards `address` inside the namespace to `target` here, while the returned forwarder lives.
+    pub fn forward(&self, address: &str, target: SocketAddr) -> Forwarder {
+        Forwarder::on(self.listen(address.to_string()), target)
+    }
+
+    /// Links this namespace to `other` directly with a veth pair of its own, a /30 of TEST-NET-3 (203.0.113.0/24)
+    /// numbered `index` (0–63), as two hosts of one network: (this side's address, `other`'s).
+    pub fn link(&self, other: &NetNs, index: u8) -> (String, String) {
+        let base = u32::from(index) * 4;
+        let (a, b) = (format!("203.0.113.{}", base + 1), format!("203.0.113.{}", base + 2));
+        let pid = std::process::id() % 100_000;
+        let (la, lb) = (format!("wl{pid}x{index}a"), format!("wl{pid}x{index}b"));
+        ip(&["-n", &self.name, "link", "add", &la, "type", "veth", "peer", "name", &lb, "netns", &other.name]);
+        ip(&["-n", &self.name, "addr", "add", &format!("{a}/30"), "dev", &la]);
+        ip(&["-n", &self.name, "link", "set", &la, "up"]);
+        ip(&["-n", &other.name, "addr", "add", &format!("{b}/30"), "dev", &lb]);
+        ip(&["-n", &other.name, "link", "set", &lb, "up"]);
+        (a, b)
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        // Deleting the namespace deletes the veth pair with it.
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
+    }
+}
+
+/// A host reached over SSH at an address of its own: a namespace whose port 22 at its address is forwarded to an
+/// sshd on 127.0.0.1 (one sshd serves any number of hosts, each with a root of its own in the inventory). The
+/// forwarder can go down, as a host that is gone.
+pub struct SshHost {
+    /// An address a real kubelet accepts as its node IP, unlike 127.0.0.0/8 ("nodeIP can't be loopback address").
+    pub address: String,
+    pub ssh: Forwarder,
+    /// The host's namespace (where a real kubelet of the host runs).
+    pub ns: NetNs,
+}
+
+impl SshHost {
+    pub fn new(sshd: &Sshd) -> SshHost {
+        let ns = NetNs::create();
+        let ssh = ns.forward(&format!("{}:22", ns.node), ([127, 0, 0, 1], sshd.port).into());
+        SshHost { address: ns.node.clone(), ssh, ns }
+    }
+
+    /// The known_hosts line that pins the sshd's first host key at this host's address.
+    pub fn known_hosts_line(&self, sshd: &Sshd) -> String {
+        sshd.known_hosts_line_at(&sshd.host_keys[0], &self.address, 22)
+    }
+}
+
+/// Many hosts behind one namespace, for the benchmarks: every address of 198.18.0.0/15 (RFC 2544's range for
+/// benchmarking, which no real network uses) is local there (an AnyIP route on its loopback) and routed to it from
+/// here, and port 22 at any of them is forwarded to an sshd on 127.0.0.1. Host `i` has an address of its own.
+pub struct Fleet {
+    _ssh: Forwarder,
+    ns: NetNs,
+}
+
+const FLEET: &str = "198.18.0.0/15";
+
+impl Fleet {
+    pub fn new(sshd: &Sshd) -> Fleet {
+        let ns = NetNs::create();
+        ip(&["-n", &ns.name, "route", "add", "local", FLEET, "dev", "lo"]);
+        ip(&["route", "add", FLEET, "via", &ns.node]);
+        let ssh = ns.forward("0.0.0.0:22", ([127, 0, 0, 1], sshd.port).into());
+        Fleet { _ssh: ssh, ns }
+    }
+
+    /// Host `i`'s address (at most 130,048 hosts: 512 /24s of 254 addresses, none ending in .0 or .255).
+    pub fn address(i: usize) -> String {
+        let net = i / 254;
+        assert!(net < 512, "198.18.0.0/15 holds 130,048 hosts here");
+        format!("198.{}.{}.{}", 18 + net / 256, net % 256, i % 254 + 1)
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        // The route goes with the veth pair once the namespace is gone; said here, since a socket may keep it alive.
+        let _ = Command::new("ip").args(["route", "del", FLEET, "via", &self.ns.node]).output();
+    }
+}
