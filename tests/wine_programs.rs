@@ -19,6 +19,9 @@
 //! - **containerd_conf.toml**: containerd ignores keys it does not know, so every rendered key and value must be in
 //!   what containerd made of the file (`config dump`); started with the service's command, containerd serves CRI on
 //!   the pipe kubelet.conf names (asked by containerd's own `ctr`, whose dialer works under Wine).
+//! - **hosts.toml**: containerd pulls as kubelet asks (CRI PullImage, by the rig's `cri-pull`, a client on
+//!   containerd's own dialer) an image named by its source registry from the mirror the rendered `hosts.toml` names,
+//!   a TLS registry whose CA is in the node's Root store; without that file it goes to the source.
 //! - **kube-proxy's configuration**, as the network step (`network-conf.ps1`) writes it with a node's values,
 //!   loads strictly and validates: `kube-proxy --write-config-to` loads, validates and writes it, then exits.
 //! - **Controls**: a misspelt kubelet field, a kubelet value out of range, unknown flags (kubelet's,
@@ -495,4 +498,122 @@ fn misspelt_fields_bad_values_unknown_flags_a_wrong_pipe_and_a_bad_mode_are_caug
     assert!(e.contains("must be kernelspace"), "{e}");
     let e = kube_proxy_accepts(&wine, &proxy, &good.replace("enableDSR:", "enableDsr:")).unwrap_err();
     assert!(e.contains("unknown field \\\"winkernel.enableDsr\\\""), "{e}");
+}
+
+/// containerd's own CRI client of the rig ([`CRI_PULL`]): PullImage over a runtime endpoint, as kubelet asks.
+const CRI_PULL: &str = r"C:\wine-fakes\cri-pull.exe";
+
+/// A Windows image with no layer (its config says windows/amd64, what containerd on Windows matches), as an OCI
+/// layout at `layout`, tag `v1`.
+fn windows_image(layout: &std::path::Path) {
+    let umoci = |args: &[&str]| {
+        let o = std::process::Command::new("umoci").args(args).output().expect("umoci (bash tests/setup.sh)");
+        assert!(o.status.success(), "umoci {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    let l = layout.display().to_string();
+    umoci(&["init", "--layout", &l]);
+    umoci(&["new", "--image", &format!("{l}:v1")]);
+    umoci(&["config", "--image", &format!("{l}:v1"), "--os", "windows", "--architecture", "amd64"]);
+}
+
+/// The config digest of the image tagged `tag` in an OCI layout: the image ID CRI reports for it.
+fn config_digest(layout: &std::path::Path, tag: &str) -> String {
+    let blob = |digest: &str| -> Value {
+        let path = layout.join("blobs/sha256").join(digest.trim_start_matches("sha256:"));
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    };
+    let index: Value = serde_json::from_slice(&std::fs::read(layout.join("index.json")).unwrap()).unwrap();
+    let manifest = index["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["annotations"]["org.opencontainers.image.ref.name"] == tag)
+        .expect("the tag in the layout");
+    blob(manifest["digest"].as_str().unwrap())["config"]["digest"].as_str().unwrap().to_string()
+}
+
+/// containerd pulls as kubelet asks (CRI PullImage) through the rendered `hosts.toml`: an image named by its source
+/// registry (with a port, so the folder is containerd's Windows name for it, `host_port_`), which no network here
+/// serves, comes from the mirror an ImageDigestMirrorSet names, a registry with TLS from a CA in the node's Root store
+/// (where the agent puts the cluster's trusted CAs). Without that folder the same pull fails and the mirror is not
+/// asked. (The image has no layer: unpacking one needs the Windows snapshotter's HCS, which Wine has not.)
+#[test]
+fn containerd_pulls_an_image_through_the_rendered_hosts_toml_from_the_mirror() {
+    use support::registry::{Registry, Scratch};
+    let wine = rig();
+    let (_cp, credentials) = cluster();
+    let scratch = Scratch::new();
+    let registry = Registry::start(&scratch.path("registry"), &scratch.ca, None);
+    let layout = scratch.path("layout");
+    windows_image(&layout);
+    let digest = registry.push(&layout, "v1", "mirror/team/app", None);
+
+    // The mirror named `localhost` (its certificate's other name): Wine's chain policy matches no IP address.
+    let mirror = registry.addr.replace("127.0.0.1", "localhost");
+    let text = std::fs::read_to_string(support::root().join("fixtures/aws-defaults/wmrender.yaml")).unwrap();
+    let inputs = scratch.path("wmrender.yaml");
+    std::fs::write(
+        &inputs,
+        format!(
+            "{text}  mirrors:\n    imageDigestMirrors:\n    - source: registry.example.com:5000/team\n      \
+             mirrors: [{mirror}/mirror/team]\n      mirrorSourcePolicy: NeverContactSource\n"
+        ),
+    )
+    .unwrap();
+    let services = install(&wine, &Bundle::rendered(&inputs), &credentials);
+    let hosts_dir = wine.c(r"C:\k\containerd\registries\registry.example.com_5000_");
+    assert!(hosts_dir.join("hosts.toml").exists(), "the rendered hosts.toml, by containerd's name for the host");
+    let ca = r"C:\wine-fakes\mirror-ca.der";
+    let der = std::process::Command::new("openssl")
+        .args(["x509", "-outform", "der", "-in", scratch.ca.pem().to_str().unwrap()])
+        .output()
+        .unwrap();
+    write_whole(&wine.c(ca), &der.stdout);
+    wine.probe(&["add-root", ca]);
+    let cri_pull = support::root().join("target/payload-programs/cri-pull.exe");
+    write_whole(&wine.c(CRI_PULL), &std::fs::read(&cri_pull).expect("cri-pull.exe (tests/payload/build.sh)"));
+
+    let kubelet_conf: Value = serde_json::from_slice(&std::fs::read(wine.c(r"C:\k\kubelet.conf")).unwrap()).unwrap();
+    let endpoint = kubelet_conf["containerRuntimeEndpoint"].as_str().unwrap().to_string();
+    let containerd = outside_the_scm(&services.get("containerd").unwrap().command, r"\containerd.exe");
+    let image = format!("registry.example.com:5000/team/app@{digest}");
+    let asked = || registry.requests().iter().filter(|r| r.contains("/v2/mirror/team/app/")).count();
+    // containerd started afresh (its content store emptied), then one pull.
+    let pull = || {
+        let _ = std::fs::remove_dir_all(wine.c(r"C:\ProgramData\containerd"));
+        let stop = r"C:\wine-fakes\stop-containerd";
+        let _ = std::fs::remove_file(wine.c(stop));
+        std::thread::scope(|s| {
+            let run = s.spawn(|| exec(&wine, 150, &containerd, Some(stop)));
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let pulled = loop {
+                let pull = exec(&wine, 90, &format!("{CRI_PULL} {endpoint} {image}"), None);
+                if !pull.output.contains("cri-pull: dialling") || run.is_finished() || Instant::now() > deadline {
+                    break pull;
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            };
+            write_whole(&wine.c(stop), b"");
+            (pulled, run.join().unwrap())
+        })
+    };
+
+    let (pulled, ran) = pull();
+    assert_eq!(pulled.code, Some(0), "{}\ncontainerd:\n{}", pulled.output, ran.output);
+    assert_eq!(pulled.stdout.trim(), config_digest(&layout, "v1"), "the image CRI reports is the one pushed");
+    let requests = registry.requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.contains(&format!("/v2/mirror/team/app/manifests/{digest}?ns=registry.example.com%3A5000"))),
+        "the mirror was asked for the manifest on the source's behalf: {requests:#?}"
+    );
+
+    // Control: the folder under another name (the host without its port), and containerd does not find it.
+    let asked_before = asked();
+    std::fs::rename(&hosts_dir, hosts_dir.with_file_name("registry.example.com")).unwrap();
+    let (refused, _) = pull();
+    assert_ne!(refused.code, Some(0), "{}", refused.output);
+    assert!(refused.output.contains("https://registry.example.com:5000/v2/team/app/manifests/"), "{}", refused.output);
+    assert_eq!(asked(), asked_before, "without its hosts.toml the mirror is not asked");
 }

@@ -7,6 +7,8 @@
 #                                 github.com/containernetworking/plugins v1.9.1 (plugins/main/windows/*, plugins/ipam)
 #   containerd.exe, ctr.exe       github.com/containerd/containerd v1.7.27 (cmd/containerd, cmd/ctr; WMCO's pin), from
 #                                 the module of its own in containerd/ (its dependencies are older than Kubernetes')
+#   cri-pull.exe                  containerd/cri-pull: the rig's CRI client (PullImage, as kubelet asks), on
+#                                 containerd's own dialer, which gets past Wine's named pipes where kubelet's does not
 #   windows_exporter.exe          github.com/prometheus-community/windows_exporter v0.27.2 (the release the module
 #                                 proxy serves; WMCO builds its openshift fork), from its own module in
 #                                 windows_exporter/
@@ -35,13 +37,13 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 out=${PAYLOAD_PROGRAMS:-$root/target/payload-programs}
-programs=(kubelet kube-proxy kube-log-runner win-bridge win-overlay host-local containerd ctr windows_exporter)
+programs=(kubelet kube-proxy kube-log-runner win-bridge win-overlay host-local containerd ctr cri-pull windows_exporter)
 
 if ! command -v go >/dev/null 2>&1; then
   echo "payload/build.sh: Go is needed to build kubelet, kube-proxy, kube-log-runner and the CNI plugins for Windows ($(sed -n 's/^go //p' "$here/go.mod") or newer)" >&2
   exit 1
 fi
-stamp=$(cat "$here/go.mod" "$here/go.sum" "$here/containerd/go.mod" "$here/containerd/go.sum" \
+stamp=$(cat "$here/go.mod" "$here/go.sum" "$here/containerd/go.mod" "$here/containerd/go.sum" "$here/containerd/cri-pull/main.go" \
   "$here/windows_exporter/go.mod" "$here/windows_exporter/go.sum" "$here/build.sh" | sha256sum | cut -c1-16)
 current=yes
 for p in "${programs[@]}"; do [ -f "$out/$p.exe" ] || current=; done
@@ -74,7 +76,7 @@ go build -trimpath -o "$out/" -ldflags "-X $p/pkg/utils/buildversion.BuildVersio
 c=github.com/containerd/containerd
 cversion=$(cd containerd && go list -m -f '{{.Version}}' $c)
 (cd containerd && go build -trimpath -o "$out/" -ldflags "-X $c/version.Version=$cversion -X $c/version.Package=$c" \
-  $c/cmd/containerd $c/cmd/ctr)
+  $c/cmd/containerd $c/cmd/ctr && go build -trimpath -o "$out/" ./cri-pull)
 w=github.com/prometheus-community/windows_exporter
 read -r wversion wdate < <(cd windows_exporter && go list -m -f '{{.Version}} {{.Time.UTC.Format "20060102-15:04:05"}}' $w)
 v=github.com/prometheus/common/version

@@ -11,7 +11,12 @@ tool (
 	github.com/containerd/containerd/cmd/ctr
 )
 
-require github.com/containerd/containerd v1.7.27 // indirect
+require github.com/containerd/containerd v1.7.27
+
+require (
+	google.golang.org/grpc v1.59.0
+	k8s.io/cri-api v0.27.1
+)
 
 require (
 	dario.cat/mergo v1.0.0 // indirect
@@ -133,7 +138,6 @@ require (
 	google.golang.org/genproto v0.0.0-20231211222908-989df2bf70f3 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20231120223509-83a465c0220f // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20240401170217-c3f982113cda // indirect
-	google.golang.org/grpc v1.59.0 // indirect
 	google.golang.org/protobuf v1.35.2 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect
@@ -143,7 +147,6 @@ require (
 	k8s.io/apiserver v0.26.2 // indirect
 	k8s.io/client-go v0.26.2 // indirect
 	k8s.io/component-base v0.26.2 // indirect
-	k8s.io/cri-api v0.27.1 // indirect
 	k8s.io/klog/v2 v2.90.1 // indirect
 	k8s.io/utils v0.0.0-20230220204549-a5ecb0141aa5 // indirect
 	sigs.k8s.io/json v0.0.0-20221116044647-bc3834ca7abd // indirect
