@@ -22,6 +22,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# A first run builds about 10 GB under target/ (the test binaries, the Windows and static builds, the Go programs)
+# and Go's caches take about 15 GB more; say so before a build runs out of disk half way.
+free_gb=$(( $(df --output=avail -k . | tail -1) / 1024 / 1024 ))
+if [ ! -d target/debug ] && [ "$free_gb" -lt 30 ]; then
+  echo "setup.sh: warning: $free_gb GB free here; a first test run needs about 30 GB (target/ and Go's caches)" >&2
+fi
+
 need=()
 for tool in containerd:containerd ctr:containerd docker-registry:docker-registry skopeo:skopeo umoci:umoci \
             openssl:openssl curl:curl ssh-keygen:openssh-client /usr/sbin/sshd:openssh-server \
