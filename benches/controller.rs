@@ -1,7 +1,7 @@
 //! `wmrender controller` against `wmrender sync --kubeconfig` run in a loop, both measured in the same run against
 //! the tests' real kube-apiserver and etcd (tests/support/apiserver.rs) and a real OpenSSH server on 127.0.0.1
 //! (tests/support/sshd.rs), with posix-profile hosts (one folder per host, all behind that sshd, each at an address
-//! of its own in 198.18.0.0/15, a network namespace the bench makes: tests/support/netns.rs):
+//! of its own in 198.19.0.0/16, a network namespace the bench makes: tests/support/netns.rs):
 //!
 //! 1. **At rest**: 500 Windows nodes already configured (inventory entries on the sshd, each with its own posix
 //!    root holding the synced bundle; Node objects Ready, labelled, with the agent's condition
@@ -579,10 +579,10 @@ fn rollout(rig: &Rig) -> Rollout {
             .iter()
             .any(|r| text.contains(&format!("wmrender-controller: {name} {r}: ")))
     };
-    // A Machine provisioned (its own address in the cloud; the inventory says how to reach it), and the time from its
-    // Provisioned status (acknowledged by the API server) until its host holds wmrender's manifest.
-    let provision = |i: usize, (name, id): &(String, String)| -> Duration {
-        MachineApi::provision(admin, name, id, &[("InternalIP", &format!("10.1.0.{}", i + 10))]);
+    // A Machine provisioned at its host's address (the one its kubelet registers), and the time from its Provisioned
+    // status (acknowledged by the API server) until its host holds wmrender's manifest.
+    let provision = |(name, id): &(String, String)| -> Duration {
+        MachineApi::provision(admin, name, id, &[("InternalIP", &rig.address(name))]);
         let provisioned = Instant::now();
         let manifest = rig.path(&format!("hosts/{name}/C/k/wmrender/manifest.json"));
         while !manifest.exists() {
@@ -601,8 +601,8 @@ fn rollout(rig: &Rig) -> Rollout {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // 1. The fleet, configured by the controller with kubelet.exe v1.
             let t = Instant::now();
-            for (i, m) in fleet.iter().enumerate() {
-                MachineApi::provision(admin, &m.0, &m.1, &[("InternalIP", &format!("10.1.1.{}", i + 10))]);
+            for (name, id) in &fleet {
+                MachineApi::provision(admin, name, id, &[("InternalIP", &rig.address(name))]);
             }
             wait("the rollout's 10 nodes configured", Duration::from_secs(150), || {
                 fleet.iter().all(|(n, _)| node_configured(n))
@@ -618,7 +618,7 @@ fn rollout(rig: &Rig) -> Rollout {
             // 2. At rest: one Machine at a time, each configured (the controller at rest again) before the next.
             let mut idle_times = Vec::new();
             for (k, m) in idle.iter().enumerate() {
-                idle_times.push(provision(k, m));
+                idle_times.push(provision(m));
                 wait("an idle probe's sync ended", START_LIMIT, || sync_ended(&m.0));
                 wait("an idle probe configured", START_LIMIT, || node_configured(&m.0));
                 at_rest(ROLLOUT + k + 1);
@@ -670,10 +670,10 @@ fn rollout(rig: &Rig) -> Rollout {
 
             // 4. During the rollout: the same, each Machine provisioned while a node is cordoned and drained.
             let mut busy_times = Vec::new();
-            for (k, m) in busy.iter().enumerate() {
+            for m in &busy {
                 wait("the rollout draining", Duration::from_secs(90), || !cordoned().is_empty());
                 let before = cordoned();
-                let took = provision(PROBES + k, m);
+                let took = provision(m);
                 busy_times.push((took, before, cordoned()));
                 wait("a probe's sync ended during the rollout", START_LIMIT, || sync_ended(&m.0));
             }
@@ -706,7 +706,8 @@ fn main() {
     rig.cp.namespace("wmrender");
     rig.cp.role_kubeconfig(&rig.path("controller.kubeconfig"), CONTROLLER_USER, "wmrender-controller");
     rig.cp.role_kubeconfig(&rig.path("sync.kubeconfig"), SYNC_USER, "wmrender-sync");
-    // AWS without the operator; no BYOH host, the MachineSet at zero: the targets are the inventory's and the Machines'.
+    // AWS without the operator; no BYOH host, the MachineSet at zero: the targets are the inventory's and the
+    // Machines'.
     std::fs::write(rig.path("wmrender.yaml"), support::controller_rig::inputs("bench", &[])).unwrap();
     let o = wmrender(&["render", "-f", &rig.p("wmrender.yaml"), "-o", &rig.p("rendered")]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
@@ -810,10 +811,9 @@ fn main() {
             s.spawn(|| kubelets(&rig, hosts, &stop));
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let started = Instant::now();
-                for (i, (name, id)) in hosts.iter().enumerate() {
-                    // The instance's own address, as the cloud reports it; the inventory says how to reach it.
-                    let ip = format!("10.0.{}.{}", i / 200, i % 200 + 10);
-                    MachineApi::provision(admin, name, id, &[("InternalIP", &ip)]);
+                for (name, id) in hosts {
+                    // The instance's own address, as the cloud reports it and its kubelet registers it.
+                    MachineApi::provision(admin, name, id, &[("InternalIP", &rig.address(name))]);
                 }
                 converge(&names);
                 started.elapsed()

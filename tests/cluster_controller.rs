@@ -1,12 +1,12 @@
 //! `wmrender controller` end to end against a real kube-apiserver (as the user holding exactly the documented
-//! `wmrender-controller` role), with posix-profile nodes behind a real sshd (each at an address of a network namespace the test makes) and two replicas
-//! electing their leader through a Lease. Without any command: a MachineSet scaled from 0 to 3 brings three nodes
-//! to Ready and untainted — with the leader killed half way, its successor finishing; a node whose agent reports
-//! failing is tainted, with an Event saying why; a BYOH host removed from the render is drained, deconfigured and its
-//! Node deleted. And faults: the API server stopped and started again (every call and watch fails, then resumes),
-//! and a host whose SSH is down when its Machine appears (an Event on the Machine; configured once it is back). With
-//! `--pull-from`, a new bundle reaches configured nodes by their `wmrender.dev/desired-bundle` annotation, one wave of
-//! `--max-unavailable` after another, and not over SSH.
+//! `wmrender-controller` role), with posix-profile nodes behind a real sshd (each at an address of a network namespace
+//! the test makes) and two replicas electing their leader through a Lease. Without any command: a MachineSet scaled
+//! from 0 to 3 brings three nodes to Ready and untainted — with the leader killed half way, its successor finishing; a
+//! node whose agent reports failing is tainted, with an Event saying why; a BYOH host removed from the render is
+//! drained, deconfigured and its Node deleted. And faults: the API server stopped and started again (every call and
+//! watch fails, then resumes), and a host whose SSH is down when its Machine appears (an Event on the Machine;
+//! configured once it is back). With `--pull-from`, a new bundle reaches configured nodes by their
+//! `wmrender.dev/desired-bundle` annotation, one wave of `--max-unavailable` after another, and not over SSH.
 //!
 //! Played (tests/support/played.rs): the Machine API (the MachineSet controller's Machines, provisioned at the
 //! nodes' addresses; nodelink), kubelet on each host (its TLS bootstrap with the bootstrap kubeconfig the controller

@@ -1,11 +1,11 @@
 //! Graceful reboots and drained upgrades (`wmrender reboot`, `sync --reboot`, sync's binary upgrades) against a real
 //! kube-apiserver (tests/support/apiserver.rs) — the Eviction API answering 429 while a PodDisruptionBudget allows no
 //! disruption, graceful pod deletion, 409 on a stale resourceVersion — and a real OpenSSH server with posix-profile
-//! nodes. `wmrender reboot` runs as a user holding only the documented `wmrender-reboot` role, `sync` as one holding
-//! `wmrender-sync`. A thread plays the kubelets and the disruption controller (tests/support/played.rs): when a
-//! node's reboot command has run (it writes `<root>/reboot-requested`), the Node goes NotReady, then comes back Ready
-//! with a new boot ID; a second after a pod was evicted its kubelet confirms the deletion, so a client that does not
-//! wait for it sees it still there.
+//! nodes, each at an address of its own (a network namespace the test makes). `wmrender reboot` runs as a user holding
+//! only the documented `wmrender-reboot` role, `sync` as one holding `wmrender-sync`. A thread plays the kubelets and
+//! the disruption controller (tests/support/played.rs): when a node's reboot command has run (it writes
+//! `<root>/reboot-requested`), the Node goes NotReady, then comes back Ready with a new boot ID; a second after a pod
+//! was evicted its kubelet confirms the deletion, so a client that does not wait for it sees it still there.
 
 #![cfg(feature = "cluster")]
 
@@ -18,6 +18,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use support::apiserver::{ControlPlane, Kube, WMRENDER_USER};
+use support::netns::SshHost;
 use support::played;
 use support::sshd::Sshd;
 use support::{code, stderr, wmrender};
@@ -49,11 +50,15 @@ struct Rig {
     cp: ControlPlane,
     work: tempfile::TempDir,
     nodes: usize,
+    /// Each node's host, by name: reached at port 22 of its address.
+    hosts: Vec<(String, SshHost)>,
 }
 
 impl Rig {
     fn new(nodes: usize) -> Rig {
-        let rig = Rig { sshd: Sshd::start(), cp: ControlPlane::start(), work: tempfile::tempdir().unwrap(), nodes };
+        let sshd = Sshd::start();
+        let hosts = (0..nodes).map(|i| (format!("node-{i:02}"), SshHost::new(&sshd))).collect();
+        let rig = Rig { sshd, cp: ControlPlane::start(), work: tempfile::tempdir().unwrap(), nodes, hosts };
         rig.cp.role_kubeconfig(&rig.path("kubeconfig"), REBOOT_USER, "wmrender-reboot");
         // The rendered cluster/ applied: wmrender's namespace, where sync keeps each host's login record.
         rig.cp.namespace("wmrender");
@@ -65,16 +70,16 @@ impl Rig {
         std::fs::write(&inputs, INPUTS).unwrap();
         let o = wmrender(&["render", "-f", inputs.to_str().unwrap(), "-o", rig.path("rendered").to_str().unwrap()]);
         assert_eq!(code(&o), 0, "{}", stderr(&o));
-        let mut text = String::from("nodes:\n");
-        for i in 0..nodes {
-            let name = format!("node-{i:02}");
-            let root = rig.path(&name);
+        let (mut text, mut known_hosts) = (String::from("nodes:\n"), String::new());
+        for (name, host) in &rig.hosts {
+            let root = rig.path(name);
             std::fs::create_dir_all(&root).unwrap();
             text.push_str(&format!(
-                "- name: {name}\n  address: 127.0.0.1\n  port: {}\n  user: root\n  profile: posix\n  root: {}\n",
-                rig.sshd.port,
+                "- name: {name}\n  address: {}\n  port: 22\n  user: root\n  profile: posix\n  root: {}\n",
+                host.address,
                 root.display()
             ));
+            known_hosts.push_str(&host.known_hosts_line(&rig.sshd));
             let admin = rig.cp.admin();
             admin
                 .create(
@@ -82,9 +87,10 @@ impl Rig {
                     &json!({ "metadata": { "name": name, "labels": { "kubernetes.io/os": "windows" } } }),
                 )
                 .unwrap();
-            rig.set_status(&name, Some(&format!("{name}-boot-0")), "True");
+            rig.set_status(name, Some(&format!("{name}-boot-0")), "True");
         }
         std::fs::write(rig.path("nodes.yaml"), text).unwrap();
+        std::fs::write(rig.path("known_hosts"), known_hosts).unwrap();
         rig
     }
 
@@ -101,7 +107,7 @@ impl Rig {
         let mut v: Vec<String> =
             vec!["--rendered".into(), self.s("rendered"), "--inventory".into(), self.s("nodes.yaml")];
         v.extend(["--identity".into(), self.sshd.path("client_ed25519").to_str().unwrap().into()]);
-        v.extend(["--known-hosts".into(), self.sshd.path("known_hosts").to_str().unwrap().into()]);
+        v.extend(["--known-hosts".into(), self.s("known_hosts")]);
         v.extend(["--connect-timeout".into(), "5".into()]);
         v
     }
@@ -223,8 +229,11 @@ impl Rig {
 
     /// The node's kubelet posts its status: its boot, and whether it is Ready.
     fn set_status(&self, node: &str, boot_id: Option<&str>, ready: &str) {
+        let address = &self.hosts.iter().find(|(n, _)| n == node).expect("a node of the rig").1.address;
         let mut status = json!({ "conditions": [{ "type": "Ready", "status": ready, "lastHeartbeatTime": played::now(),
-                                                  "lastTransitionTime": played::now() }] });
+                                                  "lastTransitionTime": played::now() }],
+                                 "addresses": [{ "type": "InternalIP", "address": address },
+                                               { "type": "Hostname", "address": node }] });
         if let Some(b) = boot_id {
             status["nodeInfo"] = json!({ "bootID": b, "machineID": "", "systemUUID": "", "kernelVersion": "",
                                          "osImage": "", "containerRuntimeVersion": "", "kubeletVersion": "",

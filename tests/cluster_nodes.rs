@@ -1,8 +1,8 @@
 //! `sync --kubeconfig` and the cluster's nodes, against a real kube-apiserver (tests/support/apiserver.rs; wmrender
-//! runs as the user holding exactly the documented `wmrender-sync` role) and a real OpenSSH server on 127.0.0.1
-//! with posix-profile nodes (each at an address of a network namespace the test makes, port 22 forwarded to the
-//! sshd: a real node's kubelet refuses a loopback address): the cloud-node-manager's kubeconfig with a minted token, Windows Machines as targets,
-//! and `--prune-nodes`.
+//! runs as the user holding exactly the documented `wmrender-sync` role) and a real OpenSSH server on 127.0.0.1 with
+//! posix-profile nodes (each at an address of a network namespace the test makes, port 22 forwarded to the sshd: a real
+//! node's kubelet refuses a loopback address): the cloud-node-manager's kubeconfig with a minted token, Windows
+//! Machines as targets, and `--prune-nodes`.
 #![cfg(feature = "cluster")]
 
 mod support;
@@ -438,8 +438,8 @@ fn two_targets_reached_through_one_address_each_keep_their_own_node_and_only_the
 #[test]
 fn prune_nodes_over_the_budget_prunes_none() {
     let rig = Rig::new();
-    let [one, two, _] = rig.addresses();
-    let all = [("node-a", one), ("node-b", two), ("node-c", one)];
+    let [one, two, three] = rig.addresses();
+    let all = [("node-a", one), ("node-b", two), ("node-c", three)];
     for (name, address) in all {
         rig.node(name, address, true);
     }

@@ -1,12 +1,13 @@
 //! The controller's rendered Deployment (inputs `controller`): the bundle it reads comes back whole from its
-//! ConfigMaps, put together as the Deployment's projected volume puts it (in several ConfigMaps when it is large,
-//! each under the API server's 1 MiB); its RBAC is the role docs/without-operator.md lists; and the real API server
-//! takes every object, and the controller, as its ServiceAccount with the rendered RBAC alone, reads the fleet; the
-//! real Deployment and ReplicaSet controllers and kube-scheduler make and place its pods under the `restricted` Pod
-//! Security level, off the Windows nodes; and a real Linux kubelet runs them, from the images `image/build.sh` builds
+//! ConfigMaps, put together as the Deployment's projected volume puts it (in several ConfigMaps when it is large, each
+//! under the API server's 1 MiB); its RBAC is the role docs/without-operator.md lists; and the real API server takes
+//! every object, and the controller, as its ServiceAccount with the rendered RBAC alone, reads the fleet; the real
+//! Deployment and ReplicaSet controllers and kube-scheduler make and place its pods under the `restricted` Pod Security
+//! level, off the Windows nodes; and a real Linux kubelet runs them, from the images `image/build.sh` builds
 //! (tests/support/kubelet.rs) and configures a BYOH host. Played in that test (tests/support/played.rs): kube-proxy's
-//! one NAT rule for the `kubernetes` Service, the host's kubelet and the service CA (the metrics certificate); the pause image is busybox sleeping, built by the
-//! test; the host's posix profile comes from an inventory the test mounts.
+//! one NAT rule for the `kubernetes` Service, the host's kubelet and the service CA (the metrics certificate); the
+//! pause image is busybox sleeping, built by the test; the host's posix profile comes from an inventory the test
+//! mounts.
 
 mod support;
 
@@ -781,7 +782,8 @@ patches:
     });
     let message = refused["message"].as_str().unwrap_or("");
     assert!(message.contains("differs from the rendered manifest.json"), "{refused}\n{}", pod_logs(&kubelet));
-    // Refused, and nothing done: a few of the leader's looks at its inputs (every 2 s) later, the host has the old file.
+    // Refused, and nothing done: a few of the leader's looks at its inputs (every 2 s) later, the host has the old
+    // file.
     std::thread::sleep(std::time::Duration::from_secs(5));
     assert_eq!(std::fs::read(host_root.join(services)).unwrap(), had, "the host was synced from a half-applied bundle");
     let seen = event_names(&lease_events());

@@ -5,9 +5,9 @@
 //!   runs as the user holding exactly the documented `wmrender-sync` role.
 //! - **The node** is the Wine rig (tests/support/wine.rs) behind a real sshd arranged as a Windows node's
 //!   (tests/support/wine_sshd.rs), reached at port 22 of an address of its own (a network namespace the test makes,
-//!   forwarded to the sshd on 127.0.0.1; a real kubelet refuses a loopback node IP): sync pushes the bundle and the agent, the agent runs under Wine with the
-//!   rendered services in Wine's Service Control Manager, and reports on its own Node through the real API server
-//!   with the node's own credentials.
+//!   forwarded to the sshd on 127.0.0.1; a real kubelet refuses a loopback node IP): sync pushes the bundle and the
+//!   agent, the agent runs under Wine with the rendered services in Wine's Service Control Manager, and reports on its
+//!   own Node through the real API server with the node's own credentials.
 //! - **Real** beside them: kube-controller-manager's CSR signer, token controller and node lifecycle controller.
 //! - **Played** (tests/support/played.rs): the Machine API (the Machine provisioned at the Wine node's address; its
 //!   nodelink sets `nodeRef` only after the Node registered), kubelet (when the rendered kubelet service starts, its
@@ -133,7 +133,7 @@ fn host(
 fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     let mut wine = rig();
     let sshd = support::wine_sshd::start(&wine);
-    let node = SshHost::new(&sshd);
+    let at = SshHost::new(&sshd);
     let work = tempfile::tempdir().unwrap();
     let path = |n: &str| -> PathBuf { work.path().join(n) };
     let cp = ControlPlane::start();
@@ -179,20 +179,17 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
         cp.admin(),
         MACHINE,
         "aws:///us-west-2a/i-0123456789abcdef0",
-        &[("InternalIP", &node.address), ("InternalDNS", NODE)],
+        &[("InternalIP", &at.address), ("InternalDNS", NODE)],
     );
 
     payload(&wine, &path("rendered"), &path("payload"));
     // How the rig's Wine node is reached: the Machine's address, through this sshd (port, user).
     std::fs::write(
         path("nodes.yaml"),
-        format!(
-            "nodes:\n- name: wine-node\n  address: {}\n  port: 22\n  user: root\n  profile: windows\n",
-            node.address
-        ),
+        format!("nodes:\n- name: wine-node\n  address: {}\n  port: 22\n  user: root\n  profile: windows\n", at.address),
     )
     .unwrap();
-    std::fs::write(path("known_hosts"), node.known_hosts_line(&sshd)).unwrap();
+    std::fs::write(path("known_hosts"), at.known_hosts_line(&sshd)).unwrap();
     wine.set_powershell(&answers());
     // What the network step writes on a real node (the fake powershell runs nothing).
     write_whole(&wine.c(r"C:\k\kube-proxy.conf"), b"kind: KubeProxyConfiguration\n");
@@ -223,7 +220,7 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     let over = AtomicBool::new(false);
     let machine: &mut Wine = &mut wine;
     let (o, played) = std::thread::scope(|s| {
-        let host = s.spawn(|| host(machine, &sshd, &node.address, &cp, &path("kubelet"), &over));
+        let host = s.spawn(|| host(machine, &sshd, &at.address, &cp, &path("kubelet"), &over));
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         let o = wmrender(&refs);
         over.store(true, Ordering::SeqCst);

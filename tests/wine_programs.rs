@@ -24,10 +24,10 @@
 //!   a TLS registry whose CA is in the node's Root store; without that file it goes to the source.
 //! - **kube-proxy's configuration**, as the network step (`network-conf.ps1`) writes it with a node's values,
 //!   loads strictly and validates: `kube-proxy --write-config-to` loads, validates and writes it, then exits.
-//! - **Controls**: a misspelt kubelet field, a kubelet value out of range, unknown flags (kubelet's,
-//!   kube-log-runner's, containerd's, windows_exporter's), a misspelt containerd key, a pipe containerd does not serve, the real CSR
-//!   with another usage or for another node, and an invalid kube-proxy mode are each refused by the same checks, so
-//!   the checks can fail.
+//! - **Controls**: a misspelt kubelet field, a kubelet value out of range, unknown flags (kubelet's, kube-log-runner's,
+//!   containerd's, windows_exporter's), a misspelt containerd key, a pipe containerd does not serve, the real CSR with
+//!   another usage or for another node, and an invalid kube-proxy mode are each refused by the same checks, so the
+//!   checks can fail.
 //!
 //! Not run here: hybrid-overlay-node.exe, csi-proxy.exe and Azure's cloud-node-manager.exe are not built by
 //! tests/payload/build.sh: the Go module proxy here refuses their modules (`github.com/kubernetes-csi/csi-proxy`,
@@ -533,10 +533,10 @@ fn config_digest(layout: &std::path::Path, tag: &str) -> String {
 }
 
 /// containerd pulls as kubelet asks (CRI PullImage) through the rendered `hosts.toml`: an image named by its source
-/// registry (with a port, so the folder is containerd's Windows name for it, `host_port_`), which no network here
-/// serves, comes from the mirror an ImageDigestMirrorSet names, a registry with TLS from a CA in the node's Root store
-/// (where the agent puts the cluster's trusted CAs). Without that folder the same pull fails and the mirror is not
-/// asked. (The image has no layer: unpacking one needs the Windows snapshotter's HCS, which Wine has not.)
+/// registry (`localhost:1`, where nothing listens; with a port, so the folder is containerd's Windows name for it,
+/// `host_port_`) comes from the mirror an ImageDigestMirrorSet names, a registry with TLS from a CA in the node's Root
+/// store (where the agent puts the cluster's trusted CAs). Without that folder the same pull fails and the mirror is
+/// not asked. (The image has no layer: unpacking one needs the Windows snapshotter's HCS, which Wine has not.)
 #[test]
 fn containerd_pulls_an_image_through_the_rendered_hosts_toml_from_the_mirror() {
     use support::registry::{Registry, Scratch};
@@ -555,19 +555,20 @@ fn containerd_pulls_an_image_through_the_rendered_hosts_toml_from_the_mirror() {
     std::fs::write(
         &inputs,
         format!(
-            "{text}  mirrors:\n    imageDigestMirrors:\n    - source: registry.example.com:5000/team\n      \
+            "{text}  mirrors:\n    imageDigestMirrors:\n    - source: localhost:1/team\n      \
              mirrors: [{mirror}/mirror/team]\n      mirrorSourcePolicy: NeverContactSource\n"
         ),
     )
     .unwrap();
     let services = install(&wine, &Bundle::rendered(&inputs), &credentials);
-    let hosts_dir = wine.c(r"C:\k\containerd\registries\registry.example.com_5000_");
+    let hosts_dir = wine.c(r"C:\k\containerd\registries\localhost_1_");
     assert!(hosts_dir.join("hosts.toml").exists(), "the rendered hosts.toml, by containerd's name for the host");
     let ca = r"C:\wine-fakes\mirror-ca.der";
     let der = std::process::Command::new("openssl")
         .args(["x509", "-outform", "der", "-in", scratch.ca.pem().to_str().unwrap()])
         .output()
         .unwrap();
+    assert!(der.status.success(), "openssl x509: {}", String::from_utf8_lossy(&der.stderr));
     write_whole(&wine.c(ca), &der.stdout);
     wine.probe(&["add-root", ca]);
     let cri_pull = support::root().join("target/payload-programs/cri-pull.exe");
@@ -576,7 +577,7 @@ fn containerd_pulls_an_image_through_the_rendered_hosts_toml_from_the_mirror() {
     let kubelet_conf: Value = serde_json::from_slice(&std::fs::read(wine.c(r"C:\k\kubelet.conf")).unwrap()).unwrap();
     let endpoint = kubelet_conf["containerRuntimeEndpoint"].as_str().unwrap().to_string();
     let containerd = outside_the_scm(&services.get("containerd").unwrap().command, r"\containerd.exe");
-    let image = format!("registry.example.com:5000/team/app@{digest}");
+    let image = format!("localhost:1/team/app@{digest}");
     let asked = || registry.requests().iter().filter(|r| r.contains("/v2/mirror/team/app/")).count();
     // containerd started afresh (its content store emptied), then one pull.
     let pull = || {
@@ -603,17 +604,16 @@ fn containerd_pulls_an_image_through_the_rendered_hosts_toml_from_the_mirror() {
     assert_eq!(pulled.stdout.trim(), config_digest(&layout, "v1"), "the image CRI reports is the one pushed");
     let requests = registry.requests();
     assert!(
-        requests
-            .iter()
-            .any(|r| r.contains(&format!("/v2/mirror/team/app/manifests/{digest}?ns=registry.example.com%3A5000"))),
+        requests.iter().any(|r| r.contains(&format!("/v2/mirror/team/app/manifests/{digest}?ns=localhost%3A1"))),
         "the mirror was asked for the manifest on the source's behalf: {requests:#?}"
     );
 
-    // Control: the folder under another name (the host without its port), and containerd does not find it.
+    // Control: the folder under another name (the host without its port), and containerd does not find it: it goes to
+    // the source, where nothing listens.
     let asked_before = asked();
-    std::fs::rename(&hosts_dir, hosts_dir.with_file_name("registry.example.com")).unwrap();
+    std::fs::rename(&hosts_dir, hosts_dir.with_file_name("localhost")).unwrap();
     let (refused, _) = pull();
     assert_ne!(refused.code, Some(0), "{}", refused.output);
-    assert!(refused.output.contains("https://registry.example.com:5000/v2/team/app/manifests/"), "{}", refused.output);
+    assert!(refused.output.contains("https://localhost:1/v2/team/app/manifests/"), "{}", refused.output);
     assert_eq!(asked(), asked_before, "without its hosts.toml the mirror is not asked");
 }

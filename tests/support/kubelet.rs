@@ -7,7 +7,7 @@
 //!
 //! kubelet refuses a loopback node IP ("failed to validate nodeIP: nodeIP can't be loopback address": no addresses on
 //! its Node, so no serving certificate), so it runs, with its containerd, in a network namespace the test makes
-//! ([`NetNs`]), with an address of its own (TEST-NET-2) on a veth pair; the API server, the rig's sshd and the
+//! ([`NetNs`]), with an address of its own (198.18.0.0/16) on a veth pair; the API server, the rig's sshd and the
 //! registry on 127.0.0.1 are reached through forwarders whose listening sockets live in that namespace. These
 //! machines run cgroup v1, which kubelet 1.36 refuses unless `failCgroupV1: false`; each kubelet puts its pods under a
 //! cgroup root of its own. When [`RealKubelet`] drops, kubelet, its pods' processes, containerd's shims and

@@ -1,6 +1,8 @@
 //! Network namespaces the tests make, each with a veth pair to the test's own namespace: a test's hosts get
-//! addresses a real node could have (not loopback), reached from the test's processes, and nothing outside the
-//! namespaces and their veth pairs changes. Deleted when [`NetNs`] drops.
+//! addresses a real node could have (not loopback), reached from the test's processes. Their addresses are in
+//! 198.18.0.0/15, RFC 2544's range for benchmarking, which no real network uses: /30s of 198.18.0.0/16 for
+//! [`NetNs`], 198.19.0.0/16 for a benchmark's [`Fleet`]. Outside the namespaces only their veth ends (and a
+//! fleet's route) change, and go when they drop.
 
 use super::controller_rig::Forwarder;
 use super::sshd::Sshd;
@@ -9,27 +11,55 @@ use std::os::fd::AsRawFd;
 use std::process::Command;
 
 /// A network namespace with a veth pair to the test's own: `host` (this side) and `node` (inside), a /30 of
-/// TEST-NET-2 (198.51.100.0/24), which no real network uses. `node` is an address a real kubelet accepts as its node
-/// IP (not loopback) and that this side reaches.
+/// 198.18.0.0/16. `node` is an address a real kubelet accepts as its node IP (not loopback) and that this side
+/// reaches.
 pub struct NetNs {
     pub name: String,
     pub host: String,
     pub node: String,
 }
 
-/// Held while a /30 is chosen and taken: test processes run at once (a developer's and CI's, a test and a
-/// benchmark), and each namespace's /30 must be its own among them all.
+/// Held while a /30 (or a fleet's route) is chosen and taken: test processes run at once (a developer's and CI's, a
+/// test and a benchmark), and each namespace's /30 must be its own among them all.
 const LOCK: &str = "/run/wmrender-test-netns.lock";
 
-/// The /30s of 198.51.100.0/24 whose side here some interface holds: taken, by this process or another, or by a
+/// How many namespaces may exist at once on a machine.
+const MOST: u32 = 1024;
+
+/// The /30 numbered `index` of 198.18.0.0/16: (this side's address, the namespace's).
+fn pair(index: u32) -> (String, String) {
+    let (third, fourth) = (index / 64, index % 64 * 4);
+    (format!("198.18.{third}.{}", fourth + 1), format!("198.18.{third}.{}", fourth + 2))
+}
+
+/// The /30s of 198.18.0.0/16 whose side here some interface holds: taken, by this process or another, or by a
 /// namespace that lives on after its deletion while a socket in it is open.
-fn taken() -> Vec<u32> {
+fn taken() -> std::collections::BTreeSet<u32> {
     let o = Command::new("ip").args(["-o", "-4", "addr", "show"]).output().expect("ip (iproute2)");
     String::from_utf8_lossy(&o.stdout)
         .split_whitespace()
-        .filter_map(|word| word.strip_prefix("198.51.100.")?.split('/').next()?.parse::<u32>().ok())
-        .map(|last| last / 4)
+        .filter_map(|word| {
+            let (third, fourth) = word.strip_prefix("198.18.")?.split('/').next()?.split_once('.')?;
+            Some(third.parse::<u32>().ok()? * 64 + fourth.parse::<u32>().ok()? / 4)
+        })
         .collect()
+}
+
+/// The lock, held until the returned file closes; waits at most a minute for another process to let it go.
+fn lock() -> std::fs::File {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(LOCK)
+        .unwrap_or_else(|e| panic!("{LOCK}: {e}"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    // SAFETY: flock on a file we hold open; released when it closes.
+    while unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        assert!(std::time::Instant::now() < deadline, "{LOCK} held by another process for a minute");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    file
 }
 
 /// Deletes the namespaces of test processes that are gone (killed outright, their `Drop`s never ran); their veth
@@ -49,26 +79,17 @@ fn ip(args: &[&str]) {
 }
 
 impl NetNs {
-    /// Makes a namespace with the first /30 no test process holds (64 at once on a machine).
+    /// Makes a namespace with the first /30 no test process holds (1,024 at once on a machine).
     pub fn create() -> NetNs {
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(LOCK)
-            .unwrap_or_else(|e| panic!("{LOCK}: {e}"));
-        // SAFETY: flock on a file we hold open; released when it closes, at the end of this function.
-        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
-        assert_eq!(rc, 0, "locking {LOCK}: {}", std::io::Error::last_os_error());
+        let _lock = lock();
         sweep();
         let taken = taken();
-        let index = (0..64u32).find(|i| !taken.contains(i)).expect("at most 64 test network namespaces at once");
+        let index = (0..MOST).find(|i| !taken.contains(i)).expect("at most 1,024 test network namespaces at once");
         let pid = std::process::id();
         let name = format!("wmr-{pid}-{index}");
         // Interface names: at most 15 bytes.
         let (h, n) = (format!("wh{}x{index}", pid % 100_000), format!("wn{}x{index}", pid % 100_000));
-        let base = index * 4;
-        let (host, node) = (format!("198.51.100.{}", base + 1), format!("198.51.100.{}", base + 2));
+        let (host, node) = pair(index);
         let _ = Command::new("ip").args(["netns", "del", &name]).output();
         ip(&["netns", "add", &name]);
         let ns = NetNs { name: name.clone(), host: host.clone(), node: node.clone() };
@@ -147,30 +168,37 @@ impl SshHost {
     }
 }
 
-/// Many hosts behind one namespace, for the benchmarks: every address of 198.18.0.0/15 (RFC 2544's range for
-/// benchmarking, which no real network uses) is local there (an AnyIP route on its loopback) and routed to it from
-/// here, and port 22 at any of them is forwarded to an sshd on 127.0.0.1. Host `i` has an address of its own.
+/// Many hosts behind one namespace, for the benchmarks: every address of 198.19.0.0/16 is local there (an AnyIP route
+/// on its loopback) and routed to it from here, and port 22 at any of them is forwarded to an sshd on 127.0.0.1. Host
+/// `i` has an address of its own. One fleet at a time on a machine.
 pub struct Fleet {
     _ssh: Forwarder,
     ns: NetNs,
 }
 
-const FLEET: &str = "198.18.0.0/15";
+const FLEET: &str = "198.19.0.0/16";
 
 impl Fleet {
     pub fn new(sshd: &Sshd) -> Fleet {
         let ns = NetNs::create();
         ip(&["-n", &ns.name, "route", "add", "local", FLEET, "dev", "lo"]);
-        ip(&["route", "add", FLEET, "via", &ns.node]);
+        {
+            let _lock = lock();
+            let o = Command::new("ip").args(["route", "add", FLEET, "via", &ns.node]).output().expect("ip (iproute2)");
+            assert!(
+                o.status.success(),
+                "routing {FLEET} to a benchmark's hosts: {} (does another benchmark run?)",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+        }
         let ssh = ns.forward("0.0.0.0:22", ([127, 0, 0, 1], sshd.port).into());
         Fleet { _ssh: ssh, ns }
     }
 
-    /// Host `i`'s address (at most 130,048 hosts: 512 /24s of 254 addresses, none ending in .0 or .255).
+    /// Host `i`'s address (at most 65,024 hosts: 256 /24s of 254 addresses, none ending in .0 or .255).
     pub fn address(i: usize) -> String {
-        let net = i / 254;
-        assert!(net < 512, "198.18.0.0/15 holds 130,048 hosts here");
-        format!("198.{}.{}.{}", 18 + net / 256, net % 256, i % 254 + 1)
+        assert!(i < 256 * 254, "{FLEET} holds 65,024 hosts here");
+        format!("198.19.{}.{}", i / 254, i % 254 + 1)
     }
 }
 

@@ -3,13 +3,14 @@
 //! and never puts an object in a state the real one cannot. (kube-controller-manager's CSR signer, token controller
 //! and node lifecycle controller are real: tests/support/controller_manager.rs.)
 //!
-//! - **kubelet** ([`Kubelet`]): the TLS bootstrap (client CSR as the bootstrap token's user, the signed certificate,
-//!   a kubeconfig of its own), the Node registered as `system:node:<name>` with the taints of its configuration, its
+//! - **kubelet** ([`Kubelet`]): the TLS bootstrap (client CSR as the bootstrap token's user, the signed certificate, a
+//!   kubeconfig of its own), the Node registered as `system:node:<name>` with the taints of its configuration, its
 //!   status (addresses, boot ID, Ready), the serving CSR, and the end of evicted pods (a pod deleted with a grace
-//!   period stays until its kubelet confirms). Its Node's addresses are the host's own, in a network namespace the
-//!   test makes (tests/support/netns.rs), never 127.0.0.0/8: a real kubelet refuses a loopback node IP ("nodeIP
-//!   can't be loopback address": no addresses, no serving CSR). No Linux kubelet can stand in for a Windows node's where wmrender must see a Windows Node: it sets its Node's
-//!   `kubernetes.io/os` back to `linux` at every status update (kubelet_node_status.go), even over `--node-labels`.
+//!   period stays until its kubelet confirms). Its Node's addresses are the host's own, in a network namespace the test
+//!   makes (tests/support/netns.rs), never 127.0.0.0/8: a real kubelet refuses a loopback node IP ("nodeIP can't be
+//!   loopback address": no addresses, no serving CSR). No Linux kubelet can stand in for a Windows node's where
+//!   wmrender must see a Windows Node: it sets its Node's `kubernetes.io/os` back to `linux` at every status update
+//!   (kubelet_node_status.go), even over `--node-labels`.
 //! - **the Machine API** ([`MachineApi`]): a Machine goes `Provisioning` → `Provisioned` with the instance's
 //!   addresses; its nodelink controller sets `status.nodeRef` only once a Node registered that matches it (provider
 //!   ID, then internal IP), and the phase becomes `Running`.

@@ -31,9 +31,11 @@ func main() {
 			address = `\\` + strings.TrimLeft(address, `\`)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	conn, err := grpc.DialContext(ctx, dialer.DialAddress(address),
+	// Each step bounded on its own: a containerd still starting is waited for (the dialer retries) up to 20 s, and
+	// the pull gets its full minute.
+	dialling, cancelDial := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancelDial()
+	conn, err := grpc.DialContext(dialling, dialer.DialAddress(address),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(dialer.ContextDialer),
 		grpc.WithBlock())
@@ -42,6 +44,8 @@ func main() {
 		os.Exit(1)
 	}
 	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	reply, err := runtime.NewImageServiceClient(conn).PullImage(ctx,
 		&runtime.PullImageRequest{Image: &runtime.ImageSpec{Image: os.Args[2]}})
 	if err != nil {
