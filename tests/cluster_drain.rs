@@ -76,7 +76,7 @@ impl Rig {
             std::fs::create_dir_all(&root).unwrap();
             text.push_str(&format!(
                 "- name: {name}\n  address: {}\n  port: 22\n  user: root\n  profile: posix\n  root: {}\n",
-                host.address,
+                host.address(),
                 root.display()
             ));
             known_hosts.push_str(&host.known_hosts_line(&rig.sshd));
@@ -229,7 +229,7 @@ impl Rig {
 
     /// The node's kubelet posts its status: its boot, and whether it is Ready.
     fn set_status(&self, node: &str, boot_id: Option<&str>, ready: &str) {
-        let address = &self.hosts.iter().find(|(n, _)| n == node).expect("a node of the rig").1.address;
+        let address = self.hosts.iter().find(|(n, _)| n == node).expect("a node of the rig").1.address();
         let mut status = json!({ "conditions": [{ "type": "Ready", "status": ready, "lastHeartbeatTime": played::now(),
                                                   "lastTransitionTime": played::now() }],
                                  "addresses": [{ "type": "InternalIP", "address": address },

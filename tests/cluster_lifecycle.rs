@@ -56,7 +56,7 @@ impl Rig {
         let host = SshHost::new(&sshd);
         let rig = Rig { sshd, host, cp: ControlPlane::start(), work: tempfile::tempdir().unwrap() };
         let file = rig.path("wmrender.yaml");
-        std::fs::write(&file, INPUTS.replace("NODE-ADDRESS", &rig.host.address)).unwrap();
+        std::fs::write(&file, INPUTS.replace("NODE-ADDRESS", rig.host.address())).unwrap();
         let o = wmrender(&["render", "-f", file.to_str().unwrap(), "-o", rig.path("rendered").to_str().unwrap()]);
         assert_eq!(code(&o), 0, "{}", stderr(&o));
         std::fs::create_dir_all(rig.path("node-00")).unwrap();
@@ -65,7 +65,7 @@ impl Rig {
             rig.path("nodes.yaml"),
             format!(
                 "nodes:\n- name: node-00\n  address: {}\n  port: 22\n  user: root\n  profile: posix\n  root: {}\n",
-                rig.host.address,
+                rig.host.address(),
                 rig.path("node-00").display()
             ),
         )
@@ -149,7 +149,7 @@ fn kubelet_after_reboot(rig: &Rig, deadline: Instant) -> Result<(), String> {
     let taints = config["registerWithTaints"].as_array().cloned().unwrap_or_default();
     let k = Kubelet::bootstrap(&rig.cp, &token, "node-00", &rig.path("kubelet"), Duration::from_secs(60))?;
     let reg = Registration {
-        addresses: vec![("InternalIP".into(), rig.host.address.clone()), ("Hostname".into(), "node-00".into())],
+        addresses: vec![("InternalIP".into(), rig.host.address().into()), ("Hostname".into(), "node-00".into())],
         taints,
         provider_id: None,
         boot_id: "boot-1".into(),

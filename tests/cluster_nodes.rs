@@ -77,7 +77,7 @@ impl Rig {
 
     /// The three hosts' addresses.
     fn addresses(&self) -> [&str; 3] {
-        [0, 1, 2].map(|i| self.hosts[i].address.as_str())
+        [0, 1, 2].map(|i| self.hosts[i].address())
     }
 
     /// An inventory of posix nodes `(name, address)` on this sshd (port 22 at the address), each with its own root.

@@ -80,7 +80,7 @@ impl Rig {
             rig.path("nodes.yaml"),
             format!(
                 "nodes:\n- name: node-00\n  address: {}\n  port: 22\n  user: root\n  profile: posix\n  root: {}\n",
-                rig.host.address,
+                rig.host.address(),
                 rig.path("node-00").display()
             ),
         )
@@ -259,7 +259,10 @@ fn sync_approves_the_configured_nodes_kubelet_csrs_and_labels_it() {
             let token = bootstrap["users"][0]["user"]["token"].as_str().unwrap().to_string();
             let k = Kubelet::bootstrap(&rig.cp, &token, "node-00", &rig.path("kubelet"), Duration::from_secs(60))?;
             let reg = Registration {
-                addresses: vec![("InternalIP".into(), rig.host.address.clone()), ("Hostname".into(), "node-00".into())],
+                addresses: vec![
+                    ("InternalIP".into(), rig.host.address().into()),
+                    ("Hostname".into(), "node-00".into()),
+                ],
                 boot_id: "b1".into(),
                 ..Default::default()
             };
@@ -306,7 +309,7 @@ fn a_real_kubelet_joins_with_what_sync_delivered_and_sync_approves_its_csrs() {
         let config: Value = serde_json::from_str(&std::fs::read_to_string(&conf).unwrap()).unwrap();
         let join = Join {
             name: "node-00",
-            address: &rig.host.address,
+            address: rig.host.address(),
             credential: Credential::Bootstrap(bootstrap["users"][0]["user"]["token"].as_str().unwrap()),
             taints: config["registerWithTaints"].as_array().cloned().unwrap_or_default(),
             mirror: None,

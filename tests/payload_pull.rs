@@ -254,12 +254,11 @@ fn a_refused_pull_writes_nothing_and_says_why() {
     // An image that is no WMCO operator image.
     let (tiny, bundle) = (w.path("tiny"), w.path("tiny-bundle"));
     let image_arg = format!("{}:1", tiny.display());
-    let umoci = |args: &[&str]| assert!(Command::new("umoci").args(args).status().unwrap().success(), "umoci {args:?}");
-    umoci(&["init", "--layout", tiny.to_str().unwrap()]);
-    umoci(&["new", "--image", &image_arg]);
-    umoci(&["unpack", "--rootless", "--image", &image_arg, bundle.to_str().unwrap()]);
+    support::umoci(&["init", "--layout", tiny.to_str().unwrap()]);
+    support::umoci(&["new", "--image", &image_arg]);
+    support::umoci(&["unpack", "--rootless", "--image", &image_arg, bundle.to_str().unwrap()]);
     std::fs::write(bundle.join("rootfs/hello.txt"), "hello").unwrap();
-    umoci(&["repack", "--image", &image_arg, bundle.to_str().unwrap()]);
+    support::umoci(&["repack", "--image", &image_arg, bundle.to_str().unwrap()]);
     let tiny_digest = registry.push(&tiny, "1", "tiny", Some(USER));
     let o = w.pull(&format!("{}/tiny@{tiny_digest}", registry.addr), &out, &creds);
     refused(&o, 2, &["is not a WMCO operator image with a payload", "/payload/kube-node/kubelet.exe"]);

@@ -179,14 +179,17 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
         cp.admin(),
         MACHINE,
         "aws:///us-west-2a/i-0123456789abcdef0",
-        &[("InternalIP", &at.address), ("InternalDNS", NODE)],
+        &[("InternalIP", at.address()), ("InternalDNS", NODE)],
     );
 
     payload(&wine, &path("rendered"), &path("payload"));
     // How the rig's Wine node is reached: the Machine's address, through this sshd (port, user).
     std::fs::write(
         path("nodes.yaml"),
-        format!("nodes:\n- name: wine-node\n  address: {}\n  port: 22\n  user: root\n  profile: windows\n", at.address),
+        format!(
+            "nodes:\n- name: wine-node\n  address: {}\n  port: 22\n  user: root\n  profile: windows\n",
+            at.address()
+        ),
     )
     .unwrap();
     std::fs::write(path("known_hosts"), at.known_hosts_line(&sshd)).unwrap();
@@ -220,7 +223,7 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     let over = AtomicBool::new(false);
     let machine: &mut Wine = &mut wine;
     let (o, played) = std::thread::scope(|s| {
-        let host = s.spawn(|| host(machine, &sshd, &at.address, &cp, &path("kubelet"), &over));
+        let host = s.spawn(|| host(machine, &sshd, at.address(), &cp, &path("kubelet"), &over));
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         let o = wmrender(&refs);
         over.store(true, Ordering::SeqCst);

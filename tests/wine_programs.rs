@@ -506,14 +506,10 @@ const CRI_PULL: &str = r"C:\wine-fakes\cri-pull.exe";
 /// A Windows image with no layer (its config says windows/amd64, what containerd on Windows matches), as an OCI
 /// layout at `layout`, tag `v1`.
 fn windows_image(layout: &std::path::Path) {
-    let umoci = |args: &[&str]| {
-        let o = std::process::Command::new("umoci").args(args).output().expect("umoci (bash tests/setup.sh)");
-        assert!(o.status.success(), "umoci {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-    };
     let l = layout.display().to_string();
-    umoci(&["init", "--layout", &l]);
-    umoci(&["new", "--image", &format!("{l}:v1")]);
-    umoci(&["config", "--image", &format!("{l}:v1"), "--os", "windows", "--architecture", "amd64"]);
+    support::umoci(&["init", "--layout", &l]);
+    support::umoci(&["new", "--image", &format!("{l}:v1")]);
+    support::umoci(&["config", "--image", &format!("{l}:v1"), "--os", "windows", "--architecture", "amd64"]);
 }
 
 /// The config digest of the image tagged `tag` in an OCI layout: the image ID CRI reports for it.
@@ -564,12 +560,8 @@ fn containerd_pulls_an_image_through_the_rendered_hosts_toml_from_the_mirror() {
     let hosts_dir = wine.c(r"C:\k\containerd\registries\localhost_1_");
     assert!(hosts_dir.join("hosts.toml").exists(), "the rendered hosts.toml, by containerd's name for the host");
     let ca = r"C:\wine-fakes\mirror-ca.der";
-    let der = std::process::Command::new("openssl")
-        .args(["x509", "-outform", "der", "-in", scratch.ca.pem().to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(der.status.success(), "openssl x509: {}", String::from_utf8_lossy(&der.stderr));
-    write_whole(&wine.c(ca), &der.stdout);
+    let der = support::openssl(&["x509", "-outform", "der", "-in", scratch.ca.pem().to_str().unwrap()]);
+    write_whole(&wine.c(ca), &der);
     wine.probe(&["add-root", ca]);
     let cri_pull = support::root().join("target/payload-programs/cri-pull.exe");
     write_whole(&wine.c(CRI_PULL), &std::fs::read(&cri_pull).expect("cri-pull.exe (tests/payload/build.sh)"));

@@ -70,7 +70,7 @@ impl Rig {
 
     /// The address of the host named `name`.
     pub fn address(&self, name: &str) -> &str {
-        &self.host(name).address
+        self.host(name).address()
     }
 
     pub fn host(&self, name: &str) -> &SshHost {
@@ -84,7 +84,8 @@ impl Rig {
     /// How each host is reached: port 22 at its address, a posix root of its own on the sshd.
     pub fn write_inventory(&self) {
         let mut inventory = String::from("nodes:\n");
-        for (name, SshHost { address, .. }) in &self.hosts {
+        for (name, host) in &self.hosts {
+            let address = host.address();
             std::fs::create_dir_all(self.path(name)).unwrap();
             inventory.push_str(&format!(
                 "- name: {name}\n  address: {address}\n  port: 22\n  user: root\n  profile: posix\n  root: {}\n  reachOnly: true\n",
@@ -204,8 +205,8 @@ pub fn kubelets(rig: &Rig, stop: &std::sync::atomic::AtomicBool, joined: &std::s
     let mut clients: std::collections::BTreeMap<&str, Kubelet> = std::collections::BTreeMap::new();
     let mut registered: Vec<&str> = Vec::new();
     while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-        for (name, SshHost { address, .. }) in &rig.hosts {
-            let (name, address) = (name.as_str(), address.as_str());
+        for (name, host) in &rig.hosts {
+            let (name, address) = (name.as_str(), host.address());
             let root = rig.path(name);
             if registered.contains(&name)
                 || !root.join("C/k/bootstrap-kubeconfig").exists()
@@ -282,62 +283,4 @@ pub fn http_get(port: u16, path: &str) -> String {
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     out
-}
-
-/// A host's SSH port that can go down: it forwards connections to the sshd while up, and closes each one at once
-/// while down (as a host that is gone, or whose sshd is stopped, ends a handshake).
-pub struct Forwarder {
-    pub port: u16,
-    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Forwarder {
-    pub fn start(address: &str, target: std::net::SocketAddr) -> Forwarder {
-        Forwarder::on(std::net::TcpListener::bind((address, 0)).unwrap(), target)
-    }
-
-    /// Forwards what `listener` accepts (a socket made elsewhere, e.g. in a network namespace) to `target`.
-    pub fn on(listener: std::net::TcpListener, target: std::net::SocketAddr) -> Forwarder {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        listener.set_nonblocking(true).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let up = std::sync::Arc::new(AtomicBool::new(true));
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let (up2, stop2) = (up.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !stop2.load(Ordering::SeqCst) {
-                let Ok((client, _)) = listener.accept() else {
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
-                };
-                if !up2.load(Ordering::SeqCst) {
-                    let _ = client.shutdown(std::net::Shutdown::Both);
-                    continue;
-                }
-                let _ = client.set_nonblocking(false);
-                let Ok(server) = std::net::TcpStream::connect_timeout(&target, Duration::from_secs(5)) else {
-                    continue;
-                };
-                for (mut from, mut to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
-                {
-                    std::thread::spawn(move || {
-                        let _ = std::io::copy(&mut from, &mut to);
-                        let _ = to.shutdown(std::net::Shutdown::Write);
-                    });
-                }
-            }
-        });
-        Forwarder { port, up, stop }
-    }
-
-    pub fn set_up(&self, up: bool) {
-        self.up.store(up, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl Drop for Forwarder {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
 }

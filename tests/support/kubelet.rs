@@ -16,8 +16,7 @@
 //! shims running: the next kubelet started here ends them ([`sweep`]). The namespace is deleted when [`NetNs`] drops.
 
 use super::apiserver::{ControlPlane, spawn};
-use super::controller_rig::Forwarder;
-use super::netns::NetNs;
+use super::netns::{Forwarder, NetNs};
 use serde_json::Value;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -79,14 +78,10 @@ pub fn pause_image(layout: &Path) {
         .find(|p| Path::new(p).is_file())
         .expect("busybox (busybox-static; bash tests/setup.sh)");
     let image = format!("{}:3.10", layout.display());
-    let umoci = |args: &[&str]| {
-        let o = Command::new("umoci").args(args).output().expect("umoci (bash tests/setup.sh)");
-        assert!(o.status.success(), "umoci {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-    };
-    umoci(&["init", "--layout", &layout.display().to_string()]);
-    umoci(&["new", "--image", &image]);
-    umoci(&["insert", "--image", &image, busybox, "/bin/busybox"]);
-    umoci(&[
+    super::umoci(&["init", "--layout", &layout.display().to_string()]);
+    super::umoci(&["new", "--image", &image]);
+    super::umoci(&["insert", "--image", &image, busybox, "/bin/busybox"]);
+    super::umoci(&[
         "config",
         "--image",
         &image,
@@ -213,11 +208,6 @@ fn remove_outside(dir: &Path) {
     }
 }
 
-/// Whether process `pid` (a decimal string) is gone.
-pub fn gone(pid: &str) -> bool {
-    !pid.is_empty() && !Path::new("/proc").join(pid).exists()
-}
-
 /// Ends what a test process killed outright left (its kubelet and containerd died with it, its pods and shims did
 /// not): the pods' cgroups of test processes that are gone (their namespaces: [`NetNs::create`]), the shims of a test's
 /// containerd that no longer answers on its socket, and the mounts below that test's kubelet folder.
@@ -226,7 +216,7 @@ pub fn sweep() {
         for entry in std::fs::read_dir(&hierarchy).into_iter().flatten().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             let Some(rest) = name.strip_prefix("wmrender-test-wmr-") else { continue };
-            if gone(rest.split('-').next().unwrap_or("")) {
+            if super::process_gone(rest.split('-').next().unwrap_or("")) {
                 kill_cgroup(&name);
                 remove_cgroup(&name);
             }

@@ -98,6 +98,17 @@ pub fn render_to_temp(inputs: &Path) -> (tempfile::TempDir, PathBuf) {
 }
 
 /// Runs openssl; its stdout.
+/// Whether process `pid` (a decimal string, from the name of something a test process left) is gone.
+pub fn process_gone(pid: &str) -> bool {
+    !pid.is_empty() && !Path::new("/proc").join(pid).exists()
+}
+
+/// `umoci ARGS`, which must succeed (bash tests/setup.sh installs it).
+pub fn umoci(args: &[&str]) {
+    let out = Command::new("umoci").args(args).output().expect("umoci (bash tests/setup.sh)");
+    assert!(out.status.success(), "umoci {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
 pub fn openssl(args: &[&str]) -> Vec<u8> {
     let out = Command::new("openssl").args(args).output().expect("openssl runs");
     assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));

@@ -2,13 +2,13 @@
 //! addresses a real node could have (not loopback), reached from the test's processes. Their addresses are in
 //! 198.18.0.0/15, RFC 2544's range for benchmarking, which no real network uses: /30s of 198.18.0.0/16 for
 //! [`NetNs`], 198.19.0.0/16 for a benchmark's [`Fleet`]. Outside the namespaces only their veth ends (and a
-//! fleet's route) change, and go when they drop.
+//! fleet's route) change, and go when they drop. A [`Forwarder`] carries connections to what listens on 127.0.0.1.
 
-use super::controller_rig::Forwarder;
 use super::sshd::Sshd;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::process::Command;
+use std::time::Duration;
 
 /// A network namespace with a veth pair to the test's own: `host` (this side) and `node` (inside), a /30 of
 /// 198.18.0.0/16. `node` is an address a real kubelet accepts as its node IP (not loopback) and that this side
@@ -67,7 +67,7 @@ fn lock() -> std::fs::File {
 fn sweep() {
     for entry in std::fs::read_dir("/run/netns").into_iter().flatten().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.strip_prefix("wmr-").is_some_and(|rest| super::kubelet::gone(rest.split('-').next().unwrap_or(""))) {
+        if name.strip_prefix("wmr-").is_some_and(|rest| super::process_gone(rest.split('-').next().unwrap_or(""))) {
             let _ = Command::new("ip").args(["netns", "del", &name]).output();
         }
     }
@@ -148,8 +148,6 @@ impl Drop for NetNs {
 /// sshd on 127.0.0.1 (one sshd serves any number of hosts, each with a root of its own in the inventory). The
 /// forwarder can go down, as a host that is gone.
 pub struct SshHost {
-    /// An address a real kubelet accepts as its node IP, unlike 127.0.0.0/8 ("nodeIP can't be loopback address").
-    pub address: String,
     pub ssh: Forwarder,
     /// The host's namespace (where a real kubelet of the host runs).
     pub ns: NetNs,
@@ -159,12 +157,18 @@ impl SshHost {
     pub fn new(sshd: &Sshd) -> SshHost {
         let ns = NetNs::create();
         let ssh = ns.forward(&format!("{}:22", ns.node), ([127, 0, 0, 1], sshd.port).into());
-        SshHost { address: ns.node.clone(), ssh, ns }
+        SshHost { ssh, ns }
+    }
+
+    /// The host's address: one a real kubelet accepts as its node IP, unlike 127.0.0.0/8 ("nodeIP can't be loopback
+    /// address").
+    pub fn address(&self) -> &str {
+        &self.ns.node
     }
 
     /// The known_hosts line that pins the sshd's first host key at this host's address.
     pub fn known_hosts_line(&self, sshd: &Sshd) -> String {
-        sshd.known_hosts_line_at(&sshd.host_keys[0], &self.address, 22)
+        sshd.known_hosts_line_at(&sshd.host_keys[0], self.address(), 22)
     }
 }
 
@@ -206,5 +210,59 @@ impl Drop for Fleet {
     fn drop(&mut self) {
         // The route goes with the veth pair once the namespace is gone; said here, since a socket may keep it alive.
         let _ = Command::new("ip").args(["route", "del", FLEET, "via", &self.ns.node]).output();
+    }
+}
+
+/// A host's SSH port that can go down: it forwards connections to the sshd while up, and closes each one at once
+/// while down (as a host that is gone, or whose sshd is stopped, ends a handshake).
+pub struct Forwarder {
+    pub port: u16,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Forwarder {
+    /// Forwards what `listener` accepts (a socket made elsewhere, e.g. in a network namespace) to `target`.
+    pub fn on(listener: std::net::TcpListener, target: std::net::SocketAddr) -> Forwarder {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let up = std::sync::Arc::new(AtomicBool::new(true));
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (up2, stop2) = (up.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop2.load(Ordering::SeqCst) {
+                let Ok((client, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                };
+                if !up2.load(Ordering::SeqCst) {
+                    let _ = client.shutdown(std::net::Shutdown::Both);
+                    continue;
+                }
+                let _ = client.set_nonblocking(false);
+                let Ok(server) = std::net::TcpStream::connect_timeout(&target, Duration::from_secs(5)) else {
+                    continue;
+                };
+                for (mut from, mut to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
+                {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Write);
+                    });
+                }
+            }
+        });
+        Forwarder { port, up, stop }
+    }
+
+    pub fn set_up(&self, up: bool) {
+        self.up.store(up, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 }

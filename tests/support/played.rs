@@ -582,7 +582,7 @@ pub fn kube_proxy_rule(
     ns: &super::netns::NetNs,
     service: std::net::SocketAddr,
     target: std::net::SocketAddr,
-) -> super::controller_rig::Forwarder {
+) -> super::netns::Forwarder {
     let forwarder = ns.forward(&format!("{}:0", ns.node), target);
     let to = format!("{}:{}", ns.node, forwarder.port);
     let o = std::process::Command::new("nsenter")

@@ -314,7 +314,7 @@ impl Wine {
         self.c(path.as_str())
     }
 
-    /// Runs the probe; its JSON answer. Its own steps are bounded (`exec` by the seconds it is given, at most 90 in
+    /// Runs the probe; its JSON answer. Its own steps are bounded (`exec` by the seconds it is given, at most 150 in
     /// the tests): the bound here is longer, so that the probe, not this, ends what runs too long, and says what ran.
     pub fn probe(&self, args: &[&str]) -> Value {
         let mut all = vec![r"C:\wine-fakes\wine-probe.exe"];
