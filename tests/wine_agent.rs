@@ -18,43 +18,8 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 use support::wine::{ServiceEvent, Wine, describe, rig};
-use support::wine_bundle::{Delivery, write_whole};
+use support::wine_bundle::{AWS_NAME, Delivery, OK, answers, approve_csrs, network_step_output, write_whole};
 use wmrender_contract::{ApplyResult, ApplyStatus, NodePath, ServicesFile, paths};
-
-/// What the fake metadata step answers: the node's AWS host name.
-const AWS_NAME: &str = "ip-10-0-3-7.ec2.internal";
-const OK: &str = "{\"ok\":true}";
-
-/// Answers for every step of the rendered example: all succeed; the node name comes from the metadata step.
-fn answers() -> BTreeMap<String, Vec<(String, i32)>> {
-    let mut t = BTreeMap::new();
-    for script in [
-        "containers-feature.ps1",
-        "windows-defender-exclusion.ps1",
-        "firewall.ps1",
-        "aws-routes.ps1",
-        "network-conf.ps1",
-        "remove-hns-networks.ps1",
-    ] {
-        t.insert(script.to_string(), vec![(format!("noise before the result\n{OK}\n"), 0)]);
-    }
-    t.insert(
-        "aws-get-hostname.ps1".into(),
-        vec![(format!("{{\"ok\":true,\"value\":\"{}\"}}\n", AWS_NAME.to_uppercase()), 0)],
-    );
-    t
-}
-
-/// kubelet's kubeconfig, which exists once the cluster approved the node's certificates.
-fn approve_csrs(wine: &Wine) {
-    write_whole(&wine.c(r"C:\k\kubeconfig"), b"apiVersion: v1\nkind: Config\n");
-}
-
-/// What the network step (network-conf.ps1) writes on a real node before kube-proxy starts: its configuration,
-/// which sync does not deliver. The fake powershell runs nothing, so the test writes it.
-fn network_step_output(wine: &Wine) {
-    write_whole(&wine.c(r"C:\k\kube-proxy.conf"), b"kind: KubeProxyConfiguration\n");
-}
 
 /// Stages the example, answers every step, approves the node and applies: a converged node.
 fn converged(wine: &Wine) -> (Delivery, ApplyResult) {

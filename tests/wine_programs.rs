@@ -22,6 +22,10 @@
 //! - **hosts.toml**: containerd pulls as kubelet asks (CRI PullImage, by the rig's `cri-pull`, a client on
 //!   containerd's own dialer) an image named by its source registry from the mirror the rendered `hosts.toml` names,
 //!   a TLS registry whose CA is in the node's Root store; without that file it goes to the source.
+//! - **containerd as the node's service**: the agent creates and starts the containerd service in Wine's SCM with the
+//!   rendered command; the real containerd it runs reads the rendered configuration, writes its `--log-file` and
+//!   serves CRI, but Wine's SCM never hears that it runs (error 1053: see the test), so the agent starts none of its
+//!   dependents, and deconfigure leaves no containerd behind.
 //! - **kube-proxy's configuration**, as the network step (`network-conf.ps1`) writes it with a node's values,
 //!   loads strictly and validates: `kube-proxy --write-config-to` loads, validates and writes it, then exits.
 //! - **Controls**: a misspelt kubelet field, a kubelet value out of range, unknown flags (kubelet's, kube-log-runner's,
@@ -297,13 +301,9 @@ fn containerd_serves(wine: &Wine, command: &str, kubelet_endpoint: &str) -> Resu
         // containerd boots in well under a second (outside the SCM it logs to stderr, not to --log-file).
         let deadline = Instant::now() + Duration::from_secs(20);
         let (cri, asked) = loop {
-            let ls = exec(wine, 30, &format!("{CTR} --address {pipe} --connect-timeout 3s plugins ls"), None);
-            let cri = ls.output.lines().any(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                f.first() == Some(&"io.containerd.grpc.v1") && f.get(1) == Some(&"cri") && f.last() == Some(&"ok")
-            });
+            let (cri, answer) = cri_served(wine, &pipe);
             if cri || run.is_finished() || Instant::now() > deadline {
-                break (cri, ls.output);
+                break (cri, answer);
             }
             std::thread::sleep(Duration::from_millis(300));
         };
@@ -608,4 +608,89 @@ fn containerd_pulls_an_image_through_the_rendered_hosts_toml_from_the_mirror() {
     assert_ne!(refused.code, Some(0), "{}", refused.output);
     assert!(refused.output.contains("https://localhost:1/v2/team/app/manifests/"), "{}", refused.output);
     assert_eq!(asked(), asked_before, "without its hosts.toml the mirror is not asked");
+}
+
+/// What a containerd service wrote to the log file its `--log-file` names (as a service it writes there).
+fn containerd_log(wine: &Wine, command: &str) -> String {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let file = words.iter().position(|w| *w == "--log-file").and_then(|i| words.get(i + 1)).expect("--log-file");
+    std::fs::read_to_string(wine.c(file)).unwrap_or_default()
+}
+
+/// Whether containerd serves CRI on `pipe`, asked by its own client (`ctr plugins ls`); the answer too.
+fn cri_served(wine: &Wine, pipe: &str) -> (bool, String) {
+    let ls = exec(wine, 30, &format!("{CTR} --address {pipe} --connect-timeout 3s plugins ls"), None);
+    let cri = ls.output.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.first() == Some(&"io.containerd.grpc.v1") && f.get(1) == Some(&"cri") && f.last() == Some(&"ok")
+    });
+    (cri, ls.output)
+}
+
+/// The real containerd.exe as the node's containerd service, started by the agent through Wine's SCM with the rendered
+/// command (`--run-service`, `--log-file`), as far as Wine lets it run: it reads the rendered configuration, writes the
+/// log file its command names and serves CRI on the pipe kubelet.conf names. It never tells the SCM it runs: containerd
+/// asks `svc.IsWindowsService()` (golang.org/x/sys) whether its parent is `services.exe` in session 0, and under Wine
+/// every process is in session 1 and a service's parent pid reads 0, so it takes its console path (`debug.Run`) and the
+/// start times out (error 1053). The agent says so and starts none of its dependents; deconfigure ends the containerd
+/// processes the SCM gave up on. The agent's services therefore run the fake service in the other Wine tests (see
+/// docs/wine-rig.md); when Wine answers as Windows does, this test fails and the rig can run containerd for real.
+#[test]
+fn the_real_containerd_started_by_wines_scm_serves_cri_but_never_reports_running() {
+    use support::wine_bundle::{Delivery, answers, approve_csrs, network_step_output};
+    use wmrender_contract::{ApplyStatus, NodePath};
+    let wine = rig();
+    let programs = support::root().join("target/payload-programs");
+    let read =
+        |p: &str| std::fs::read(programs.join(p)).unwrap_or_else(|e| panic!("{p}: {e} (tests/payload/build.sh)"));
+    write_whole(&wine.c(CTR), &read("ctr.exe"));
+    let mut d = Delivery::example(&wine);
+    let exe = NodePath::known(r"C:\k\containerd\containerd.exe");
+    d.payload.get_mut(&exe).expect("the payload holds containerd.exe").1 = read("containerd.exe");
+    let containerd = d.bundle.services().get("containerd").expect("a containerd service").clone();
+    d.stage(&wine);
+    wine.set_powershell(&answers());
+    approve_csrs(&wine);
+    network_step_output(&wine);
+    let kubelet_conf: Value = serde_json::from_slice(&std::fs::read(wine.c(r"C:\k\kubelet.conf")).unwrap()).unwrap();
+    let endpoint = kubelet_conf["containerRuntimeEndpoint"].as_str().expect("kubelet's runtime endpoint");
+    let pipe = format!(r"\\{}", endpoint.strip_prefix("npipe://").expect("a named pipe").replace('/', r"\"));
+    // While the SCM waits for containerd to say it runs, containerd's own client asks it for CRI.
+    let started = Instant::now();
+    let ((run, result), served) = std::thread::scope(|s| {
+        let apply = s.spawn(|| wine.apply());
+        let mut served = None;
+        while served.is_none() && !apply.is_finished() {
+            if cri_served(&wine, &pipe).0 {
+                served = Some(started.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        (apply.join().unwrap(), served)
+    });
+    let log = containerd_log(&wine, &containerd.command);
+    let errors = result.errors.join("\n");
+    assert_eq!((run.code, result.status), (1, ApplyStatus::Failed), "{}\ncontainerd's log:\n{log}", run.text());
+    assert!(
+        errors.contains("cannot start service `containerd`") && errors.contains("(os error 1053)"),
+        "the SCM's start timed out: {errors}\ncontainerd's log:\n{log}"
+    );
+    assert!(errors.contains("service `kubelet` not started: its dependency `containerd` is not running"), "{errors}");
+    assert!(!result.started.contains(&"kubelet".to_string()), "{result:?}");
+    assert!(
+        !wine.service_events().iter().any(|e| e.service == "containerd"),
+        "the containerd service ran containerd, not the fake"
+    );
+    // As far as it got: the rendered configuration read, the log file its command names written, CRI served.
+    assert!(log.contains("containerd successfully booted"), "the service's log file:\n{log}");
+    assert!(log.contains(r#"ConfigPath:C:\\k\\containerd\\registries"#), "the rendered registry folder:\n{log}");
+    let served = served.unwrap_or_else(|| panic!("containerd never served CRI at {pipe} while the SCM waited\n{log}"));
+    eprintln!("containerd served CRI {served:?} after the apply began, which ended after {:?}", started.elapsed());
+
+    // Deconfigure deletes the service; no containerd is left behind.
+    let (run, _) = wine.agent(&["deconfigure"], Duration::from_secs(300));
+    assert_eq!(run.code, 0, "{}", run.text());
+    assert_eq!(wine.services(&["containerd"])["containerd"]["exists"], false, "the service is deleted");
+    let (cri, answer) = cri_served(&wine, &pipe);
+    assert!(!cri, "no containerd is left serving {pipe}: {answer}");
 }

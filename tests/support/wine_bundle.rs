@@ -146,6 +146,41 @@ impl Delivery {
     }
 }
 
+/// What the fake metadata step answers: the node's AWS host name.
+pub const AWS_NAME: &str = "ip-10-0-3-7.ec2.internal";
+pub const OK: &str = "{\"ok\":true}";
+
+/// What the fake powershell answers for every step of the rendered example: all succeed; the node name comes from the metadata step.
+pub fn answers() -> BTreeMap<String, Vec<(String, i32)>> {
+    let mut t = BTreeMap::new();
+    for script in [
+        "containers-feature.ps1",
+        "windows-defender-exclusion.ps1",
+        "firewall.ps1",
+        "aws-routes.ps1",
+        "network-conf.ps1",
+        "remove-hns-networks.ps1",
+    ] {
+        t.insert(script.to_string(), vec![(format!("noise before the result\n{OK}\n"), 0)]);
+    }
+    t.insert(
+        "aws-get-hostname.ps1".into(),
+        vec![(format!("{{\"ok\":true,\"value\":\"{}\"}}\n", AWS_NAME.to_uppercase()), 0)],
+    );
+    t
+}
+
+/// kubelet's kubeconfig, which exists once the cluster approved the node's certificates.
+pub fn approve_csrs(wine: &Wine) {
+    write_whole(&wine.c(r"C:\k\kubeconfig"), b"apiVersion: v1\nkind: Config\n");
+}
+
+/// What the network step (network-conf.ps1) writes on a real node before kube-proxy starts: its configuration,
+/// which sync does not deliver. The fake powershell runs nothing, so the test writes it.
+pub fn network_step_output(wine: &Wine) {
+    write_whole(&wine.c(r"C:\k\kube-proxy.conf"), b"kind: KubeProxyConfiguration\n");
+}
+
 /// Writes a file through a temporary sibling and a rename: a running program mapping the old file keeps it.
 pub fn write_whole(path: &Path, bytes: &[u8]) {
     std::fs::create_dir_all(path.parent().expect("a parent")).expect("creating folders");
