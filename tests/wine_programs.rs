@@ -26,6 +26,9 @@
 //!   rendered command; the real containerd it runs reads the rendered configuration, writes its `--log-file` and
 //!   serves CRI, but Wine's SCM never hears that it runs (error 1053: see the test), so the agent starts none of its
 //!   dependents, and deconfigure leaves no containerd behind.
+//! - **kubelet as the node's service**: the agent creates and starts the kubelet service with the rendered command;
+//!   the real kube-log-runner runs the real kubelet, which tells Wine's SCM it runs, posts its bootstrap CSR (the
+//!   join approves it) and goes on until Wine stops it (the test says where).
 //! - **kube-proxy's configuration**, as the network step (`network-conf.ps1`) writes it with a node's values,
 //!   loads strictly and validates: `kube-proxy --write-config-to` loads, validates and writes it, then exits.
 //! - **Controls**: a misspelt kubelet field, a kubelet value out of range, unknown flags (kubelet's, kube-log-runner's,
@@ -233,7 +236,7 @@ fn kubelet_bootstraps(wine: &Wine, cp: &ControlPlane, command: &str) -> Result<V
         let said: Vec<&str> = ran.output.lines().filter(|l| !l.contains("] FLAG: --")).collect();
         match (posted, strict) {
             (_, Some(warning)) => Err(format!("kubelet did not read kubelet.conf strictly: {warning}")),
-            (Some(csr), None) => approved_by_join(&csr, command).map(|()| csr),
+            (Some(csr), None) => approved_by_join(&csr, &node_name(command), NODE_IP).map(|()| csr),
             (None, None) => Err(format!(
                 "kubelet posted no CSR (exit {:?}, ended by the test: {}):\n`{line}`\n{}",
                 ran.code,
@@ -318,9 +321,8 @@ fn containerd_serves(wine: &Wine, command: &str, kubelet_endpoint: &str) -> Resu
 }
 
 /// wmrender's join approves the real kubelet's bootstrap CSR: its decision ([`csr::judge`], WMCO's checks) for the node
-/// of that name is "approve, client". The node's name is the `--hostname-override` the agent fills in, or else the
-/// host's own name (under Wine, this machine's).
-fn approved_by_join(csr: &Value, command: &str) -> Result<(), String> {
+/// `name` at `address` is "approve, client".
+fn approved_by_join(csr: &Value, name: &str, address: &str) -> Result<(), String> {
     use base64::Engine;
     let spec = &csr["spec"];
     let request =
@@ -329,10 +331,8 @@ fn approved_by_join(csr: &Value, command: &str) -> Result<(), String> {
         v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_string)).collect()
     };
     let (groups, usages) = (strings(&spec["groups"]), strings(&spec["usages"]));
-    let name =
-        if command.contains("--hostname-override=HOSTNAME_OVERRIDE") { NODE_NAME.to_string() } else { hostname() };
     let claimed = csr::claimed(&request, spec["username"].as_str().unwrap_or(""));
-    if claimed != [name.clone()] {
+    if claimed != [name] {
         return Err(format!("kubelet's CSR names {claimed:?}, not the node {name}"));
     }
     let spec = csr::Spec {
@@ -342,11 +342,16 @@ fn approved_by_join(csr: &Value, command: &str) -> Result<(), String> {
         usages: usages.iter().map(String::as_str).collect(),
         request: &request,
     };
-    let expected = [csr::Expected { name: name.clone(), addresses: vec![NODE_IP.to_string()] }];
+    let expected = [csr::Expected { name: name.to_string(), addresses: vec![address.to_string()] }];
     match csr::judge(&spec, &expected, &|_| false) {
         csr::Verdict::Approve { kind: csr::Kind::Client, .. } => Ok(()),
         other => Err(format!("wmrender's join would not approve kubelet's client CSR for {name}: {other:?}")),
     }
+}
+
+/// The name kubelet gives its node here: the `--hostname-override` the agent fills in, else the host's own name.
+fn node_name(command: &str) -> String {
+    if command.contains("--hostname-override=HOSTNAME_OVERRIDE") { NODE_NAME.to_string() } else { hostname() }
 }
 
 /// This machine's host name, lowercased as kubelet makes a node name of it.
@@ -470,9 +475,10 @@ fn misspelt_fields_bad_values_unknown_flags_a_wrong_pipe_and_a_bad_mode_are_caug
     let csr = kubelet_bootstraps(&wine, &cp, &kubelet).expect("the rendered kubelet.conf");
     let mut serving = csr.clone();
     serving["spec"]["usages"] = serde_json::json!(["digital signature", "key encipherment", "server auth"]);
-    let e = approved_by_join(&serving, &kubelet).unwrap_err();
+    let e = approved_by_join(&serving, &node_name(&kubelet), NODE_IP).unwrap_err();
     assert!(e.contains("would not approve"), "{e}");
-    let e = approved_by_join(&csr, &kubelet.replace("--hostname-override=HOSTNAME_OVERRIDE", "")).unwrap_err();
+    let without_override = kubelet.replace("--hostname-override=HOSTNAME_OVERRIDE", "");
+    let e = approved_by_join(&csr, &node_name(&without_override), NODE_IP).unwrap_err();
     assert!(e.contains("not the node"), "{e}");
 
     let containerd = services.get("containerd").unwrap().command.clone();
@@ -627,6 +633,13 @@ fn cri_served(wine: &Wine, pipe: &str) -> (bool, String) {
     (cri, ls.output)
 }
 
+/// The pipe kubelet.conf names for CRI (`containerRuntimeEndpoint`), as a Windows path.
+fn cri_pipe(wine: &Wine) -> String {
+    let conf: Value = serde_json::from_slice(&std::fs::read(wine.c(r"C:\k\kubelet.conf")).unwrap()).unwrap();
+    let endpoint = conf["containerRuntimeEndpoint"].as_str().expect("kubelet's runtime endpoint");
+    format!(r"\\{}", endpoint.strip_prefix("npipe://").expect("a named pipe").replace('/', r"\"))
+}
+
 /// The real containerd.exe as the node's containerd service, started by the agent through Wine's SCM with the rendered
 /// command (`--run-service`, `--log-file`), as far as Wine lets it run: it reads the rendered configuration, writes the
 /// log file its command names and serves CRI on the pipe kubelet.conf names. It never tells the SCM it runs: containerd
@@ -652,9 +665,7 @@ fn the_real_containerd_started_by_wines_scm_serves_cri_but_never_reports_running
     wine.set_powershell(&answers());
     approve_csrs(&wine);
     network_step_output(&wine);
-    let kubelet_conf: Value = serde_json::from_slice(&std::fs::read(wine.c(r"C:\k\kubelet.conf")).unwrap()).unwrap();
-    let endpoint = kubelet_conf["containerRuntimeEndpoint"].as_str().expect("kubelet's runtime endpoint");
-    let pipe = format!(r"\\{}", endpoint.strip_prefix("npipe://").expect("a named pipe").replace('/', r"\"));
+    let pipe = cri_pipe(&wine);
     // While the SCM waits for containerd to say it runs, containerd's own client asks it for CRI.
     let started = Instant::now();
     let ((run, result), served) = std::thread::scope(|s| {
@@ -693,4 +704,101 @@ fn the_real_containerd_started_by_wines_scm_serves_cri_but_never_reports_running
     assert_eq!(wine.services(&["containerd"])["containerd"]["exists"], false, "the service is deleted");
     let (cri, answer) = cri_served(&wine, &pipe);
     assert!(!cri, "no containerd is left serving {pipe}: {answer}");
+}
+
+/// The real kubelet.exe and kube-log-runner.exe as the node's kubelet service, created and started by the agent in
+/// Wine's SCM with the rendered command on a node's first boot (the bootstrap kubeconfig and kubelet CA that `sync
+/// --kubeconfig` delivers, from a real kube-apiserver; no kubeconfig yet). kubelet, a child of kube-log-runner, tells
+/// the SCM it runs (`Service running`; unlike containerd it does not ask `IsWindowsService`), reads kubelet.conf and
+/// posts its bootstrap CSR, which wmrender's join approves, and then stops where Wine stops it: on some runs its gRPC
+/// over containerd's pipe (`failed to write client preface`), else, once CRI answered and the prefix was given the
+/// version values Windows keeps, a performance counter Wine lacks (docs/wine-rig.md). containerd serves that pipe as
+/// the real program outside the SCM (its service start times out under Wine: the test above), so the containerd
+/// service is the fake from the exact point where Wine stops the real one.
+#[test]
+fn the_agent_runs_the_real_kubelet_as_the_kubelet_service_until_wine_stops_it() {
+    use support::wine_bundle::{Delivery, answers, network_step_output};
+    use wmrender_contract::{ApplyStatus, FileKind, NodePath};
+    let wine = rig();
+    let (cp, credentials) = cluster();
+    let programs = support::root().join("target/payload-programs");
+    let read =
+        |p: &str| std::fs::read(programs.join(p)).unwrap_or_else(|e| panic!("{p}: {e} (tests/payload/build.sh)"));
+    write_whole(&wine.c(CTR), &read("ctr.exe"));
+    let mut d = Delivery::example(&wine);
+    for (built, at) in BUILT.iter().filter(|(p, _)| ["kubelet.exe", "kube-log-runner.exe"].contains(p)) {
+        d.payload.get_mut(&NodePath::known(at)).expect("the payload holds it").1 = read(built);
+    }
+    for (path, secret) in &credentials.files {
+        d.payload.insert(NodePath::known(path), (FileKind::Credential, secret.bytes().to_vec()));
+    }
+    let kubelet = d.bundle.services().get("kubelet").expect("a kubelet service").clone();
+    let containerd = d.bundle.services().get("containerd").expect("a containerd service").clone();
+    d.stage(&wine);
+    wine.set_powershell(&answers());
+    network_step_output(&wine);
+
+    // Rig-only: the version values Windows keeps and Wine's prefix lacks, which kubelet reads once CRI answers.
+    let key = r"HKLM\SOFTWARE\Microsoft\Windows NT\CurrentVersion";
+    for (name, value) in [("CurrentMajorVersionNumber", "10"), ("CurrentMinorVersionNumber", "0"), ("UBR", "0")] {
+        let r =
+            wine.wine(&["reg", "add", key, "/v", name, "/t", "REG_DWORD", "/d", value, "/f"], Duration::from_secs(60));
+        assert_eq!(r.code, 0, "reg add {name}\n{}", r.text());
+    }
+    // The real containerd, from a copy beside the fake service's program, with the service's command.
+    let real = r"C:\k\containerd\real-containerd.exe";
+    write_whole(&wine.c(real), &read("containerd.exe"));
+    let line =
+        outside_the_scm(&containerd.command, r"\containerd.exe").replacen(r"C:\k\containerd\containerd.exe", real, 1);
+    let pipe = cri_pipe(&wine);
+    let stop = r"C:\wine-fakes\stop-containerd";
+    let _ = std::fs::remove_file(wine.c(stop));
+    let log_file = wine.c(r"C:\var\log\kubelet\kubelet.log");
+    assert!(kubelet.command.contains(r"-log-file=C:\var\log\kubelet\kubelet.log"), "{}", kubelet.command);
+    let log = || std::fs::read_to_string(&log_file).unwrap_or_default();
+    let csrs = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+    let (applied, posted, said) = std::thread::scope(|s| {
+        let served = s.spawn(|| exec(&wine, 150, &line, Some(stop)));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !cri_served(&wine, &pipe).0 {
+            assert!(Instant::now() < deadline && !served.is_finished(), "containerd serves no CRI at {pipe}");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let (run, result) = wine.apply();
+        // kubelet's bootstrap and its end, bounded.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let posted = loop {
+            let found = cp.admin().list(csrs).into_iter().find(|c| c["spec"]["username"] == csr::BOOTSTRAPPER);
+            if (found.is_some() && log().contains("\"command failed\"")) || Instant::now() > deadline {
+                break found;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        };
+        write_whole(&wine.c(stop), b"");
+        served.join().unwrap();
+        ((run, result), posted, log())
+    });
+    let (run, result) = applied;
+    // First boot: kubelet started; hybrid-overlay-node waits for the kubeconfig an approved node gets.
+    assert_eq!((run.code, result.status), (3, ApplyStatus::Pending), "{}", run.text());
+    assert!(result.started.contains(&"kubelet".to_string()), "{result:?}");
+    assert!(
+        !wine.service_events().iter().any(|e| e.service == "kubelet"),
+        "the kubelet service ran kubelet, not the fake"
+    );
+    let said: Vec<&str> = said.lines().filter(|l| !l.contains("] FLAG: --")).collect();
+    let said = said.join("\n");
+    assert!(said.contains("Running kubelet as a Windows service!") && said.contains("Service running"), "{said}");
+    let csr = posted.unwrap_or_else(|| panic!("kubelet posted no bootstrap CSR:\n{said}"));
+    approved_by_join(&csr, &result.node_name, &result.node_ip).unwrap_or_else(|e| panic!("{e}\n{said}"));
+    // Where Wine stops it: its gRPC over containerd's pipe, which fails on some runs and not on others, else a
+    // performance counter Wine lacks, after CRI answered.
+    let stopped =
+        said.lines().find(|l| l.contains("\"command failed\"")).unwrap_or_else(|| panic!("kubelet runs on:\n{said}"));
+    let at_the_pipe =
+        stopped.contains("validate CRI v1 runtime API") && stopped.contains("failed to write client preface");
+    let at_a_counter =
+        said.contains("Validated CRI v1 runtime API") && stopped.contains("unable to add process counter");
+    eprintln!("kubelet stopped: {stopped}");
+    assert!(at_the_pipe || at_a_counter, "kubelet stops where docs/wine-rig.md says Wine stops it:\n{said}");
 }
