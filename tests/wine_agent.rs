@@ -18,14 +18,14 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 use support::wine::{ServiceEvent, Wine, describe, rig};
-use support::wine_bundle::{AWS_NAME, Delivery, OK, answers, approve_csrs, network_step_output, write_whole};
+use support::wine_bundle::{AWS_NAME, Delivery, STEP_OK, approve_csrs, network_step_output, step_answers, write_whole};
 use wmrender_contract::{ApplyResult, ApplyStatus, NodePath, ServicesFile, paths};
 
 /// Stages the example, answers every step, approves the node and applies: a converged node.
 fn converged(wine: &Wine) -> (Delivery, ApplyResult) {
     let d = Delivery::example(wine);
     d.stage(wine);
-    wine.set_powershell(&answers());
+    wine.set_powershell(&step_answers());
     approve_csrs(wine);
     network_step_output(wine);
     let passes = wine.agent_passes().len();
@@ -232,7 +232,7 @@ fn first_boot_starts_containerd_and_kubelet_and_the_rest_once_the_kubeconfig_exi
     let wine = rig();
     let d = Delivery::example(&wine);
     d.stage(&wine);
-    wine.set_powershell(&answers());
+    wine.set_powershell(&step_answers());
     let (run, result) = wine.apply();
     assert_eq!((run.code, result.status), (3, ApplyStatus::Pending), "{}", run.text());
     assert!(result.pending.iter().any(|p| p.contains("kubeconfig")), "{result:?}");
@@ -476,7 +476,7 @@ fn a_step_that_fails_is_retried_by_the_next_run_and_converges() {
     d.stage(&wine);
     approve_csrs(&wine);
     network_step_output(&wine);
-    let mut table = answers();
+    let mut table = step_answers();
     // Exit 0 and no result line (what Wine's own stub does), then exit 0 with ok:false, then success: the agent
     // trusts the result line, not the exit code.
     table.insert(
@@ -484,7 +484,7 @@ fn a_step_that_fails_is_retried_by_the_next_run_and_converges() {
         vec![
             (String::new(), 0),
             ("{\"ok\":false,\"error\":\"Add-MpPreference: access denied\"}\n".into(), 0),
-            (format!("{OK}\n"), 0),
+            (format!("{STEP_OK}\n"), 0),
         ],
     );
     wine.set_powershell(&table);
@@ -525,7 +525,7 @@ fn after_a_simulated_reboot_the_agent_service_comes_back_and_finishes() {
     approve_csrs(&wine);
     network_step_output(&wine);
     // Enabling the Containers feature needs a reboot; until Windows restarts, the script says so every time.
-    let mut table = answers();
+    let mut table = step_answers();
     table.insert("containers-feature.ps1".into(), vec![("{\"ok\":true,\"rebootRequired\":true}\n".into(), 0)]);
     wine.set_powershell(&table);
     // The cluster's CA is imported before the reboot and must survive it (the store is in the registry).
@@ -543,7 +543,7 @@ fn after_a_simulated_reboot_the_agent_service_comes_back_and_finishes() {
     let routes_before = wine.powershell_calls().iter().filter(|(k, _)| k == "aws-routes.ps1").count();
 
     // The reboot: the feature is on afterwards. Nobody runs apply: the agent service does it.
-    wine.set_powershell(&answers());
+    wine.set_powershell(&step_answers());
     let passes = wine.agent_passes().len();
     wine.reboot();
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -608,7 +608,7 @@ fn hostile_values_end_up_as_literal_text_in_service_command_lines() {
     let fake = std::fs::read(wine.exes.join("fake-service.exe")).unwrap();
     d.payload = d.bundle.payload(&fake);
     d.stage(&wine);
-    wine.set_powershell(&answers());
+    wine.set_powershell(&step_answers());
     approve_csrs(&wine);
     network_step_output(&wine);
     let (run, result) = wine.apply();
@@ -653,7 +653,7 @@ fn hostile_values_end_up_as_literal_text_in_service_command_lines() {
     d.bundle.set_services(&with_hostile);
 
     // A node name from the metadata step that is not a DNS name is refused, never put into a command.
-    let mut answers = answers();
+    let mut answers = step_answers();
     answers.insert(
         "aws-get-hostname.ps1".into(),
         vec![("{\"ok\":true,\"value\":\"x\\\" & echo pwned > C:\\\\pwned-name.txt & \\\"\"}\n".into(), 0)],
@@ -801,7 +801,7 @@ fn optional_services_without_their_files_are_left_out_alone_and_the_node_converg
     d.payload.remove(&NodePath::known(paths::EXPORTER_TLS_CERT));
     d.payload.remove(&NodePath::known(paths::EXPORTER_TLS_KEY));
     d.stage(&wine);
-    wine.set_powershell(&answers());
+    wine.set_powershell(&step_answers());
     approve_csrs(&wine);
     network_step_output(&wine);
     let (run, result) = wine.apply();
@@ -954,10 +954,10 @@ fn a_machines_host_takes_the_machines_name_before_anything_starts() {
     d.stage(&wine);
     // Which Machine this host is: what sync delivers to a Machine's instance.
     write_whole(&wine.c(r"C:\k\wmrender\machine.json"), br#"{"machine": "winwork-x7k2p"}"#);
-    let mut table = answers();
+    let mut table = step_answers();
     table.insert(
         "rename-host.ps1".into(),
-        vec![("{\"ok\":true,\"rebootRequired\":true}\n".into(), 0), (format!("{OK}\n"), 0)],
+        vec![("{\"ok\":true,\"rebootRequired\":true}\n".into(), 0), (format!("{STEP_OK}\n"), 0)],
     );
     wine.set_powershell(&table);
     approve_csrs(&wine);

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::MutexGuard;
 use support::sshd::Sshd;
 use support::wine::{Wine, describe, rig};
-use support::wine_bundle::write_whole;
+use support::wine_bundle::{approve_csrs, network_step_output, write_whole};
 use support::{code, stderr, wmrender};
 use wmrender_contract::{NodePath, ServicesFile, paths};
 
@@ -154,16 +154,6 @@ impl Rig {
         (code(&o), report, stderr(&o))
     }
 
-    fn approve_csrs(&self) {
-        write_whole(&self.wine.c(r"C:\k\kubeconfig"), b"apiVersion: v1\nkind: Config\n");
-    }
-
-    /// What the network step (network-conf.ps1) writes on a real node before kube-proxy starts: its
-    /// configuration, which sync does not deliver. The fake powershell runs nothing, so the test writes it.
-    fn network_step_output(&self) {
-        write_whole(&self.wine.c(r"C:\k\kube-proxy.conf"), b"kind: KubeProxyConfiguration\n");
-    }
-
     /// Every service of the table runs, with its command resolved (no placeholder left).
     fn assert_all_running(&self) {
         let table = self.services();
@@ -183,8 +173,8 @@ fn node(report: &serde_json::Value) -> &serde_json::Value {
 #[test]
 fn sync_pushes_the_agent_which_applies_under_wine_and_the_next_sync_is_a_no_op() {
     let rig = Rig::new();
-    rig.approve_csrs();
-    rig.network_step_output();
+    approve_csrs(&rig.wine);
+    network_step_output(&rig.wine);
     let (rc, report, err) = rig.sync();
     assert_eq!(rc, 0, "{err}\n{report}");
     let n = node(&report);
@@ -226,8 +216,8 @@ fn sync_pushes_the_agent_which_applies_under_wine_and_the_next_sync_is_a_no_op()
 #[test]
 fn a_sync_cut_off_between_push_and_apply_is_finished_by_the_next_one() {
     let rig = Rig::new();
-    rig.approve_csrs();
-    rig.network_step_output();
+    approve_csrs(&rig.wine);
+    network_step_output(&rig.wine);
     support::wine_sshd::cut_before_agent(&rig.sshd);
     let (rc, report, err) = rig.sync();
     assert_eq!(rc, 3, "the connection was cut: {err}\n{report}");
@@ -254,8 +244,8 @@ fn a_pending_node_is_reported_as_such_and_the_next_sync_applies_again() {
     assert_eq!((n["status"].as_str(), n["apply"]["status"].as_str()), (Some("pending"), Some("pending")), "{err}\n{n}");
     assert_ne!(rc, 3, "pending is not a failure: {err}");
 
-    rig.approve_csrs();
-    rig.network_step_output();
+    approve_csrs(&rig.wine);
+    network_step_output(&rig.wine);
 
     let (rc, report, err) = rig.sync();
     assert_eq!(rc, 0, "{err}\n{report}");
@@ -330,8 +320,8 @@ fn agent_running(rig: &Rig) -> (u64, String) {
 #[test]
 fn an_agent_upgrade_hands_over_at_once_and_the_next_one_before_a_reboot_goes_through() {
     let rig = Rig::new();
-    rig.approve_csrs();
-    rig.network_step_output();
+    approve_csrs(&rig.wine);
+    network_step_output(&rig.wine);
     let (rc, _, err) = rig.sync();
     assert_eq!(rc, 0, "{err}");
     let first = agent_pid(&rig);
@@ -361,8 +351,8 @@ fn an_agent_upgrade_hands_over_at_once_and_the_next_one_before_a_reboot_goes_thr
 #[test]
 fn a_set_aside_agent_still_running_stops_sync_before_its_journal_and_the_agent_keeps_the_node() {
     let rig = Rig::new();
-    rig.approve_csrs();
-    rig.network_step_output();
+    approve_csrs(&rig.wine);
+    network_step_output(&rig.wine);
     let (rc, _, err) = rig.sync();
     assert_eq!(rc, 0, "{err}");
     // A process still runs the agent an earlier upgrade set aside (a program of that name, run outside the SCM);
@@ -414,8 +404,8 @@ fn a_change_the_agent_service_applied_before_syncs_apply_is_still_reported() {
     // The agent service passes every 2 s here (machine variables reach it at boot).
     rig.wine.set_knob("WMRENDER_NODE_INTERVAL", "2");
     rig.wine.reboot();
-    rig.approve_csrs();
-    rig.network_step_output();
+    approve_csrs(&rig.wine);
+    network_step_output(&rig.wine);
     let (rc, _, err) = rig.sync();
     assert_eq!(rc, 0, "{err}");
 
@@ -443,8 +433,8 @@ fn a_change_the_agent_service_applied_before_syncs_apply_is_still_reported() {
 #[test]
 fn a_failed_pass_is_the_agents_and_one_failing_after_a_reboot_shows_in_the_next_sync() {
     let mut rig = Rig::new();
-    rig.approve_csrs();
-    rig.network_step_output();
+    approve_csrs(&rig.wine);
+    network_step_output(&rig.wine);
     // A step fails: sync says the agent's pass failed, and which step.
     let mut answers = BTreeMap::new();
     answers.insert("*".to_string(), vec![("{\"ok\":true}\n".to_string(), 0)]);

@@ -148,10 +148,12 @@ impl Delivery {
 
 /// What the fake metadata step answers: the node's AWS host name.
 pub const AWS_NAME: &str = "ip-10-0-3-7.ec2.internal";
-pub const OK: &str = "{\"ok\":true}";
+/// A step's result line for success, as the rendered step scripts print it.
+pub const STEP_OK: &str = "{\"ok\":true}";
 
-/// What the fake powershell answers for every step of the rendered example: all succeed; the node name comes from the metadata step.
-pub fn answers() -> BTreeMap<String, Vec<(String, i32)>> {
+/// What the fake powershell answers for every step of the rendered example: all succeed; the node name comes from
+/// the metadata step.
+pub fn step_answers() -> BTreeMap<String, Vec<(String, i32)>> {
     let mut t = BTreeMap::new();
     for script in [
         "containers-feature.ps1",
@@ -161,7 +163,7 @@ pub fn answers() -> BTreeMap<String, Vec<(String, i32)>> {
         "network-conf.ps1",
         "remove-hns-networks.ps1",
     ] {
-        t.insert(script.to_string(), vec![(format!("noise before the result\n{OK}\n"), 0)]);
+        t.insert(script.to_string(), vec![(format!("noise before the result\n{STEP_OK}\n"), 0)]);
     }
     t.insert(
         "aws-get-hostname.ps1".into(),
