@@ -153,6 +153,26 @@ impl Drop for RegistryValues<'_> {
     }
 }
 
+/// Writes a stop file for the probe's `exec` when dropped, so a program the probe runs until that file appears ends
+/// however the test does (a failed assertion too): else the thread scope waits for the probe's whole bound.
+struct StopFile<'a> {
+    wine: &'a Wine,
+    path: &'a str,
+}
+
+impl<'a> StopFile<'a> {
+    fn new(wine: &'a Wine, path: &'a str) -> StopFile<'a> {
+        let _ = std::fs::remove_file(wine.c(path));
+        StopFile { wine, path }
+    }
+}
+
+impl Drop for StopFile<'_> {
+    fn drop(&mut self) {
+        write_whole(&self.wine.c(self.path), b"");
+    }
+}
+
 /// A program tests/payload/build.sh built for Windows.
 fn built(program: &str) -> Vec<u8> {
     let path = support::root().join("target/payload-programs").join(program);
@@ -792,14 +812,14 @@ fn the_agent_runs_the_real_kubelet_as_the_kubelet_service_until_wine_stops_it() 
         outside_the_scm(&containerd.command, r"\containerd.exe").replacen(r"C:\k\containerd\containerd.exe", real, 1);
     let pipe = cri_pipe(&wine);
     let stop = r"C:\wine-fakes\stop-containerd";
-    let _ = std::fs::remove_file(wine.c(stop));
     let log_file = wine.c(r"C:\var\log\kubelet\kubelet.log");
     assert!(kubelet.command.contains(r"-log-file=C:\var\log\kubelet\kubelet.log"), "{}", kubelet.command);
     let log = || std::fs::read_to_string(&log_file).unwrap_or_default();
     let csrs = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
-    let (applied, posted, said) = std::thread::scope(|s| {
-        // Bounded by the stop file (below); the bound is for a test that never gets there.
-        let served = s.spawn(|| exec(&wine, 900, &line, Some(stop)));
+    let (applied, posted, said, containerd_said) = std::thread::scope(|s| {
+        // Ended by the stop file when this closure ends (or panics); 170 s stays below the probe's own bound.
+        let stop = StopFile::new(&wine, stop);
+        let served = s.spawn(|| exec(&wine, 170, &line, Some(stop.path)));
         let deadline = Instant::now() + Duration::from_secs(30);
         while !cri_served(&wine, &pipe).0 {
             assert!(Instant::now() < deadline && !served.is_finished(), "containerd serves no CRI at {pipe}");
@@ -815,9 +835,10 @@ fn the_agent_runs_the_real_kubelet_as_the_kubelet_service_until_wine_stops_it() 
             }
             std::thread::sleep(Duration::from_millis(300));
         };
-        write_whole(&wine.c(stop), b"");
+        let kubelet_log = log();
+        drop(stop);
         let containerd = served.join().unwrap();
-        ((run, result), posted, format!("{}\ncontainerd:\n{}", log(), containerd.output))
+        ((run, result), posted, kubelet_log, containerd.output)
     });
     let (run, result) = applied;
     // First boot: kubelet started; hybrid-overlay-node waits for the kubeconfig an approved node gets.
@@ -833,7 +854,7 @@ fn the_agent_runs_the_real_kubelet_as_the_kubelet_service_until_wine_stops_it() 
     if let Some(end) = said.iter().position(|l| l.contains("\"command failed\"")) {
         said.truncate(end + 1);
     }
-    let said = said.join("\n");
+    let said = format!("{}\ncontainerd:\n{containerd_said}", said.join("\n"));
     assert!(said.contains("Running kubelet as a Windows service!") && said.contains("Service running"), "{said}");
     let csr = posted.unwrap_or_else(|| panic!("kubelet posted no bootstrap CSR:\n{said}"));
     approved_by_join(&csr, &result.node_name).unwrap_or_else(|e| panic!("{e}\n{said}"));
