@@ -188,6 +188,8 @@ fn run(n: usize, window: Duration) -> Outcome {
             let watch = NodeWatch::of_node(&folder, move || {
                 let _ = wake.send(());
             });
+            // The registry client each agent's service keeps from pull to pull.
+            let puller = wmrender_node::pull::Puller::default();
             let mut counted = false;
             while !stop.load(Ordering::SeqCst) {
                 let _ = woken.recv_timeout(Duration::from_secs(120));
@@ -196,7 +198,7 @@ fn run(n: usize, window: Duration) -> Outcome {
                     counted = true;
                     watching.fetch_add(1, Ordering::SeqCst);
                 }
-                let Some(pull) = wmrender_node::pull::pull(&folder, node.as_ref()) else { continue };
+                let Some(pull) = wmrender_node::pull::pull(&folder, node.as_ref(), &puller) else { continue };
                 let manifest =
                     NodeManifest::parse(&std::fs::read(root.join("k/wmrender/manifest.json")).unwrap()).unwrap();
                 let result = ApplyResult {

@@ -23,6 +23,7 @@ use wmrender_contract::node_status::{DESIRED_BUNDLE_ANNOTATION, PULL_CONDITION_T
 use wmrender_contract::{
     ApplyResult, ApplyStatus, FileKind, NodeFile, NodeManifest, NodePath, PullOutcome, PullReport,
 };
+use wmrender_node::pull::Puller;
 use wmrender_node::system::Folder;
 
 const USER: (&str, &str) = ("fleet", "s3cret-pull");
@@ -39,6 +40,8 @@ struct Fleet {
     /// The node's kubeconfig, from its TLS bootstrap.
     kubeconfig: PathBuf,
     cp: ControlPlane,
+    /// The registry client the agent's service keeps from one pull to the next.
+    puller: Puller,
 }
 
 impl Fleet {
@@ -87,7 +90,8 @@ impl Fleet {
     }
 
     fn pull(&self) -> PullReport {
-        wmrender_node::pull::pull(&Folder(self.node.clone()), None).expect("the Node names a desired bundle")
+        wmrender_node::pull::pull(&Folder(self.node.clone()), None, &self.puller)
+            .expect("the Node names a desired bundle")
     }
 
     /// Every file of the node, by its path: what "nothing changed" compares.
@@ -175,7 +179,15 @@ fn a_signed_bundle_is_pulled_through_the_mirror_verified_and_staged_and_every_ba
     let registry = Registry::start(&scratch.path("registry"), &scratch.ca, Some(USER));
     let node = scratch.path("node");
     let mirror = Relay::start(&registry.addr);
-    let f = Fleet { kubeconfig: kubelet.kubeconfig.clone(), scratch, registry, mirror, node, cp };
+    let f = Fleet {
+        kubeconfig: kubelet.kubeconfig.clone(),
+        scratch,
+        registry,
+        mirror,
+        node,
+        cp,
+        puller: Puller::default(),
+    };
     let (ci, ci_public) = f.scratch.key("ci");
     let (stranger, _) = f.scratch.key("stranger");
     let g = support::cosign::run(&f.scratch, &["generate-key-pair"]);
@@ -188,7 +200,7 @@ fn a_signed_bundle_is_pulled_through_the_mirror_verified_and_staged_and_every_ba
     let payload_before = std::fs::read(f.node.join("k/kubelet.exe")).unwrap();
 
     // No desired bundle on the Node: nothing to pull.
-    assert_eq!(wmrender_node::pull::pull(&Folder(f.node.clone()), None), None);
+    assert_eq!(wmrender_node::pull::pull(&Folder(f.node.clone()), None, &f.puller), None);
 
     // CI publishes v2, signed as version 2; the Node is told to take it, by the mirrored source's name.
     let v2 = f.render("v2", &keys, "api-int.two.example.com");
@@ -296,6 +308,23 @@ fn a_signed_bundle_is_pulled_through_the_mirror_verified_and_staged_and_every_ba
         assert!(r.message.contains(says), "{}", r.message);
     }
     std::fs::write(&blob, &services).unwrap();
+    // Served as published, v4 is taken: another one-file change, pulled by the agent that pulled before, over a new
+    // connection (its idle ones end in the minutes between pulls).
+    f.want(&v4_ref);
+    f.mirror.cut();
+    f.mirror.take();
+    let r = f.pull();
+    let wire_again = f.mirror.take();
+    assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
+    assert!(r.message.contains(&format!("1 of {files} files fetched")), "{}", r.message);
+    let changed_again = services.len() as u64;
+    eprintln!("pulling another one-file change: {wire_again} bytes on the wire; the file is {changed_again} bytes");
+    // The same requests as v2's pull, but the kept client resumes its TLS session: no certificate exchange (a new
+    // client sends as many bytes as the first pull did).
+    assert!(
+        wire_again - changed_again + 512 < wire - changed,
+        "{wire_again} bytes after a pull, {wire} for the first: the TLS session was not resumed"
+    );
 
     // A registry that cannot be reached: tried again, nothing changed.
     let before = f.files();

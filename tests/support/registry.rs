@@ -182,6 +182,8 @@ fn read(p: &Path) -> String {
 pub struct Relay {
     pub addr: String,
     bytes: Arc<AtomicU64>,
+    /// The client side of each connection relayed, to end them all at once.
+    open: Arc<std::sync::Mutex<Vec<TcpStream>>>,
 }
 
 impl Relay {
@@ -189,11 +191,13 @@ impl Relay {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let bytes = Arc::new(AtomicU64::new(0));
-        let (to, counter) = (to.to_string(), bytes.clone());
+        let open = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (to, counter, accepted) = (to.to_string(), bytes.clone(), open.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
                 let Ok(server) = TcpStream::connect(&to) else { continue };
+                accepted.lock().unwrap().push(client.try_clone().unwrap());
                 for (mut from, mut into) in
                     [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
                 {
@@ -211,12 +215,20 @@ impl Relay {
                 }
             }
         });
-        Relay { addr, bytes }
+        Relay { addr, bytes, open }
     }
 
     /// The bytes relayed since the last call.
     pub fn take(&self) -> u64 {
         self.bytes.swap(0, Ordering::SeqCst)
+    }
+
+    /// Ends every connection relayed so far, as the minutes between a node's pulls end its idle ones: the next
+    /// request connects again.
+    pub fn cut(&self) {
+        for stream in self.open.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
     }
 }
 

@@ -30,14 +30,16 @@ pub(crate) struct Pass<'a> {
 
 /// One pass under the agent lock.
 pub fn apply(sys: &mut dyn System, timing: &Timing) -> ApplyResult {
-    apply_watched(sys, timing, None)
+    apply_watched(sys, timing, None, &crate::pull::Puller::default())
 }
 
-/// One pass, reading the Node from the service's watch on it where there is one.
+/// One pass, reading the Node from the service's watch on it where there is one, pulling with the service's
+/// registry client.
 pub fn apply_watched(
     sys: &mut dyn System,
     timing: &Timing,
     watch: Option<&crate::node_watch::NodeWatch>,
+    puller: &crate::pull::Puller,
 ) -> ApplyResult {
     let lock_path = sys.local(&NodePath::known(paths::AGENT_LOCK));
     let lock = match AgentLock::acquire(&lock_path, timing.lock_timeout) {
@@ -45,7 +47,7 @@ pub fn apply_watched(
         Err(e) => return failed(e.to_string()),
     };
     // The Node's desired bundle, when it names one, is pulled and staged before the pass that applies it.
-    let pull = crate::pull::pull(sys, watch.and_then(|w| w.node()).as_ref());
+    let pull = crate::pull::pull(sys, watch.and_then(|w| w.node()).as_ref(), puller);
     let mut result = apply_locked(sys, timing);
     result.pull = pull;
     drop(lock);

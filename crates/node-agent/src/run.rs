@@ -46,8 +46,10 @@ pub fn run_loop(
     let log_path = sys.local(&NodePath::known(log::LOG_FILE));
     let mut failures = 0;
     let mut passes = 0;
+    // Kept from pass to pass: a pull after the first reuses its connections and TLS sessions.
+    let puller = crate::pull::Puller::default();
     loop {
-        let result = apply_watched(sys, timing, watch);
+        let result = apply_watched(sys, timing, watch, &puller);
         passes += 1;
         log::append(&log_path, &result.to_line());
         if crate::agent_service::replaced_under_me(sys) {

@@ -12,6 +12,9 @@
 //!    fetched again), each checked against its digest;
 //! 4. stages the files as sync would ([`stage`]) and records the pull (`C:\k\wmrender\pulled.json`).
 //!
+//! The agent's service keeps one [`Puller`] from pull to pull: its connections and TLS sessions to the registry are
+//! reused, so a pull after the first resumes the TLS session (no certificate exchange) instead of a full handshake.
+//!
 //! The pass that follows applies the bundle as it applies a pushed one. Anything refused (no trusted signature, an
 //! older version, content that does not match its digest, an artifact that is not a node bundle) changes nothing
 //! and says why on the Node's `wmrender.dev/BundlePulled` condition; a registry that cannot be reached is tried
@@ -25,7 +28,9 @@ use crate::node_status::Client;
 use crate::system::Files;
 use registry::{FetchError, Registry};
 use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 use wmrender_contract::bundle_artifact::{self, Kind, MANIFEST_MAX, Reference};
 use wmrender_contract::hosts_toml::{self, Endpoint};
 use wmrender_contract::node_status::DESIRED_BUNDLE_ANNOTATION;
@@ -72,9 +77,39 @@ impl PulledState {
     }
 }
 
+/// The registry client an agent keeps from one pull to the next, for as long as the node's trusted CA bundle is the
+/// one it was made with. A one-shot `wmrender-node apply` makes its own.
+#[derive(Default)]
+pub struct Puller {
+    kept: RefCell<Option<Kept>>,
+}
+
+/// A client and the trusted CA bundle it was made with.
+struct Kept {
+    ca_bundle: Option<Vec<u8>>,
+    registry: Rc<Registry>,
+}
+
+impl Puller {
+    /// The kept client, or a new one when there is none or the trusted CAs changed; its byte count starts again.
+    fn registry(&self, ca_bundle: Option<Vec<u8>>) -> Result<Rc<Registry>, String> {
+        let mut kept = self.kept.borrow_mut();
+        let registry = match kept.as_ref() {
+            Some(k) if k.ca_bundle == ca_bundle => k.registry.clone(),
+            _ => {
+                let registry = Rc::new(Registry::new(ca_bundle.as_deref())?);
+                *kept = Some(Kept { ca_bundle, registry: registry.clone() });
+                registry
+            }
+        };
+        registry.bytes_read.replace(0);
+        Ok(registry)
+    }
+}
+
 /// The pull before a pass; `None` when there is nothing to pull from (the node has not joined, its name is not
 /// known yet, or its Node names no desired bundle).
-pub fn pull(sys: &dyn Files, cached: Option<&serde_json::Value>) -> Option<PullReport> {
+pub fn pull(sys: &dyn Files, cached: Option<&serde_json::Value>, puller: &Puller) -> Option<PullReport> {
     let kubeconfig = sys.local(&NodePath::known(paths::KUBECONFIG));
     let node_name = crate::state::AppliedState::load(&sys.local(&NodePath::known(paths::APPLIED_STATE)))
         .map(|s| s.node_name)
@@ -107,7 +142,7 @@ pub fn pull(sys: &dyn Files, cached: Option<&serde_json::Value>) -> Option<PullR
             });
         }
     };
-    let (outcome, message, on_node) = match pull_desired(sys, &desired, &pulled) {
+    let (outcome, message, on_node) = match pull_desired(sys, &desired, &pulled, puller) {
         Ok((PullOutcome::Current, _, after)) if on_node(&after).is_none() => (
             PullOutcome::Current,
             format!(
@@ -145,6 +180,7 @@ fn pull_desired(
     sys: &dyn Files,
     desired: &str,
     pulled: &PulledState,
+    puller: &Puller,
 ) -> Result<(PullOutcome, String, PulledState), Failure> {
     let reference = Reference::parse(desired)
         .map_err(|e| refused(format!("the annotation {DESIRED_BUNDLE_ANNOTATION} does not name a bundle: {e}")))?;
@@ -163,7 +199,7 @@ fn pull_desired(
     }
     let endpoints = endpoints(sys, &reference.registry)?;
     let ca = std::fs::read(sys.local(&NodePath::known(paths::TRUSTED_CA_BUNDLE))).ok();
-    let registry = Registry::new(ca.as_deref()).map_err(retrying)?;
+    let registry = puller.registry(ca).map_err(retrying)?;
     let repo = &reference.repository;
 
     let manifest = registry
@@ -262,5 +298,30 @@ fn endpoints(sys: &dyn Files, registry: &str) -> Result<Vec<Endpoint>, Failure> 
         Ok(text) => hosts_toml::endpoints(&text).map_err(|e| retrying(format!("{path}: {e}"))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(hosts_toml::direct(registry)),
         Err(e) => Err(retrying(format!("{path} cannot be read: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_puller_keeps_its_client_while_the_trusted_cas_stay_the_same() {
+        // PEM blocks are all a client is made from; the certificates are read when it connects.
+        let ca = |der: &str| {
+            use base64::Engine;
+            let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+            Some(format!("-----BEGIN CERTIFICATE-----\n{b64}\n-----END CERTIFICATE-----\n").into_bytes())
+        };
+        let (one, two) = (ca("one"), ca("two"));
+        let puller = Puller::default();
+        let first = puller.registry(one.clone()).unwrap();
+        *first.bytes_read.borrow_mut() = 7;
+        let again = puller.registry(one.clone()).unwrap();
+        assert!(Rc::ptr_eq(&first, &again), "the same CAs: the same client, its sessions kept");
+        assert_eq!(*again.bytes_read.borrow(), 0, "each pull counts its own bytes");
+        let other = puller.registry(two).unwrap();
+        assert!(!Rc::ptr_eq(&first, &other), "other CAs: a new client");
+        assert!(!Rc::ptr_eq(&other, &puller.registry(None).unwrap()), "the web PKI: a new client");
     }
 }

@@ -84,7 +84,9 @@ impl Registry {
         let mut tampered = Vec::new();
         let mut unavailable = Vec::new();
         for e in endpoints.iter().filter(|e| e.pull) {
-            match self.get(e, &format!("{repository}/{what}/{digest}"), max) {
+            // A manifest is asked for in the one media type a node reads; a blob is bytes, whatever its type.
+            let accept = (what == "manifests").then_some(MANIFEST_ACCEPT);
+            match self.get(e, &format!("{repository}/{what}/{digest}"), max, accept) {
                 Ok(Answer::Body(bytes)) if sha256_digest(&bytes) == digest => return Ok(bytes),
                 Ok(Answer::Body(_)) => tampered.push(format!("{} served other content for {digest}", e.url)),
                 Ok(Answer::TooLarge) => {
@@ -116,7 +118,7 @@ impl Registry {
         let mut unavailable = Vec::new();
         let mut answered = false;
         for e in endpoints.iter().filter(|e| e.resolve) {
-            match self.get(e, &format!("{repository}/manifests/{tag}"), max) {
+            match self.get(e, &format!("{repository}/manifests/{tag}"), max, Some(MANIFEST_ACCEPT)) {
                 Ok(Answer::Body(bytes)) => return Ok(Some(bytes)),
                 Ok(Answer::NotFound) => answered = true,
                 Ok(Answer::TooLarge) => unavailable.push(format!("{}: the manifest is over {max} bytes", e.url)),
@@ -130,14 +132,14 @@ impl Registry {
     }
 
     /// GET `<url>/<path>`: the body (up to `max` bytes), or 404; an error for anything else.
-    fn get(&self, e: &Endpoint, path: &str, max: u64) -> Result<Answer, String> {
+    fn get(&self, e: &Endpoint, path: &str, max: u64, accept: Option<&str>) -> Result<Answer, String> {
         let url = format!("{}/{path}", e.url);
-        let mut response = self.send(&url, e, self.tokens.borrow().get(&e.url).cloned())?;
+        let mut response = self.send(&url, e, self.tokens.borrow().get(&e.url).cloned(), accept)?;
         if response.status() == 401 {
             let challenge = response.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).unwrap_or("");
             if let Some(token) = self.token(challenge, e)? {
                 self.tokens.borrow_mut().insert(e.url.clone(), token.clone());
-                response = self.send(&url, e, Some(token))?;
+                response = self.send(&url, e, Some(token), accept)?;
             }
         }
         match response.status().as_u16() {
@@ -160,8 +162,12 @@ impl Registry {
         url: &str,
         e: &Endpoint,
         bearer: Option<String>,
+        accept: Option<&str>,
     ) -> Result<ureq::http::Response<ureq::Body>, String> {
-        let mut request = ureq::http::Request::builder().method("GET").uri(url).header("Accept", MANIFEST_ACCEPT);
+        let mut request = ureq::http::Request::builder().method("GET").uri(url);
+        if let Some(accept) = accept {
+            request = request.header("Accept", accept);
+        }
         match (bearer, &e.authorization) {
             (Some(token), _) => request = request.header("Authorization", format!("Bearer {token}")),
             (None, Some(auth)) => request = request.header("Authorization", auth.as_str()),
