@@ -29,12 +29,15 @@
 //! - **kubelet as the node's service**: the agent creates and starts the kubelet service with the rendered command;
 //!   the real kube-log-runner runs the real kubelet, which tells Wine's SCM it runs, posts its bootstrap CSR (the
 //!   join approves it) and goes on until Wine stops it (the test says where).
+//! - **windows_exporter's web configuration**: started with the service's command (outside the SCM, which it would
+//!   ask `IsWindowsService` as containerd does), windows_exporter reads the rendered web configuration and serves TLS
+//!   on 9182 with the certificate and key at the paths it names, where sync delivers the service CA's pair.
 //! - **kube-proxy's configuration**, as the network step (`network-conf.ps1`) writes it with a node's values,
 //!   loads strictly and validates: `kube-proxy --write-config-to` loads, validates and writes it, then exits.
 //! - **Controls**: a misspelt kubelet field, a kubelet value out of range, unknown flags (kubelet's, kube-log-runner's,
-//!   containerd's, windows_exporter's), a misspelt containerd key, a pipe containerd does not serve, the real CSR with
-//!   another usage or for another node, and an invalid kube-proxy mode are each refused by the same checks, so the
-//!   checks can fail.
+//!   containerd's, windows_exporter's), a misspelt containerd key, a misspelt key of the exporter's web
+//!   configuration, a pipe containerd does not serve, the real CSR with another usage or for another node, and an
+//!   invalid kube-proxy mode are each refused by the same checks, so the checks can fail.
 //!
 //! Not run here: hybrid-overlay-node.exe, csi-proxy.exe and Azure's cloud-node-manager.exe are not built by
 //! tests/payload/build.sh: the Go module proxy here refuses their modules (`github.com/kubernetes-csi/csi-proxy`,
@@ -868,4 +871,93 @@ fn the_agent_runs_the_real_kubelet_as_the_kubelet_service_until_wine_stops_it() 
         said.contains("Validated CRI v1 runtime API") && stopped.contains("unable to add process counter");
     eprintln!("kubelet stopped: {stopped}");
     assert!(at_the_pipe || at_a_counter, "kubelet stops where docs/wine-rig.md says Wine stops it:\n{said}");
+}
+
+/// What windows_exporter answers at `https://localhost:9182<path>` to a client that trusts only `ca` (PEM): the status
+/// and body, or why there is none.
+fn exporter_get(ca: &[u8], path: &str) -> Result<(u16, String), String> {
+    let roots: Vec<_> = ureq::tls::parse_pem(ca)
+        .filter_map(|item| match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::new_with_certs(&roots)).build();
+    let agent = ureq::Agent::config_builder()
+        .tls_config(tls)
+        .timeout_global(Some(Duration::from_secs(20)))
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let mut response = agent.get(format!("https://localhost:9182{path}")).call().map_err(|e| e.to_string())?;
+    let body = response.body_mut().read_to_string().map_err(|e| e.to_string())?;
+    Ok((response.status().as_u16(), body))
+}
+
+/// windows_exporter started with the service's command (outside the SCM: as a service it asks `IsWindowsService`,
+/// which Wine answers as it does for containerd), with the serving certificate and key where sync delivers them: once
+/// `/health` answers over TLS, checked against `ca`, its `/metrics` answer; what it said.
+fn exporter_serves(wine: &Wine, command: &str, ca: &[u8]) -> Result<((u16, String), String), String> {
+    let stop = StopFile::new(wine, r"C:\wine-fakes\stop-exporter");
+    let log = wine.c(flag_value(command, "--log.file"));
+    let _ = std::fs::remove_file(&log);
+    std::thread::scope(|s| {
+        let run = s.spawn(|| exec(wine, 120, &with_node_values(command), Some(stop.path)));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let health = loop {
+            let health = exporter_get(ca, "/health");
+            if health.as_ref().is_ok_and(|(status, _)| *status == 200) || run.is_finished() || Instant::now() > deadline
+            {
+                break health;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        };
+        let metrics = health.as_ref().is_ok_and(|(status, _)| *status == 200).then(|| exporter_get(ca, "/metrics"));
+        drop(stop);
+        let ran = run.join().unwrap();
+        let said = format!("{}{}", ran.output, std::fs::read_to_string(&log).unwrap_or_default());
+        match (health, metrics) {
+            (Ok(_), Some(Ok(metrics))) => Ok((metrics, said)),
+            (Ok(_), Some(Err(e))) => Err(format!("windows_exporter's /metrics: {e}\n{said}")),
+            (health, _) => {
+                Err(format!("windows_exporter serves no TLS on 9182 ({health:?}), exit {:?}:\n{said}", ran.code))
+            }
+        }
+    })
+}
+
+/// The real windows_exporter.exe reads the rendered web configuration and serves TLS on its port with the certificate
+/// and key at the paths that configuration names (where sync delivers the service CA's pair); a client that trusts
+/// only the CA that issued them reads `/health`. Its `/metrics` answers 500 where Wine stops it: its collectors find no
+/// performance counter (docs/wine-rig.md). A misspelt key in the web configuration is refused by the same check.
+#[test]
+fn the_real_windows_exporter_serves_tls_with_the_rendered_web_config() {
+    let wine = rig();
+    let services = install(&wine, &example_bundle(), &NodeCredentials::default());
+    let exporter = services.get("windows_exporter").expect("a windows_exporter service").command.clone();
+    let scratch = support::registry::Scratch::new();
+    // A pair for `localhost`, issued by a CA the client trusts, at the paths the rendered web configuration names.
+    let config_path = wine.c(flag_value(&exporter, "--web.config.file"));
+    let config = std::fs::read_to_string(&config_path).unwrap();
+    let named = |key: &str| {
+        let line =
+            config.lines().find_map(|l| l.trim().strip_prefix(key)).unwrap_or_else(|| panic!("{key} in {config}"));
+        line.trim().replace(r"\\", r"\")
+    };
+    write_whole(&wine.c(&named("cert_file:")), &std::fs::read(scratch.ca.dir.join("reg.pem")).unwrap());
+    write_whole(&wine.c(&named("key_file:")), &std::fs::read(scratch.ca.dir.join("reg.key")).unwrap());
+    let ca = std::fs::read(scratch.ca.pem()).unwrap();
+
+    let ((status, body), said) = exporter_serves(&wine, &exporter, &ca).unwrap_or_else(|e| panic!("{e}"));
+    assert!(said.contains("TLS is enabled"), "{said}");
+    // Where Wine stops it: no performance counter for its collectors.
+    assert_eq!(status, 500, "{body}\n{said}");
+    assert!(body.contains("An error has occurred while serving metrics"), "{body}");
+    assert!(said.contains("counter not found"), "{said}");
+
+    // Control: a key the exporter does not know is refused, and nothing is served.
+    std::fs::write(&config_path, config.replace("key_file:", "key_fil:")).unwrap();
+    let e = exporter_serves(&wine, &exporter, &ca).unwrap_err();
+    assert!(e.contains("field key_fil not found"), "{e}");
+    std::fs::write(&config_path, &config).unwrap();
 }

@@ -351,12 +351,21 @@ mod probe {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| format!("cannot start {program}: {e}"))?;
+        // Each pipe is read as it comes, so what was said can be taken even while a process the program started
+        // still holds the pipe open (windows_exporter's collectors make Wine start such helpers).
         let reader = |mut pipe: Box<dyn Read + Send>| {
-            std::thread::spawn(move || {
-                let mut bytes = Vec::new();
-                let _ = pipe.read_to_end(&mut bytes);
-                String::from_utf8_lossy(&bytes).into_owned()
-            })
+            let said = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let into = said.clone();
+            let thread = std::thread::spawn(move || {
+                let mut buf = [0u8; 8192];
+                while let Ok(n) = pipe.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    into.lock().map(|mut v| v.extend_from_slice(&buf[..n])).ok();
+                }
+            });
+            (thread, said)
         };
         let out = reader(Box::new(child.stdout.take().ok_or("no stdout")?));
         let err = reader(Box::new(child.stderr.take().ok_or("no stderr")?));
@@ -372,7 +381,15 @@ mod probe {
             }
             std::thread::sleep(Duration::from_millis(20));
         };
-        let (stdout, stderr) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
+        // The pipes end with the program, unless something it started holds them: wait a little, then take what came.
+        let drained = Instant::now() + Duration::from_secs(2);
+        while !(out.0.is_finished() && err.0.is_finished()) && Instant::now() < drained {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let take = |said: &std::sync::Arc<std::sync::Mutex<Vec<u8>>>| {
+            said.lock().map(|v| String::from_utf8_lossy(&v).into_owned()).unwrap_or_default()
+        };
+        let (stdout, stderr) = (take(&out.1), take(&err.1));
         Ok(json!({ "code": code, "ended": ended, "stdout": stdout, "stderr": stderr }))
     }
 
