@@ -313,14 +313,16 @@ fn a_signed_bundle_is_pulled_through_the_mirror_verified_and_staged_and_every_ba
     f.want(&v4_ref);
     f.mirror.cut();
     f.mirror.take();
+    let connections = f.mirror.connections();
     let r = f.pull();
     let wire_again = f.mirror.take();
+    assert_eq!(f.mirror.connections() - connections, 1, "the pull's requests go over one new connection");
     assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
     assert!(r.message.contains(&format!("1 of {files} files fetched")), "{}", r.message);
     let changed_again = services.len() as u64;
     eprintln!("pulling another one-file change: {wire_again} bytes on the wire; the file is {changed_again} bytes");
-    // The same requests as v2's pull, but the kept client resumes its TLS session: no certificate exchange (a new
-    // client sends as many bytes as the first pull did).
+    // The same requests as v2's pull, the agent's first (a full handshake), but over a new connection the kept client
+    // resumes its TLS session: no certificate exchange. (A new client here reads as many bytes as that first pull.)
     assert!(
         wire_again - changed_again + 512 < wire - changed,
         "{wire_again} bytes after a pull, {wire} for the first: the TLS session was not resumed"

@@ -59,7 +59,8 @@ use support::wine_bundle::{
 };
 use wmrender::cluster::credentials::{self, NodeCredentials};
 use wmrender::cluster::{Cluster, csr};
-use wmrender_contract::{ApplyStatus, FileKind, NodePath, NodeVariable, ServicesFile};
+use wmrender::secret::Secret;
+use wmrender_contract::{ApplyStatus, FileKind, NodePath, NodeVariable, ServicesFile, paths};
 
 /// What each built program prints for `--version`.
 fn version_said(program: &str) -> &'static str {
@@ -933,19 +934,16 @@ fn exporter_serves(wine: &Wine, command: &str, ca: &[u8]) -> Result<((u16, Strin
 #[test]
 fn the_real_windows_exporter_serves_tls_with_the_rendered_web_config() {
     let wine = rig();
-    let services = install(&wine, &example_bundle(), &NodeCredentials::default());
-    let exporter = services.get("windows_exporter").expect("a windows_exporter service").command.clone();
+    // The exporter's serving pair as sync delivers it (the service CA's, here issued by the test CA for `localhost`).
     let scratch = support::registry::Scratch::new();
-    // A pair for `localhost`, issued by a CA the client trusts, at the paths the rendered web configuration names.
+    let mut credentials = NodeCredentials::default();
+    for (path, file) in [(paths::EXPORTER_TLS_CERT, "reg.pem"), (paths::EXPORTER_TLS_KEY, "reg.key")] {
+        credentials.files.insert(path, Secret::new(std::fs::read(scratch.ca.dir.join(file)).unwrap()));
+    }
+    let services = install(&wine, &example_bundle(), &credentials);
+    let exporter = services.get("windows_exporter").expect("a windows_exporter service").command.clone();
     let config_path = wine.c(flag_value(&exporter, "--web.config.file"));
     let config = std::fs::read_to_string(&config_path).unwrap();
-    let named = |key: &str| {
-        let line =
-            config.lines().find_map(|l| l.trim().strip_prefix(key)).unwrap_or_else(|| panic!("{key} in {config}"));
-        line.trim().replace(r"\\", r"\")
-    };
-    write_whole(&wine.c(&named("cert_file:")), &std::fs::read(scratch.ca.dir.join("reg.pem")).unwrap());
-    write_whole(&wine.c(&named("key_file:")), &std::fs::read(scratch.ca.dir.join("reg.key")).unwrap());
     let ca = std::fs::read(scratch.ca.pem()).unwrap();
 
     let ((status, body), said) = exporter_serves(&wine, &exporter, &ca).unwrap_or_else(|e| panic!("{e}"));
@@ -958,6 +956,6 @@ fn the_real_windows_exporter_serves_tls_with_the_rendered_web_config() {
     // Control: a key the exporter does not know is refused, and nothing is served.
     std::fs::write(&config_path, config.replace("key_file:", "key_fil:")).unwrap();
     let e = exporter_serves(&wine, &exporter, &ca).unwrap_err();
-    assert!(e.contains("field key_fil not found"), "{e}");
+    assert!(e.contains("field key_fil not found") && e.contains("exit Some(1)"), "{e}");
     std::fs::write(&config_path, &config).unwrap();
 }

@@ -1,12 +1,13 @@
 //! Debian's `docker-registry` (the CNCF distribution registry) on 127.0.0.1 with TLS from a throwaway CA, and
 //! optionally htpasswd authentication; stopped when dropped. Images are pushed to it with the real `skopeo`.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A CA and a serving certificate for 127.0.0.1, made with `openssl`.
@@ -182,26 +183,31 @@ fn read(p: &Path) -> String {
 pub struct Relay {
     pub addr: String,
     bytes: Arc<AtomicU64>,
-    /// The client side of each connection relayed, to end them all at once.
-    open: Arc<std::sync::Mutex<Vec<TcpStream>>>,
+    /// Connections accepted so far.
+    accepted: Arc<AtomicU64>,
+    /// The client side of each open connection, by its number, to end them all at once.
+    open: Arc<Mutex<BTreeMap<u64, TcpStream>>>,
 }
 
 impl Relay {
     pub fn start(to: &str) -> Relay {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
-        let bytes = Arc::new(AtomicU64::new(0));
-        let open = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (to, counter, accepted) = (to.to_string(), bytes.clone(), open.clone());
+        let relay = Relay { addr, bytes: Arc::default(), accepted: Arc::default(), open: Arc::default() };
+        let (to, counter, accepted, open) =
+            (to.to_string(), relay.bytes.clone(), relay.accepted.clone(), relay.open.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
                 let Ok(server) = TcpStream::connect(&to) else { continue };
-                accepted.lock().unwrap().push(client.try_clone().unwrap());
-                for (mut from, mut into) in
+                let number = accepted.fetch_add(1, Ordering::SeqCst);
+                open.lock().unwrap().insert(number, client.try_clone().unwrap());
+                for (i, (mut from, mut into)) in
                     [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
+                        .into_iter()
+                        .enumerate()
                 {
-                    let counter = counter.clone();
+                    let (counter, open) = (counter.clone(), open.clone());
                     std::thread::spawn(move || {
                         let mut buf = [0u8; 16384];
                         while let Ok(n) = from.read(&mut buf) {
@@ -211,11 +217,15 @@ impl Relay {
                             counter.fetch_add(n as u64, Ordering::SeqCst);
                         }
                         let _ = into.shutdown(std::net::Shutdown::Write);
+                        // The client's side ended: the connection is not open any more.
+                        if i == 0 {
+                            open.lock().unwrap().remove(&number);
+                        }
                     });
                 }
             }
         });
-        Relay { addr, bytes, open }
+        relay
     }
 
     /// The bytes relayed since the last call.
@@ -223,10 +233,15 @@ impl Relay {
         self.bytes.swap(0, Ordering::SeqCst)
     }
 
-    /// Ends every connection relayed so far, as the minutes between a node's pulls end its idle ones: the next
-    /// request connects again.
+    /// The connections accepted so far.
+    pub fn connections(&self) -> u64 {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Ends every open connection, as the minutes between a node's pulls end its idle ones: the next request
+    /// connects again.
     pub fn cut(&self) {
-        for stream in self.open.lock().unwrap().drain(..) {
+        for (_, stream) in std::mem::take(&mut *self.open.lock().unwrap()) {
             let _ = stream.shutdown(std::net::Shutdown::Both);
         }
     }

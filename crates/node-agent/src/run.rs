@@ -46,7 +46,7 @@ pub fn run_loop(
     let log_path = sys.local(&NodePath::known(log::LOG_FILE));
     let mut failures = 0;
     let mut passes = 0;
-    // Kept from pass to pass: a pull after the first reuses its connections and TLS sessions.
+    // Kept from pass to pass: a pull after the first resumes its TLS session with the registry.
     let puller = crate::pull::Puller::default();
     loop {
         let result = apply_watched(sys, timing, watch, &puller);

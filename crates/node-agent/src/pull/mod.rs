@@ -12,8 +12,8 @@
 //!    fetched again), each checked against its digest;
 //! 4. stages the files as sync would ([`stage`]) and records the pull (`C:\k\wmrender\pulled.json`).
 //!
-//! The agent's service keeps one [`Puller`] from pull to pull: its connections and TLS sessions to the registry are
-//! reused, so a pull after the first resumes the TLS session (no certificate exchange) instead of a full handshake.
+//! The agent's service keeps one [`Puller`] from pull to pull: a pull after the first resumes the TLS session with
+//! the registry (no certificate exchange) instead of a full handshake, while the registry's session tickets last.
 //!
 //! The pass that follows applies the bundle as it applies a pushed one. Anything refused (no trusted signature, an
 //! older version, content that does not match its digest, an artifact that is not a node bundle) changes nothing
@@ -91,7 +91,9 @@ struct Kept {
 }
 
 impl Puller {
-    /// The kept client, or a new one when there is none or the trusted CAs changed; its byte count starts again.
+    /// The kept client, or a new one when there is none or the trusted CAs changed. What it keeps is its TLS
+    /// sessions (and, within ureq's 15 s, its idle connections); its byte count and the bearer tokens it got start
+    /// again with each pull: the next may be for another repository, or with other credentials from hosts.toml.
     fn registry(&self, ca_bundle: Option<Vec<u8>>) -> Result<Rc<Registry>, String> {
         let mut kept = self.kept.borrow_mut();
         let registry = match kept.as_ref() {
@@ -103,6 +105,7 @@ impl Puller {
             }
         };
         registry.bytes_read.replace(0);
+        registry.tokens.borrow_mut().clear();
         Ok(registry)
     }
 }
@@ -317,9 +320,11 @@ mod tests {
         let puller = Puller::default();
         let first = puller.registry(one.clone()).unwrap();
         *first.bytes_read.borrow_mut() = 7;
+        first.tokens.borrow_mut().insert("https://registry.example.com".into(), "token".into());
         let again = puller.registry(one.clone()).unwrap();
         assert!(Rc::ptr_eq(&first, &again), "the same CAs: the same client, its sessions kept");
         assert_eq!(*again.bytes_read.borrow(), 0, "each pull counts its own bytes");
+        assert!(again.tokens.borrow().is_empty(), "each pull gets its own tokens");
         let other = puller.registry(two).unwrap();
         assert!(!Rc::ptr_eq(&first, &other), "other CAs: a new client");
         assert!(!Rc::ptr_eq(&other, &puller.registry(None).unwrap()), "the web PKI: a new client");

@@ -33,8 +33,9 @@ enum Answer {
 
 pub struct Registry {
     agent: ureq::Agent,
-    /// Bearer tokens got from a realm, by host URL.
-    tokens: RefCell<BTreeMap<String, String>>,
+    /// Bearer tokens got from a realm, by host URL, for one pull: the next may be for another repository or with
+    /// other credentials.
+    pub tokens: RefCell<BTreeMap<String, String>>,
     /// Bytes read from registries (answers' bodies), for the result and the benchmark.
     pub bytes_read: RefCell<u64>,
 }
