@@ -27,9 +27,15 @@ const TRANSIENT_START_ERRORS: [i32; 2] = [1359, 1055];
 const START_AGAIN_AFTER: Duration = Duration::from_secs(1);
 
 fn err(what: String, e: windows_service::Error) -> SysError {
+    SysError(format!("{what}: {}", said(e).0))
+}
+
+/// The error alone, for a request whose caller names the service and what it asked (cannot start service `x`),
+/// so that it is not said twice.
+fn said(e: windows_service::Error) -> SysError {
     match e {
-        windows_service::Error::Winapi(io) => SysError(format!("{what}: {io}")),
-        other => SysError(format!("{what}: {other}")),
+        windows_service::Error::Winapi(io) => SysError(io.to_string()),
+        other => SysError(other.to_string()),
     }
 }
 
@@ -119,16 +125,14 @@ impl Connection {
     }
 
     pub fn create(&self, config: &ServiceConfig) -> SysResult<()> {
-        let svc = self
-            .with(|m| m.create_service(&info(config), CHANGE), |_| false)?
-            .map_err(|e| err(format!("cannot create service `{}`", config.name), e))?;
+        let svc = self.with(|m| m.create_service(&info(config), CHANGE), |_| false)?.map_err(said)?;
         registry::mark_service(&config.name)?;
         finish_config(&svc, config)
     }
 
     pub fn update(&self, config: &ServiceConfig) -> SysResult<()> {
         let svc = self.open_existing(&config.name, CHANGE)?;
-        svc.change_config(&info(config)).map_err(|e| err(format!("cannot change service `{}`", config.name), e))?;
+        svc.change_config(&info(config)).map_err(said)?;
         finish_config(&svc, config)
     }
 
@@ -137,7 +141,7 @@ impl Connection {
             Ok(()) => Ok(()),
             // Deleted before, and still open somewhere: it goes when the last handle closes, as this delete would.
             Err(e) if os_error(&e) == Some(ERROR_SERVICE_MARKED_FOR_DELETE) => Ok(()),
-            Err(e) => Err(err(format!("cannot delete service `{name}`"), e)),
+            Err(e) => Err(said(e)),
         }
     }
 
@@ -150,14 +154,11 @@ impl Connection {
             }
             other => other,
         }
-        .map_err(|e| err(format!("cannot start service `{name}`"), e))
+        .map_err(said)
     }
 
     pub fn stop(&self, name: &str) -> SysResult<()> {
-        self.open_existing(name, ServiceAccess::STOP)?
-            .stop()
-            .map(|_| ())
-            .map_err(|e| err(format!("cannot stop service `{name}`"), e))
+        self.open_existing(name, ServiceAccess::STOP)?.stop().map(|_| ()).map_err(said)
     }
 }
 
