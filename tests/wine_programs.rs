@@ -31,7 +31,9 @@
 //!   join approves it) and goes on until Wine stops it (the test says where).
 //! - **windows_exporter's web configuration**: started with the service's command (outside the SCM, which it would
 //!   ask `IsWindowsService` as containerd does), windows_exporter reads the rendered web configuration and serves TLS
-//!   on 9182 with the certificate and key at the paths it names, where sync delivers the service CA's pair.
+//!   on 9182 with the certificate and key at the paths it names, where sync delivers the service CA's pair. As the
+//!   node's service, started by the agent in Wine's SCM, it serves TLS but never tells the SCM it runs (error 1053,
+//!   as containerd), and the agent leaves the optional service out.
 //! - **kube-proxy's configuration**, as the network step (`network-conf.ps1`) writes it with a node's values,
 //!   loads strictly and validates: `kube-proxy --write-config-to` loads, validates and writes it, then exits.
 //! - **Controls**: a misspelt kubelet field, a kubelet value out of range, unknown flags (kubelet's, kube-log-runner's,
@@ -874,6 +876,12 @@ fn the_agent_runs_the_real_kubelet_as_the_kubelet_service_until_wine_stops_it() 
     assert!(at_the_pipe || at_a_counter, "kubelet stops where docs/wine-rig.md says Wine stops it:\n{said}");
 }
 
+/// The exporter's serving pair where sync delivers it (the service CA's; here the test CA's for `localhost`).
+fn exporter_pair(scratch: &support::registry::Scratch) -> [(&'static str, Vec<u8>); 2] {
+    let read = |file: &str| std::fs::read(scratch.ca.dir.join(file)).unwrap();
+    [(paths::EXPORTER_TLS_CERT, read("reg.pem")), (paths::EXPORTER_TLS_KEY, read("reg.key"))]
+}
+
 /// What windows_exporter answers at `https://localhost:9182<path>` to a client that trusts only `ca` (PEM): the status
 /// and body, or why there is none.
 fn exporter_get(ca: &[u8], path: &str) -> Result<(u16, String), String> {
@@ -937,8 +945,8 @@ fn the_real_windows_exporter_serves_tls_with_the_rendered_web_config() {
     // The exporter's serving pair as sync delivers it (the service CA's, here issued by the test CA for `localhost`).
     let scratch = support::registry::Scratch::new();
     let mut credentials = NodeCredentials::default();
-    for (path, file) in [(paths::EXPORTER_TLS_CERT, "reg.pem"), (paths::EXPORTER_TLS_KEY, "reg.key")] {
-        credentials.files.insert(path, Secret::new(std::fs::read(scratch.ca.dir.join(file)).unwrap()));
+    for (path, bytes) in exporter_pair(&scratch) {
+        credentials.files.insert(path, Secret::new(bytes));
     }
     let services = install(&wine, &example_bundle(), &credentials);
     let exporter = services.get("windows_exporter").expect("a windows_exporter service").command.clone();
@@ -958,4 +966,53 @@ fn the_real_windows_exporter_serves_tls_with_the_rendered_web_config() {
     let e = exporter_serves(&wine, &exporter, &ca).unwrap_err();
     assert!(e.contains("field key_fil not found") && e.contains("exit Some(1)"), "{e}");
     std::fs::write(&config_path, &config).unwrap();
+}
+
+/// The real windows_exporter.exe as the node's windows_exporter service, created and started by the agent in Wine's
+/// SCM with the rendered command and the pair sync delivers: while the SCM waits it serves TLS (`/health`), but it asks
+/// `IsWindowsService` as containerd does, so it never tells the SCM it runs and Wine's SCM gives the start up (error
+/// 1053). The service is optional: the agent reports it left out and the node converges without it; deconfigure
+/// leaves no exporter serving.
+#[test]
+fn the_real_windows_exporter_as_the_nodes_service_serves_tls_but_never_reports_running() {
+    let wine = rig();
+    let scratch = support::registry::Scratch::new();
+    let mut d = Delivery::example(&wine);
+    let exe = NodePath::known(r"C:\k\windows_exporter.exe");
+    d.payload.get_mut(&exe).expect("the payload holds windows_exporter.exe").1 = built("windows_exporter.exe");
+    for (path, bytes) in exporter_pair(&scratch) {
+        d.payload.insert(NodePath::known(path), (FileKind::Credential, bytes));
+    }
+    d.stage(&wine);
+    wine.set_powershell(&step_answers());
+    approve_csrs(&wine);
+    network_step_output(&wine);
+    let ca = std::fs::read(scratch.ca.pem()).unwrap();
+    let ((run, result), served) = std::thread::scope(|s| {
+        let apply = s.spawn(|| wine.apply());
+        let mut served = false;
+        while !served && !apply.is_finished() {
+            served = exporter_get(&ca, "/health").is_ok_and(|(status, _)| status == 200);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        (apply.join().unwrap(), served)
+    });
+    let degraded = result.degraded.join("\n");
+    assert_eq!((run.code, result.status), (0, ApplyStatus::Converged), "{}", run.text());
+    assert!(
+        degraded.contains("windows_exporter") && degraded.contains("(os error 1053)"),
+        "the SCM's start timed out, and the optional service is left out: {degraded}\n{}",
+        run.text()
+    );
+    assert!(served, "windows_exporter served no /health over TLS while the SCM waited\n{}", run.text());
+    assert_eq!(degraded.matches("cannot start service").count(), 1, "said once: {degraded}");
+    assert!(
+        !wine.service_events().iter().any(|e| e.service == "windows_exporter"),
+        "the windows_exporter service ran windows_exporter, not the fake"
+    );
+
+    let (run, _) = wine.agent(&["deconfigure"], Duration::from_secs(300));
+    assert_eq!(run.code, 0, "{}", run.text());
+    assert_eq!(wine.services(&["windows_exporter"])["windows_exporter"]["exists"], false, "the service is deleted");
+    assert!(exporter_get(&ca, "/health").is_err(), "no windows_exporter is left serving");
 }
