@@ -10,18 +10,29 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const CREATE_NO_WINDOW: u32 = 0x0800_0000;
+/// A process start the system could not complete at the moment: tried once more after [`START_AGAIN_AFTER`]. Wine
+/// answers CreateProcess with ERROR_INTERNAL_ERROR now and then on a busy machine, as its SCM does a service start.
+const ERROR_INTERNAL_ERROR: i32 = 1359;
+const START_AGAIN_AFTER: Duration = Duration::from_secs(1);
 
 pub fn run(script: &Path, args: &[String], timeout: Duration) -> SysResult<ScriptRun> {
-    let mut child = Command::new("powershell.exe")
+    let mut command = Command::new("powershell.exe");
+    command
         .args(["-NoProfile", "-NonInteractive", "-ExecutionPolicy", "Bypass", "-File"])
         .arg(script)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .creation_flags(CREATE_NO_WINDOW)
-        .spawn()
-        .map_err(|e| SysError(format!("cannot start powershell.exe: {e}")))?;
+        .creation_flags(CREATE_NO_WINDOW);
+    let mut child = match command.spawn() {
+        Err(e) if e.raw_os_error() == Some(ERROR_INTERNAL_ERROR) => {
+            std::thread::sleep(START_AGAIN_AFTER);
+            command.spawn()
+        }
+        other => other,
+    }
+    .map_err(|e| SysError(format!("cannot start powershell.exe: {e}")))?;
     let read_all = |mut r: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
