@@ -221,17 +221,32 @@ struct Ran {
     output: String,
 }
 
+/// Wine's CreateProcess answers ERROR_INTERNAL_ERROR now and then on a busy machine; a program starting another
+/// then says so (kube-log-runner: `starting command: fork/exec C:\k\kubelet.exe: Internal error.`). Such a run is
+/// made once more: it says nothing about the rendered flags.
+const WINE_START_FAILED: &str = ": Internal error.";
+
 fn exec(wine: &Wine, seconds: u64, line: &str, until: Option<&str>) -> Ran {
     let mut args = vec!["exec".to_string(), seconds.to_string(), line.to_string()];
     args.extend(until.map(str::to_string));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let v = wine.probe(&refs);
-    Ran {
-        code: v["code"].as_i64(),
-        ended: v["ended"].as_bool().unwrap_or(false),
-        stdout: v["stdout"].as_str().unwrap_or("").to_string(),
-        output: format!("{}{}", v["stdout"].as_str().unwrap_or(""), v["stderr"].as_str().unwrap_or("")),
+    let run = || {
+        let v = wine.probe(&refs);
+        Ran {
+            code: v["code"].as_i64(),
+            ended: v["ended"].as_bool().unwrap_or(false),
+            stdout: v["stdout"].as_str().unwrap_or("").to_string(),
+            output: format!("{}{}", v["stdout"].as_str().unwrap_or(""), v["stderr"].as_str().unwrap_or("")),
+        }
+    };
+    let ran = run();
+    let log_file = line.split_whitespace().find_map(|w| w.strip_prefix("-log-file=")).map(|p| wine.c(p));
+    let logged = log_file.and_then(|l| std::fs::read_to_string(l).ok()).unwrap_or_default();
+    if ran.code == Some(1) && (ran.output.contains(WINE_START_FAILED) || logged.contains(WINE_START_FAILED)) {
+        eprintln!("Wine could not start a process ({line}); running it once more");
+        return run();
     }
+    ran
 }
 
 /// The program a command line runs (its first word), by file name.
