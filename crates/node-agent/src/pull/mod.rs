@@ -104,8 +104,7 @@ impl Puller {
                 registry
             }
         };
-        registry.bytes_read.replace(0);
-        registry.tokens.borrow_mut().clear();
+        registry.start_pull();
         Ok(registry)
     }
 }
@@ -320,11 +319,9 @@ mod tests {
         let puller = Puller::default();
         let first = puller.registry(one.clone()).unwrap();
         *first.bytes_read.borrow_mut() = 7;
-        first.tokens.borrow_mut().insert("https://registry.example.com".into(), "token".into());
         let again = puller.registry(one.clone()).unwrap();
         assert!(Rc::ptr_eq(&first, &again), "the same CAs: the same client, its sessions kept");
         assert_eq!(*again.bytes_read.borrow(), 0, "each pull counts its own bytes");
-        assert!(again.tokens.borrow().is_empty(), "each pull gets its own tokens");
         let other = puller.registry(two).unwrap();
         assert!(!Rc::ptr_eq(&first, &other), "other CAs: a new client");
         assert!(!Rc::ptr_eq(&other, &puller.registry(None).unwrap()), "the web PKI: a new client");

@@ -35,7 +35,7 @@ pub struct Registry {
     agent: ureq::Agent,
     /// Bearer tokens got from a realm, by host URL, for one pull: the next may be for another repository or with
     /// other credentials.
-    pub tokens: RefCell<BTreeMap<String, String>>,
+    tokens: RefCell<BTreeMap<String, String>>,
     /// Bytes read from registries (answers' bodies), for the result and the benchmark.
     pub bytes_read: RefCell<u64>,
 }
@@ -70,6 +70,12 @@ impl Registry {
             .build()
             .new_agent();
         Ok(Registry { agent, tokens: RefCell::new(BTreeMap::new()), bytes_read: RefCell::new(0) })
+    }
+
+    /// Starts a pull: no tokens from the last one, and a byte count from zero; the TLS sessions stay.
+    pub fn start_pull(&self) {
+        self.tokens.borrow_mut().clear();
+        self.bytes_read.replace(0);
     }
 
     /// A manifest (`what` = `manifests`) or blob (`blobs`) by its digest, from the first host that can pull and
@@ -261,6 +267,16 @@ fn percent_encode(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pull_starts_with_no_tokens_and_no_bytes_counted() {
+        let registry = Registry::new(None).unwrap();
+        registry.tokens.borrow_mut().insert("https://registry.example.com".into(), "token".into());
+        *registry.bytes_read.borrow_mut() = 7;
+        registry.start_pull();
+        assert!(registry.tokens.borrow().is_empty(), "another repository or other credentials get no old token");
+        assert_eq!(*registry.bytes_read.borrow(), 0);
+    }
 
     #[test]
     fn a_bearer_challenge_reads_as_the_distribution_spec_writes_it() {

@@ -23,8 +23,10 @@ const ERROR_INVALID_LEVEL: i32 = 124;
 /// A start request the SCM could not hand on at the moment: asked once more after [`START_AGAIN_AFTER`]. Wine's
 /// services.exe answers ERROR_INTERNAL_ERROR when it fails to reach a starting service's control pipe under load;
 /// Windows' SCM answers ERROR_SERVICE_DATABASE_LOCKED while another change holds its database.
-const TRANSIENT_START_ERRORS: [i32; 2] = [1359, 1055];
-const START_AGAIN_AFTER: Duration = Duration::from_secs(1);
+const TRANSIENT_START_ERRORS: [i32; 2] = [ERROR_INTERNAL_ERROR, 1055];
+/// What Wine answers, now and then on a busy machine, to a service start and to CreateProcess ([`super::script`]).
+pub(super) const ERROR_INTERNAL_ERROR: i32 = 1359;
+pub(super) const START_AGAIN_AFTER: Duration = Duration::from_secs(1);
 
 fn err(what: String, e: windows_service::Error) -> SysError {
     SysError(format!("{what}: {}", said(e).0))

@@ -2,6 +2,7 @@
 //! argument passed as one literal argument (no shell in between, so `$(...)`, `&` or `%x%` in a value stay text).
 //! A script that runs longer than the step time-out is ended and counts as failed.
 
+use super::scm::{ERROR_INTERNAL_ERROR, START_AGAIN_AFTER};
 use crate::system::{ScriptRun, SysError, SysResult};
 use std::io::Read;
 use std::os::windows::process::CommandExt;
@@ -10,10 +11,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const CREATE_NO_WINDOW: u32 = 0x0800_0000;
-/// A process start the system could not complete at the moment: tried once more after [`START_AGAIN_AFTER`]. Wine
-/// answers CreateProcess with ERROR_INTERNAL_ERROR now and then on a busy machine, as its SCM does a service start.
-const ERROR_INTERNAL_ERROR: i32 = 1359;
-const START_AGAIN_AFTER: Duration = Duration::from_secs(1);
 
 pub fn run(script: &Path, args: &[String], timeout: Duration) -> SysResult<ScriptRun> {
     let mut command = Command::new("powershell.exe");
@@ -25,6 +22,7 @@ pub fn run(script: &Path, args: &[String], timeout: Duration) -> SysResult<Scrip
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .creation_flags(CREATE_NO_WINDOW);
+    // A start the system could not complete at the moment is tried once more, as a service start is.
     let mut child = match command.spawn() {
         Err(e) if e.raw_os_error() == Some(ERROR_INTERNAL_ERROR) => {
             std::thread::sleep(START_AGAIN_AFTER);
