@@ -224,6 +224,9 @@ fn publish(args: PublishArgs) -> Result<u8, Error> {
         if published.signatures_kept > 0 {
             eprintln!("kept the {} signature(s) already there", published.signatures_kept);
         }
+        if let Some(referrer) = &published.referrer {
+            eprintln!("stored the signatures as the referrer {referrer} too (the registry has the OCI referrers API)");
+        }
         println!("{}", published.reference);
         Ok(OK)
     }

@@ -27,6 +27,47 @@ pub enum AccessError {
 
 /// The registry client: the system's CAs and those of `ca_files` (PEM), 10 s to connect, 60 s per read.
 pub fn client(ca_files: &[PathBuf]) -> Result<Client, AccessError> {
+    let certificates = extra_cas(ca_files)?;
+    Ok(Client::new(ClientConfig {
+        extra_root_certificates: certificates
+            .into_iter()
+            .map(|data| Certificate { encoding: CertificateEncoding::Pem, data })
+            .collect(),
+        connect_timeout: Some(CONNECT_TIMEOUT),
+        read_timeout: Some(READ_TIMEOUT),
+        user_agent: USER_AGENT,
+        // A blob in one request after the upload's start, not three (start, chunk, end): bundle files are small.
+        use_monolithic_push: true,
+        ..ClientConfig::default()
+    }))
+}
+
+/// An HTTP client as [`client`]'s (the same CAs, time-outs and User-Agent), for the few requests oci-client does
+/// not make as wmrender needs them (asking whether a registry has the referrers API).
+pub fn http_client(ca_files: &[PathBuf]) -> Result<reqwest::Client, AccessError> {
+    let mut certificates = Vec::new();
+    for (pem, file) in extra_cas(ca_files)?.iter().zip(ca_files) {
+        let mut found = reqwest::Certificate::from_pem_bundle(pem).map_err(|_| AccessError::Credentials {
+            what: file.display().to_string(),
+            why: "its PEM certificates cannot be read".into(),
+        })?;
+        certificates.append(&mut found);
+    }
+    reqwest::Client::builder()
+        .tls_certs_merge(certificates)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .read_timeout(READ_TIMEOUT)
+        .user_agent(USER_AGENT)
+        .build()
+        .map_err(|e| AccessError::Credentials { what: "the registry client".into(), why: request_reason(&e) })
+}
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+const USER_AGENT: &str = concat!("wmrender/", env!("CARGO_PKG_VERSION"));
+
+/// The PEM files of CAs to trust besides the system's, read and checked to hold a certificate.
+fn extra_cas(ca_files: &[PathBuf]) -> Result<Vec<Vec<u8>>, AccessError> {
     // reqwest is built without a crypto provider of its own: the ring one, as kube's client and the metrics use.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut certificates = Vec::new();
@@ -38,17 +79,9 @@ pub fn client(ca_files: &[PathBuf]) -> Result<Client, AccessError> {
                 why: "it holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
             });
         }
-        certificates.push(Certificate { encoding: CertificateEncoding::Pem, data });
+        certificates.push(data);
     }
-    Ok(Client::new(ClientConfig {
-        extra_root_certificates: certificates,
-        connect_timeout: Some(Duration::from_secs(10)),
-        read_timeout: Some(Duration::from_secs(60)),
-        user_agent: concat!("wmrender/", env!("CARGO_PKG_VERSION")),
-        // A blob in one request after the upload's start, not three (start, chunk, end): bundle files are small.
-        use_monolithic_push: true,
-        ..ClientConfig::default()
-    }))
+    Ok(certificates)
 }
 
 /// The registries' credentials: the file given, else the usual places (podman's and docker's); none when there is

@@ -11,11 +11,13 @@ use serde_json::Value;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use support::registry::{Registry, Relay, Scratch};
+use support::registry::{ReferrersRegistry, Registry, Relay, Scratch};
 use support::{code, stderr, wmrender};
 use wmrender_contract::signed_bundle::{self, PublicKey, Refusal, Signature};
 
 const USER: (&str, &str) = ("ci", "s3cret-push");
+const INDEX: &str = "application/vnd.oci.image.index.v1+json";
+const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 
 /// A CA, a registry and files for one test.
 struct World(Scratch);
@@ -152,6 +154,15 @@ fn the_node_bundle_is_one_artifact_by_digest_one_layer_per_file_signed_so_that_c
     }
     // No secret: the bundle is what render wrote, which holds none; and stderr says what was sent.
     assert!(stderr(&r).contains(&format!("published {} files, tagged main", files.len())), "{}", stderr(&r));
+    // This registry has no referrers API: the signatures are under cosign's tag only (no referrer, nor the
+    // referrers tag schema's index).
+    assert!(!stderr(&r).contains("referrer"), "{}", stderr(&r));
+    let schema = format!(
+        "https://{}/v2/fleet/windows-bundle/manifests/{}",
+        registry.addr,
+        reference.rsplit_once('@').unwrap().1.replace(':', "-")
+    );
+    assert_eq!(support::registry::request(&w.ca, "GET", &schema, INDEX).0, 404);
 
     // The real cosign verifies it with the public key, and reads the bundle version from the signed payload.
     let v = w.verify(&public, &reference);
@@ -268,6 +279,70 @@ fn the_node_bundle_is_one_artifact_by_digest_one_layer_per_file_signed_so_that_c
     assert_eq!(code(&unsigned), 0, "{}", stderr(&unsigned));
     let v = w.verify(&public, stdout(&unsigned).trim());
     assert_ne!(code(&v), 0, "cosign verified an unsigned bundle");
+}
+
+#[test]
+fn where_the_registry_has_the_referrers_api_the_signatures_are_a_referrer_too_which_cosign_verifies() {
+    let w = World::new();
+    let registry = ReferrersRegistry::start(&w.path("oci-registry"), &w.ca);
+    let rendered = w.rendered("out", None);
+    let (key, public) = w.key("ci-signing");
+    let to = format!("{}/fleet/windows-bundle:main", registry.addr);
+    let r = w.publish(&rendered, &to, &["--sign-key", key.to_str().unwrap(), "--bundle-version", "7"]);
+    assert_eq!(code(&r), 0, "{}", stderr(&r));
+    let reference = stdout(&r).trim().to_string();
+    let digest = reference.rsplit_once('@').unwrap().1.to_string();
+    let api = |digest: &str| format!("https://{}/v2/fleet/windows-bundle/referrers/{digest}", registry.addr);
+    let get = |url: &str, accept: &str| {
+        let (status, body) = support::registry::request(&w.ca, "GET", url, accept);
+        assert_eq!(status, 200, "{url}: {}", String::from_utf8_lossy(&body));
+        serde_json::from_slice::<Value>(&body).unwrap()
+    };
+
+    // The registry lists one referrer of the bundle, of cosign's signature type, which stderr names.
+    let index = get(&api(&digest), INDEX);
+    let listed = index["manifests"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{index}");
+    assert_eq!(listed[0]["artifactType"], signed_bundle::REFERRER_ARTIFACT_TYPE);
+    let referrer_digest = listed[0]["digest"].as_str().unwrap();
+    assert!(stderr(&r).contains(&format!("stored the signatures as the referrer {referrer_digest}")), "{}", stderr(&r));
+    let url = |what: &str| format!("https://{}/v2/fleet/windows-bundle/manifests/{what}", registry.addr);
+    let referrer = get(&url(referrer_digest), MANIFEST);
+    let bundle_manifest = get(&url(&digest), MANIFEST);
+    assert_eq!(referrer["subject"]["digest"], digest.as_str());
+    assert_eq!(referrer["subject"]["size"], serde_json::to_vec(&bundle_manifest).unwrap().len());
+    let sig_tag = signed_bundle::tag_for(&digest);
+    assert_eq!(get(&url(&sig_tag), MANIFEST)["layers"], referrer["layers"], "the same signatures as under the tag");
+
+    // The real cosign finds it there: with the tag gone, `cosign verify` finds nothing and `cosign verify
+    // --experimental-oci11` (which reads the referrers API) verifies it.
+    let (status, body) = support::registry::request(&w.ca, "DELETE", &url(&sig_tag), MANIFEST);
+    assert_eq!(status, 202, "{}", String::from_utf8_lossy(&body));
+    let v = w.verify(&public, &reference);
+    assert_ne!(code(&v), 0, "cosign verified without the tag: {}", stderr(&v));
+    let oci11 = |public: &Path| {
+        w.cosign(&[
+            "verify",
+            "--key",
+            public.to_str().unwrap(),
+            "--insecure-ignore-tlog=true",
+            "--experimental-oci11",
+            &reference,
+        ])
+    };
+    let v = oci11(&public);
+    assert_eq!(code(&v), 0, "cosign verify --experimental-oci11: {}", stderr(&v));
+    let claims: Value = serde_json::from_slice(&v.stdout).unwrap();
+    assert_eq!(claims[0]["critical"]["image"]["docker-manifest-digest"], digest.as_str());
+    assert_eq!(claims[0]["optional"]["dev.wmrender.bundle-version"], "7");
+    let (_, other_public) = w.key("other");
+    assert_ne!(code(&oci11(&other_public)), 0, "cosign verified the referrer with a key that did not sign");
+
+    // Published without a tag (the manifest pushed by its digest, which this registry, like ECR, answers without a
+    // `Location`): the same digest.
+    let r = w.publish(&rendered, &format!("{}/fleet/by-digest", registry.addr), &[]);
+    assert_eq!(code(&r), 0, "{}", stderr(&r));
+    assert_eq!(stdout(&r).trim().rsplit_once('@').unwrap().1, digest);
 }
 
 #[test]

@@ -17,9 +17,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use support::apiserver::ControlPlane;
 use support::controller_manager::{CSR_SIGNING, ControllerManager};
-use support::registry::{Registry, Relay, Scratch};
+use support::registry::{ReferrersRegistry, Registry, Relay, Scratch};
 use support::{code, stderr, wmrender};
 use wmrender_contract::node_status::{DESIRED_BUNDLE_ANNOTATION, PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION};
+use wmrender_contract::signed_bundle::{self, PublicKey};
 use wmrender_contract::{
     ApplyResult, ApplyStatus, FileKind, NodeFile, NodeManifest, NodePath, PullOutcome, PullReport,
 };
@@ -45,6 +46,29 @@ struct Fleet {
 }
 
 impl Fleet {
+    /// A control plane with kube-controller-manager's CSR signer, the node `win-a` joined by TLS bootstrap, the test
+    /// registry (htpasswd) and the byte-counting mirror in front of it. The controllers stop when dropped.
+    fn start() -> (Fleet, ControllerManager) {
+        let cp = ControlPlane::start();
+        let token = support::openshift::cluster(&cp, "None");
+        let controllers = ControllerManager::start(&cp, &[CSR_SIGNING]);
+        let kubelet = support::played::joined(&cp, &token, "win-a", "10.0.0.5");
+        let scratch = Scratch::new();
+        let registry = Registry::start(&scratch.path("registry"), &scratch.ca, Some(USER));
+        let node = scratch.path("node");
+        let mirror = Relay::start(&registry.addr);
+        let fleet = Fleet {
+            kubeconfig: kubelet.kubeconfig.clone(),
+            scratch,
+            registry,
+            mirror,
+            node,
+            cp,
+            puller: Puller::default(),
+        };
+        (fleet, controllers)
+    }
+
     /// `examples/aws` with the bundle's registry mirrored to the test registry (a tag mirror: signatures are found
     /// by tag) and the trusted keys; `host` changes `apiServerInternalURL` (one node file: services.json).
     fn render(&self, name: &str, keys: &[&Path], host: &str) -> PathBuf {
@@ -65,10 +89,15 @@ impl Fleet {
 
     /// `wmrender publish` of a render to the test registry; its `registry/repository@digest`.
     fn publish(&self, rendered: &Path, extra: &[&str]) -> String {
+        self.publish_to(&self.registry.addr, rendered, extra)
+    }
+
+    /// `wmrender publish` of a render to the registry at `addr` (the test registry's credentials given).
+    fn publish_to(&self, addr: &str, rendered: &Path, extra: &[&str]) -> String {
         let secret = self.scratch.path("auth.json");
         let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", USER.0, USER.1));
         std::fs::write(&secret, json!({"auths": {self.registry.addr.clone(): {"auth": auth}}}).to_string()).unwrap();
-        let to = format!("{}/fleet/windows-bundle:main", self.registry.addr);
+        let to = format!("{addr}/fleet/windows-bundle:main");
         let mut args = vec!["publish", "--rendered", rendered.to_str().unwrap(), "--to", &to];
         let ca = self.scratch.ca.pem();
         args.extend(["--registry-ca", ca.to_str().unwrap(), "--registry-config", secret.to_str().unwrap()]);
@@ -171,23 +200,7 @@ fn pull_condition(node: &Value) -> Value {
 
 #[test]
 fn a_signed_bundle_is_pulled_through_the_mirror_verified_and_staged_and_every_bad_one_changes_nothing() {
-    let cp = ControlPlane::start();
-    let token = support::openshift::cluster(&cp, "None");
-    let _controllers = ControllerManager::start(&cp, &[CSR_SIGNING]);
-    let kubelet = support::played::joined(&cp, &token, "win-a", "10.0.0.5");
-    let scratch = Scratch::new();
-    let registry = Registry::start(&scratch.path("registry"), &scratch.ca, Some(USER));
-    let node = scratch.path("node");
-    let mirror = Relay::start(&registry.addr);
-    let f = Fleet {
-        kubeconfig: kubelet.kubeconfig.clone(),
-        scratch,
-        registry,
-        mirror,
-        node,
-        cp,
-        puller: Puller::default(),
-    };
+    let (f, _controllers) = Fleet::start();
     let (ci, ci_public) = f.scratch.key("ci");
     let (stranger, _) = f.scratch.key("stranger");
     let g = support::cosign::run(&f.scratch, &["generate-key-pair"]);
@@ -387,4 +400,91 @@ fn a_signed_bundle_is_pulled_through_the_mirror_verified_and_staged_and_every_ba
     assert_eq!((r.outcome, r.on_node.as_deref()), (PullOutcome::Current, None), "{r:?}");
     assert!(r.message.contains("a sync has delivered another"), "{}", r.message);
     assert_eq!(std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(), pushed);
+}
+
+#[test]
+fn signatures_stored_as_oci_referrers_are_read_from_the_referrers_api_and_from_its_tag_schema() {
+    let (f, _controllers) = Fleet::start();
+    let oci = ReferrersRegistry::start(&f.scratch.path("oci-registry"), &f.scratch.ca);
+    for prefix in ["cosign", "stranger"] {
+        let g = support::cosign::run(&f.scratch, &["generate-key-pair", "--output-key-prefix", prefix]);
+        assert_eq!(code(&g), 0, "cosign generate-key-pair: {}", stderr(&g));
+    }
+    let cosign_public = f.scratch.path("cosign.pub");
+    let trusted = PublicKey::parse_pem(&std::fs::read_to_string(&cosign_public).unwrap()).unwrap();
+    let keys = [cosign_public.as_path()];
+    let docker = f.scratch.path(".docker");
+    std::fs::create_dir_all(&docker).unwrap();
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", USER.0, USER.1));
+    std::fs::write(docker.join("config.json"), json!({"auths": {f.registry.addr.clone(): {"auth": auth}}}).to_string())
+        .unwrap();
+    // cosign's OCI 1.1 form: the signature image as a referrer of the bundle, no `.sig` tag.
+    let sign_as_referrer = |key: &str, version: u32, reference: &str| {
+        let s = support::cosign::run(
+            &f.scratch,
+            &[
+                "sign",
+                "--key",
+                key,
+                "--tlog-upload=false",
+                "--registry-referrers-mode=oci-1-1",
+                "-a",
+                &format!("dev.wmrender.bundle-version={version}"),
+                reference,
+            ],
+        );
+        assert_eq!(code(&s), 0, "cosign sign: {}", stderr(&s));
+    };
+
+    let v1 = f.render("v1", &keys, "api-int.one.example.com");
+    f.first_contact(&v1);
+
+    // A registry with the referrers API (named directly: no hosts.toml for it, so the agent asks it itself).
+    let v2 = f.render("v2", &keys, "api-int.two.example.com");
+    let v2_ref = f.publish_to(&oci.addr, &v2, &[]);
+    sign_as_referrer("cosign.key", 2, &v2_ref);
+    let digest = v2_ref.split_once('@').unwrap().1;
+    let sig_tag = format!("https://{}/v2/fleet/windows-bundle/manifests/{}", oci.addr, signed_bundle::tag_for(digest));
+    assert_eq!(support::registry::request(&f.scratch.ca, "GET", &sig_tag, "*/*").0, 404, "no .sig tag");
+    f.want(&v2_ref);
+    let r = f.pull();
+    assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
+    assert!(r.message.contains(&format!("signed by {}", trusted[0].id)), "{}", r.message);
+    assert_eq!(
+        std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(),
+        rendered_file(&v2, r"C:\k\wmrender\services.json")
+    );
+
+    // A referrer signed by a key the node does not trust: refused, nothing changed; unsigned: refused so.
+    let v3 = f.render("v3", &keys, "api-int.three.example.com");
+    let v3_ref = f.publish_to(&oci.addr, &v3, &[]);
+    let refused = |reference: &str, says: &str| {
+        let before = f.files();
+        f.want(reference);
+        let r = f.pull();
+        assert_eq!(r.outcome, PullOutcome::Refused, "{r:?}");
+        assert!(r.message.contains(says), "{says}: {}", r.message);
+        assert!(f.files() == before, "{reference} changed the node");
+    };
+    refused(&v3_ref, "is not signed (no signature under its sha256-<hex>.sig tag or among its OCI referrers)");
+    sign_as_referrer("stranger.key", 3, &v3_ref);
+    refused(&v3_ref, "no trusted key verifies any of its 1 signature(s)");
+
+    // Debian's registry has no referrers API: cosign keeps the referrers in the tag schema's index
+    // (`sha256-<hex>`), where the agent reads them, through the mirror the rendered hosts.toml names.
+    let v4 = f.render("v4", &keys, "api-int.four.example.com");
+    let v4_published = f.publish(&v4, &[]);
+    sign_as_referrer("cosign.key", 4, &v4_published);
+    let v4_ref = f.desired(&v4_published);
+    f.want(&v4_ref);
+    let r = f.pull();
+    assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
+    assert_eq!(
+        std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(),
+        rendered_file(&v4, r"C:\k\wmrender\services.json")
+    );
+    let digest = v4_ref.split_once('@').unwrap().1;
+    let asked = |path: &str| f.registry.requests().iter().any(|l| l.contains(path));
+    assert!(asked(&format!("/referrers/{digest}")), "the referrers API was asked first");
+    assert!(asked(&format!("/manifests/{}", signed_bundle::referrers_tag_for(digest))), "then its tag schema");
 }

@@ -16,7 +16,8 @@
 #   containerd and ctr), and the Linux kubelet of the tests where a node joins for real, in a network namespace the
 #   test makes (iproute2, nsenter) and runs pods with Debian's runc, CNI plugins and iptables, built from their Go modules (tests/payload/build.sh; about 9 minutes the first
 #   time on 2 cores);
-# - cosign, built from its Go module (tests/cosign/build.sh; the signing tests; about 4 minutes the first time).
+# - cosign, built from its Go module (tests/cosign/build.sh; the signing tests; about 4 minutes the first time), and
+#   beside it go-containerregistry's registry (the OCI referrers API; seconds more).
 #
 # Safe to run again: it installs only what is missing, and rebuilds nothing that is current.
 set -euo pipefail

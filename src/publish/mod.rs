@@ -3,12 +3,14 @@
 //! that nodes can pull what was reviewed and check that it is (docs/pull.md).
 //!
 //! [`read`] (the rendered directory or the payload, checked against their lists) → [`artifact`] (pure: the layout) →
-//! [`push`] (the registry) and [`signature`] (cosign's simple signing).
+//! [`push`] (the registry), [`signature`] (cosign's simple signing) and [`referrers`] (where a registry has the
+//! OCI 1.1 referrers API, a signature is stored there too).
 
 pub mod artifact;
 pub mod error;
 pub mod push;
 pub mod read;
+pub mod referrers;
 pub mod signature;
 
 pub use error::PublishError;

@@ -2,7 +2,7 @@
 //! manifest names are known to be there; the others are asked for, so a file already there is not sent again), then
 //! the manifest once: under the tag when one was given (which stores it by its digest too), else by its digest.
 
-use super::artifact::{Artifact, Blob, MANIFEST_MEDIA_TYPE};
+use super::artifact::{Artifact, Blob, Descriptor, MANIFEST_MEDIA_TYPE};
 use super::error::PublishError;
 use super::signature::{self, Layer, SigningKey};
 use oci_client::errors::OciDistributionError;
@@ -43,6 +43,9 @@ pub struct Published {
     pub signed_by: Vec<String>,
     /// Signatures that were there and are kept.
     pub signatures_kept: usize,
+    /// The digest of the signature image stored as an OCI 1.1 referrer of the bundle, where the registry has the
+    /// referrers API.
+    pub referrer: Option<String>,
 }
 
 /// Where the artifact goes: the repository, and the tag if one was given.
@@ -109,13 +112,19 @@ pub async fn publish(artifact: &Artifact, opts: &PublishOptions) -> Result<Publi
     let at = target.tag.as_ref().map(|t| target.by_tag(t)).unwrap_or_else(|| reference.clone());
     send_manifest(&client, &at, &artifact.manifest, &mut out).await?;
     if let Some(signing) = &opts.signing {
-        sign(&client, &target, artifact, signing, &auth, &mut out).await?;
+        let http = crate::oci::http_client(&opts.ca_files)?;
+        sign(&client, &http, &target, artifact, signing, &auth, &mut out).await?;
     }
     Ok(out)
 }
 
+/// Signs the artifact's digest with each key, keeping the signatures already under its `sha256-<hex>.sig` tag, and
+/// writes the signature image there; where the registry has the referrers API, the same signatures go up as a
+/// referrer of the bundle too (cosign's OCI 1.1 form), for verifiers that look there (`cosign verify
+/// --experimental-oci11`, admission policies). A node reads either.
 async fn sign(
     client: &Client,
+    http: &reqwest::Client,
     target: &Target,
     artifact: &Artifact,
     signing: &Signing,
@@ -152,7 +161,21 @@ async fn sign(
     }
     let (config, manifest) = signature::image(&layers);
     send_blobs(client, &sig_ref, &[payload, config], out).await?;
-    send_manifest(client, &sig_ref, &manifest, out).await
+    send_manifest(client, &sig_ref, &manifest, out).await?;
+    let bundle = target.by_digest(&artifact.digest);
+    if super::referrers::has_api(http, client, &bundle, auth).await? {
+        let subject = Descriptor {
+            media_type: MANIFEST_MEDIA_TYPE.into(),
+            digest: artifact.digest.clone(),
+            size: artifact.manifest.len() as u64,
+            annotations: Default::default(),
+        };
+        let referrer = signature::referrer(&layers, subject);
+        let digest = super::artifact::digest(&referrer);
+        send_manifest(client, &target.by_digest(&digest), &referrer, out).await?;
+        out.referrer = Some(digest);
+    }
+    Ok(())
 }
 
 async fn send_blobs(client: &Client, at: &Reference, blobs: &[Blob], out: &mut Published) -> Result<(), PublishError> {
@@ -176,8 +199,15 @@ async fn send_manifest(
     out: &mut Published,
 ) -> Result<(), PublishError> {
     let content_type = http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE);
+    // A registry that answers without the manifest's `Location` (ECR does, and go-containerregistry's) sends
+    // oci-client to a fallback that takes the URL to end in a tag, and panics on a reference by digest. The digest
+    // in the tag's place gives the same URL (`…/manifests/sha256:<hex>`) and a fallback that holds.
+    let by_url = match at.digest() {
+        Some(digest) => Reference::with_tag(at.registry().into(), at.repository().into(), digest.into()),
+        None => at.clone(),
+    };
     client
-        .push_manifest_raw(at, manifest.to_vec(), content_type)
+        .push_manifest_raw(&by_url, manifest.to_vec(), content_type)
         .await
         .map_err(|e| failure(at, "pushing the manifest", e))?;
     out.bytes_sent += manifest.len() as u64;

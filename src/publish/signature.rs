@@ -15,7 +15,9 @@ use base64::engine::general_purpose::STANDARD;
 use ring::rand::SystemRandom;
 use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair};
 use std::path::Path;
-use wmrender_contract::signed_bundle::{PublicKey, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE};
+use wmrender_contract::signed_bundle::{
+    PublicKey, REFERRER_ARTIFACT_TYPE, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE,
+};
 
 const CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
 
@@ -177,9 +179,25 @@ fn pem_block(text: &str, label: &str) -> Option<Vec<u8>> {
 
 pub use wmrender_contract::signed_bundle::{Layer, stored_layers};
 
-/// The signature image of `layers` (the ones already stored first, then the new ones): its config blob, its
-/// manifest's bytes and digest.
+/// The signature image of `layers` (the ones already stored first, then the new ones): its config blob and its
+/// manifest's bytes.
 pub fn image(layers: &[Layer]) -> (Blob, Vec<u8>) {
+    let (config, manifest) = image_manifest(layers);
+    (config, manifest.to_bytes())
+}
+
+/// The same signature image stored as an OCI 1.1 referrer of the bundle `subject`, in the form cosign's
+/// `--registry-referrers-mode=oci-1-1` writes: the artifact type `application/vnd.dev.cosign.artifact.sig.v1+json`
+/// as the manifest's `artifactType` and its config's media type (the config blob is the image's).
+pub fn referrer(layers: &[Layer], subject: Descriptor) -> Vec<u8> {
+    let (_, mut manifest) = image_manifest(layers);
+    manifest.artifact_type = Some(REFERRER_ARTIFACT_TYPE);
+    manifest.config.media_type = REFERRER_ARTIFACT_TYPE.into();
+    manifest.subject = Some(subject);
+    manifest.to_bytes()
+}
+
+fn image_manifest(layers: &[Layer]) -> (Blob, Manifest) {
     // The config go-containerregistry writes for cosign's image: one history entry and one diff ID per layer.
     let diff_ids: Vec<&str> = layers.iter().map(|l| l.payload_digest.as_str()).collect();
     let history: Vec<serde_json::Value> =
@@ -207,8 +225,8 @@ pub fn image(layers: &[Layer]) -> (Blob, Vec<u8>) {
                 annotations: [(SIGNATURE_ANNOTATION.to_string(), l.signature.clone())].into(),
             })
             .collect(),
-    }
-    .to_bytes();
+        subject: None,
+    };
     (config, manifest)
 }
 
@@ -246,5 +264,34 @@ mod tests {
         let c: serde_json::Value = serde_json::from_slice(&config.bytes).unwrap();
         assert_eq!(c["rootfs"]["diff_ids"][0], a.payload_digest.as_str());
         assert!(stored_layers(b"not json").is_empty());
+    }
+
+    #[test]
+    fn the_referrer_is_the_image_with_cosigns_artifact_type_and_the_bundle_as_subject() {
+        let a =
+            Layer { payload_digest: crate::publish::artifact::digest(b"p"), payload_size: 1, signature: "c2ln".into() };
+        let (config, image) = image(std::slice::from_ref(&a));
+        let bundle = Descriptor {
+            media_type: MANIFEST_MEDIA_TYPE.into(),
+            digest: crate::publish::artifact::digest(b"bundle"),
+            size: 6,
+            annotations: Default::default(),
+        };
+        let bytes = referrer(std::slice::from_ref(&a), bundle.clone());
+        let r: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(r["artifactType"], REFERRER_ARTIFACT_TYPE);
+        assert_eq!(r["config"]["mediaType"], REFERRER_ARTIFACT_TYPE);
+        assert_eq!(r["config"]["digest"], config.digest.as_str(), "the image's config blob");
+        assert_eq!(r["subject"], serde_json::to_value(&bundle).unwrap());
+        assert_eq!(stored_layers(&bytes), stored_layers(&image), "the same signatures");
+        let listed = serde_json::json!({"manifests": [{
+            "mediaType": MANIFEST_MEDIA_TYPE, "digest": crate::publish::artifact::digest(&bytes),
+            "size": bytes.len(), "artifactType": r["artifactType"],
+        }]});
+        assert_eq!(
+            wmrender_contract::signed_bundle::signature_referrers(listed.to_string().as_bytes()).len(),
+            1,
+            "what a node lists as a signature"
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! The real `cosign` v2.6.5, built from its Go module by tests/cosign/build.sh (once per test run), run against a
-//! test's registry: it trusts the test CA (Go reads SSL_CERT_FILE) and reaches no transparency log.
+//! test's registry: it trusts the test CA (Go reads SSL_CERT_FILE) and reaches no transparency log. Its experimental
+//! features are on (`COSIGN_EXPERIMENTAL=1`), for `--registry-referrers-mode=oci-1-1`.
 
 use super::registry::Scratch;
 use std::path::PathBuf;
@@ -17,6 +18,12 @@ pub fn binary() -> PathBuf {
     super::root().join("target/cosign/cosign")
 }
 
+/// go-containerregistry's registry, built beside cosign (tests/support/registry.rs starts it).
+pub fn oci_registry() -> PathBuf {
+    binary();
+    super::root().join("target/cosign/oci-registry")
+}
+
 /// `cosign ARGS` in the scratch folder (its key pairs land there).
 pub fn run(scratch: &Scratch, args: &[&str]) -> Output {
     Command::new(binary())
@@ -24,6 +31,7 @@ pub fn run(scratch: &Scratch, args: &[&str]) -> Output {
         .env("SSL_CERT_FILE", scratch.ca.pem())
         .env("COSIGN_PASSWORD", PASSWORD)
         .env("COSIGN_YES", "true")
+        .env("COSIGN_EXPERIMENTAL", "1")
         .env("HOME", scratch.dir.path())
         .current_dir(scratch.dir.path())
         .output()

@@ -175,6 +175,69 @@ impl Drop for Registry {
     }
 }
 
+/// go-containerregistry's registry (tests/cosign/oci-registry, built with cosign): in memory, with the OCI 1.1
+/// referrers API that Debian's docker-registry lacks, TLS from the test CA, no authentication. Like ECR, it answers a
+/// pushed manifest without its `Location`. Stopped when dropped.
+pub struct ReferrersRegistry {
+    pub addr: String,
+    pub log: PathBuf,
+    child: Child,
+}
+
+impl ReferrersRegistry {
+    pub fn start(dir: &Path, ca: &Ca) -> ReferrersRegistry {
+        std::fs::create_dir_all(dir).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let addr = format!("127.0.0.1:{port}");
+        let log = dir.join("log");
+        let out = std::fs::File::create(&log).unwrap();
+        let (cert, key) = (ca.dir.join("reg.pem"), ca.dir.join("reg.key"));
+        let child = Command::new(super::cosign::oci_registry())
+            .args(["-addr", &addr, "-cert", cert.to_str().unwrap(), "-key", key.to_str().unwrap()])
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("oci-registry runs");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(Instant::now() < deadline, "oci-registry did not listen on {addr}: {}", read(&log));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        ReferrersRegistry { addr, log, child }
+    }
+}
+
+impl Drop for ReferrersRegistry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A request to a test registry over TLS trusting only the test CA: (status, body). `DELETE` too, which skopeo and
+/// cosign do not offer for a tag.
+pub fn request(ca: &Ca, method: &str, url: &str, accept: &str) -> (u16, Vec<u8>) {
+    let pem = std::fs::read(ca.pem()).unwrap();
+    let certs: Vec<_> = ureq::tls::parse_pem(&pem)
+        .filter_map(|item| match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::new_with_certs(&certs)).build();
+    let agent = ureq::Agent::config_builder()
+        .tls_config(tls)
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .new_agent();
+    let request = ureq::http::Request::builder().method(method).uri(url).header("Accept", accept).body(()).unwrap();
+    let mut response = agent.run(request).expect("the registry answers");
+    let status = response.status().as_u16();
+    (status, response.body_mut().read_to_vec().unwrap_or_default())
+}
+
 fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }

@@ -144,6 +144,9 @@ pub struct Manifest {
     pub artifact_type: Option<&'static str>,
     pub config: Descriptor,
     pub layers: Vec<Descriptor>,
+    /// What this manifest refers to (OCI 1.1): set on a signature stored as a referrer of the bundle.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<Descriptor>,
 }
 
 impl Manifest {
@@ -190,6 +193,7 @@ pub fn manifest(kind: Kind, entries: &[Entry]) -> Vec<u8> {
         artifact_type: Some(kind.artifact_type()),
         config,
         layers,
+        subject: None,
     }
     .to_bytes()
 }

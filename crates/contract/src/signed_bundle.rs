@@ -1,8 +1,9 @@
 //! A published bundle's signatures, as `wmrender publish` writes them and a node judges them: cosign's "simple
 //! signing" (the payload names the repository and the manifest digest; an ECDSA P-256 / SHA-256 signature of the
-//! payload's bytes rides as an annotation of the payload's layer, in an image under the tag `sha256-<hex>.sig`), with
-//! the bundle version in the payload's `optional` part. What `cosign sign --key … -a dev.wmrender.bundle-version=N`
-//! signs is accepted the same way.
+//! payload's bytes rides as an annotation of the payload's layer, in an image under the tag `sha256-<hex>.sig`, and
+//! where the registry has the OCI 1.1 referrers API also as a referrer of the bundle, as cosign's
+//! `--registry-referrers-mode=oci-1-1` stores it), with the bundle version in the payload's `optional` part. What
+//! `cosign sign --key … -a dev.wmrender.bundle-version=N` signs is accepted the same way, in either place.
 //!
 //! Everything here is read from a registry: untrusted. A bundle is accepted only when a signature that a trusted key
 //! verifies names exactly its digest, carries a version, and that version is not older than the one the node
@@ -24,6 +25,36 @@ pub const DOWNGRADE: &str = "dev.wmrender.downgrade";
 /// The tag cosign stores a manifest's signatures under: `sha256:<hex>` → `sha256-<hex>.sig`.
 pub fn tag_for(manifest_digest: &str) -> String {
     format!("{}.sig", manifest_digest.replace(':', "-"))
+}
+
+/// The artifact type of a signature image stored as an OCI 1.1 referrer of what it signs (cosign's
+/// `--registry-referrers-mode=oci-1-1`: the manifest's `artifactType` and its config's media type).
+pub const REFERRER_ARTIFACT_TYPE: &str = "application/vnd.dev.cosign.artifact.sig.v1+json";
+
+/// The tag of the distribution spec's referrers tag schema, where a registry without the referrers API keeps a
+/// manifest's referrers (an image index that the clients writing them update): `sha256:<hex>` → `sha256-<hex>`.
+pub fn referrers_tag_for(manifest_digest: &str) -> String {
+    manifest_digest.replace(':', "-")
+}
+
+/// The signature images an OCI referrers index lists (from the referrers API or its tag schema): the digests of the
+/// image manifests of [`REFERRER_ARTIFACT_TYPE`], each once, at most [`SIGNATURES_MAX`]. Read from a registry: an
+/// entry without a sha256 digest is left out.
+pub fn signature_referrers(index: &[u8]) -> Vec<String> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(index) else { return Vec::new() };
+    let mut digests: Vec<String> = Vec::new();
+    let listed = value["manifests"].as_array().into_iter().flatten();
+    for m in listed.filter(|m| {
+        m["artifactType"] == REFERRER_ARTIFACT_TYPE && m["mediaType"] == crate::bundle_artifact::MANIFEST_MEDIA_TYPE
+    }) {
+        if let Some(d) = m["digest"].as_str().filter(|d| crate::bundle_artifact::is_digest(d))
+            && !digests.iter().any(|seen| seen == d)
+        {
+            digests.push(d.to_string());
+        }
+    }
+    digests.truncate(SIGNATURES_MAX);
+    digests
 }
 
 /// What a signature vouches for.
@@ -169,7 +200,7 @@ pub struct Accepted {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     #[error(
-        "the bundle is not signed (no signature under its sha256-<hex>.sig tag): sign it with `wmrender publish --sign-key`"
+        "the bundle is not signed (no signature under its sha256-<hex>.sig tag or among its OCI referrers): sign it with `wmrender publish --sign-key`"
     )]
     Unsigned,
     #[error(
@@ -318,6 +349,32 @@ mod tests {
         let payload = serde_json::to_vec(&bare).unwrap();
         let sig = STANDARD.encode(ci.0.sign(&SystemRandom::new(), &payload).unwrap().as_ref());
         assert_eq!(judge(&d, &[Signature { payload, signature: sig }], &keys, None), Err(Refusal::NoVersion));
+    }
+
+    #[test]
+    fn an_index_lists_the_signature_images_among_other_referrers() {
+        let d = |c: &str| format!("sha256:{}", c.repeat(64));
+        let entry = |digest: &str, media: &str, artifact: &str| serde_json::json!({"mediaType": media, "digest": digest, "size": 700, "artifactType": artifact});
+        let manifest = crate::bundle_artifact::MANIFEST_MEDIA_TYPE;
+        let index = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [
+                entry(&d("a"), manifest, REFERRER_ARTIFACT_TYPE),
+                entry(&d("b"), manifest, "application/spdx+json"),
+                entry("sha256:short", manifest, REFERRER_ARTIFACT_TYPE),
+                entry(&d("c"), "application/vnd.oci.image.index.v1+json", REFERRER_ARTIFACT_TYPE),
+                entry(&d("e"), manifest, REFERRER_ARTIFACT_TYPE),
+                entry(&d("a"), manifest, REFERRER_ARTIFACT_TYPE),
+            ],
+        });
+        assert_eq!(signature_referrers(index.to_string().as_bytes()), [d("a"), d("e")]);
+        assert!(signature_referrers(b"<html>").is_empty());
+        let many: Vec<_> =
+            (0..100).map(|i| entry(&format!("sha256:{i:064x}"), manifest, REFERRER_ARTIFACT_TYPE)).collect();
+        let many = serde_json::json!({"manifests": many}).to_string();
+        assert_eq!(signature_referrers(many.as_bytes()).len(), SIGNATURES_MAX);
+        assert_eq!(referrers_tag_for(&d("a")), format!("sha256-{}", "a".repeat(64)));
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //!    credentials sync merged in), every byte checked against the digest;
 //! 2. fetches the signatures under cosign's `sha256-<hex>.sig` tag and judges them
 //!    ([`wmrender_contract::signed_bundle::judge`]) with the public keys node.json lists: a trusted key must sign
-//!    exactly this digest with a version not older than the one applied, unless signed as a downgrade;
+//!    exactly this digest with a version not older than the one applied, unless signed as a downgrade. When those
+//!    do not do, the signatures stored as OCI 1.1 referrers of the bundle are fetched too (the registry's referrers
+//!    API, else its referrers tag schema) and all are judged together;
 //! 3. fetches each file it does not hold already (a file whose bytes are on the node, under any path, is not
 //!    fetched again), each checked against its digest;
 //! 4. stages the files as sync would ([`stage`]) and records the pull (`C:\k\wmrender\pulled.json`).
@@ -209,22 +211,38 @@ fn pull_desired(
         .map_err(|e| fetch_failure("the manifest", e))?;
     let layers = bundle_artifact::read_manifest(&manifest, Kind::NodeBundle).map_err(refused)?;
 
+    let applied = (!pulled.reference.is_empty()).then_some(pulled.version);
     let tag = signed_bundle::tag_for(&reference.digest);
-    let signatures = match registry.by_tag(&endpoints, repo, &tag, MANIFEST_MAX) {
+    let tagged = match registry.by_tag(&endpoints, repo, &tag, MANIFEST_MAX) {
         Ok(Some(bytes)) => signed_bundle::stored_layers(&bytes),
         Ok(None) => Vec::new(),
         Err(e) => return Err(fetch_failure("the signatures", e)),
     };
-    let mut stored = Vec::new();
-    for layer in signatures.iter().take(SIGNATURES_MAX).filter(|l| l.payload_size <= PAYLOAD_MAX) {
-        let payload = registry
-            .by_digest(&endpoints, repo, "blobs", &layer.payload_digest, PAYLOAD_MAX)
-            .map_err(|e| fetch_failure("a signature's payload", e))?;
-        stored.push(Signature { payload, signature: layer.signature.clone() });
+    let mut stored = payloads(&registry, &endpoints, repo, &tagged, SIGNATURES_MAX)?;
+    let mut judged = signed_bundle::judge(&reference.digest, &stored, &keys, applied);
+    if judged.is_err() {
+        // Those stored as OCI 1.1 referrers (cosign's `--registry-referrers-mode=oci-1-1`), asked for only when the
+        // tag's do not do: a bundle signed under the tag, as wmrender and cosign sign by default, costs no request
+        // more.
+        let index = registry
+            .referrers(&endpoints, repo, &reference.digest, signed_bundle::REFERRER_ARTIFACT_TYPE, MANIFEST_MAX)
+            .map_err(|e| fetch_failure("the signatures' referrers", e))?;
+        let before = stored.len();
+        for digest in signed_bundle::signature_referrers(&index.unwrap_or_default()) {
+            let room = SIGNATURES_MAX.saturating_sub(stored.len());
+            if room == 0 {
+                break;
+            }
+            let image = registry
+                .by_digest(&endpoints, repo, "manifests", &digest, MANIFEST_MAX)
+                .map_err(|e| fetch_failure("a signature referrer", e))?;
+            stored.extend(payloads(&registry, &endpoints, repo, &signed_bundle::stored_layers(&image), room)?);
+        }
+        if stored.len() > before {
+            judged = signed_bundle::judge(&reference.digest, &stored, &keys, applied);
+        }
     }
-    let applied = (!pulled.reference.is_empty()).then_some(pulled.version);
-    let accepted =
-        signed_bundle::judge(&reference.digest, &stored, &keys, applied).map_err(|r| refused(r.to_string()))?;
+    let accepted = judged.map_err(|r| refused(r.to_string()))?;
 
     // Files the node holds already, by content: read from the node, checked again, not fetched. A hosts.toml
     // that carries credentials is the rendered one with them taken out.
@@ -291,6 +309,24 @@ fn pull_desired(
         staged.removed.len(),
     );
     Ok((PullOutcome::Staged, message, state))
+}
+
+/// The signatures of a signature image's layers, each payload fetched by its digest: at most `room` of them.
+fn payloads(
+    registry: &Registry,
+    endpoints: &[Endpoint],
+    repo: &str,
+    layers: &[signed_bundle::Layer],
+    room: usize,
+) -> Result<Vec<Signature>, Failure> {
+    let mut out = Vec::new();
+    for layer in layers.iter().filter(|l| l.payload_size <= PAYLOAD_MAX).take(room) {
+        let payload = registry
+            .by_digest(endpoints, repo, "blobs", &layer.payload_digest, PAYLOAD_MAX)
+            .map_err(|e| fetch_failure("a signature's payload", e))?;
+        out.push(Signature { payload, signature: layer.signature.clone() });
+    }
+    Ok(out)
 }
 
 /// The hosts to ask for `registry`: its hosts.toml on the node, else the registry itself.

@@ -13,6 +13,8 @@ use wmrender_contract::hosts_toml::Endpoint;
 /// The bound on each request's connection and answer: a pass must not hang on a registry that does not answer.
 const TIMEOUT: Duration = Duration::from_secs(30);
 pub const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json";
+/// The media type of an OCI image index: what the referrers API and its tag schema answer.
+const INDEX_ACCEPT: &str = "application/vnd.oci.image.index.v1+json";
 
 /// Why content could not be had.
 #[derive(Debug, PartialEq, Eq)]
@@ -129,6 +131,42 @@ impl Registry {
                 Ok(Answer::Body(bytes)) => return Ok(Some(bytes)),
                 Ok(Answer::NotFound) => answered = true,
                 Ok(Answer::TooLarge) => unavailable.push(format!("{}: the manifest is over {max} bytes", e.url)),
+                Err(why) => unavailable.push(format!("{}: {why}", e.url)),
+            }
+        }
+        if answered || unavailable.is_empty() {
+            return Ok(None);
+        }
+        Err(FetchError::Unavailable(unavailable.join("; ")))
+    }
+
+    /// The OCI 1.1 referrers of the manifest `digest` (an image index) from the first host that may resolve and lists
+    /// any: its referrers API (asked for those of `artifact_type`), else, where a host answers the API with 404 (a
+    /// registry without it), the referrers tag schema's index under `sha256-<hex>`, as the distribution spec tells a
+    /// client to fall back. `None` when every host that answered lists none. A listing, like a tag, is asked only of
+    /// hosts that may resolve: a mirror's copy of it could be stale.
+    pub fn referrers(
+        &self,
+        endpoints: &[Endpoint],
+        repository: &str,
+        digest: &str,
+        artifact_type: &str,
+        max: u64,
+    ) -> Result<Option<Vec<u8>>, FetchError> {
+        let mut unavailable = Vec::new();
+        let mut answered = false;
+        let api = format!("{repository}/referrers/{digest}?artifactType={}", percent_encode(artifact_type));
+        let fallback =
+            format!("{repository}/manifests/{}", wmrender_contract::signed_bundle::referrers_tag_for(digest));
+        for e in endpoints.iter().filter(|e| e.resolve) {
+            let answer = match self.get(e, &api, max, Some(INDEX_ACCEPT)) {
+                Ok(Answer::NotFound) => self.get(e, &fallback, max, Some(INDEX_ACCEPT)),
+                other => other,
+            };
+            match answer {
+                Ok(Answer::Body(bytes)) => return Ok(Some(bytes)),
+                Ok(Answer::NotFound) => answered = true,
+                Ok(Answer::TooLarge) => unavailable.push(format!("{}: the referrers index is over {max} bytes", e.url)),
                 Err(why) => unavailable.push(format!("{}: {why}", e.url)),
             }
         }
