@@ -227,6 +227,9 @@ fn publish(args: PublishArgs) -> Result<u8, Error> {
         if let Some(referrer) = &published.referrer {
             eprintln!("stored the signatures as the referrer {referrer} too (the registry has the OCI referrers API)");
         }
+        for warning in &published.warnings {
+            eprintln!("warning: {warning}");
+        }
         println!("{}", published.reference);
         Ok(OK)
     }

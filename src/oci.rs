@@ -21,6 +21,7 @@ pub enum AccessError {
         #[source]
         source: std::io::Error,
     },
+    /// A file of credentials or CAs that cannot be used (the variant names the first use it had).
     #[error("{what}: {why}")]
     Credentials { what: String, why: String },
 }
@@ -59,7 +60,8 @@ pub fn http_client(ca_files: &[PathBuf]) -> Result<reqwest::Client, AccessError>
         .read_timeout(READ_TIMEOUT)
         .user_agent(USER_AGENT)
         .build()
-        .map_err(|e| AccessError::Credentials { what: "the registry client".into(), why: request_reason(&e) })
+        // What fails here is the TLS set-up with the CAs given: the user's files.
+        .map_err(|e| AccessError::Credentials { what: "--registry-ca".into(), why: request_reason(&e) })
 }
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -30,6 +30,7 @@ use wmrender_node::system::Folder;
 const USER: (&str, &str) = ("fleet", "s3cret-pull");
 /// The repository the bundle is published to (on the test registry) and named by (through the mirror).
 const SOURCE: &str = "bundles.example.com/fleet/windows-bundle";
+const INDEX: &str = "application/vnd.oci.image.index.v1+json";
 
 struct Fleet {
     scratch: Scratch,
@@ -445,7 +446,7 @@ fn signatures_stored_as_oci_referrers_are_read_from_the_referrers_api_and_from_i
     sign_as_referrer("cosign.key", 2, &v2_ref);
     let digest = v2_ref.split_once('@').unwrap().1;
     let sig_tag = format!("https://{}/v2/fleet/windows-bundle/manifests/{}", oci.addr, signed_bundle::tag_for(digest));
-    assert_eq!(support::registry::request(&f.scratch.ca, "GET", &sig_tag, "*/*").0, 404, "no .sig tag");
+    assert_eq!(support::registry::request(&f.scratch.ca, "GET", &sig_tag, "*/*", None).0, 404, "no .sig tag");
     f.want(&v2_ref);
     let r = f.pull();
     assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
@@ -470,21 +471,66 @@ fn signatures_stored_as_oci_referrers_are_read_from_the_referrers_api_and_from_i
     sign_as_referrer("stranger.key", 3, &v3_ref);
     refused(&v3_ref, "no trusted key verifies any of its 1 signature(s)");
 
-    // Debian's registry has no referrers API: cosign keeps the referrers in the tag schema's index
-    // (`sha256-<hex>`), where the agent reads them, through the mirror the rendered hosts.toml names.
-    let v4 = f.render("v4", &keys, "api-int.four.example.com");
-    let v4_published = f.publish(&v4, &[]);
-    sign_as_referrer("cosign.key", 4, &v4_published);
-    let v4_ref = f.desired(&v4_published);
-    f.want(&v4_ref);
+    // The tag's signatures refused (wmrender signed with a key the node does not trust, under the tag and as a
+    // referrer), then a trusted referrer: all are judged together, each signature once.
+    let (stranger_ci, _) = f.scratch.key("stranger-ci");
+    let v5 = f.render("v5", &keys, "api-int.five.example.com");
+    let v5_ref = f.publish_to(&oci.addr, &v5, &["--sign-key", stranger_ci.to_str().unwrap(), "--bundle-version", "5"]);
+    refused(&v5_ref, "no trusted key verifies any of its 1 signature(s)");
+    sign_as_referrer("cosign.key", 5, &v5_ref);
+    f.want(&v5_ref);
     let r = f.pull();
     assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
     assert_eq!(
         std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(),
-        rendered_file(&v4, r"C:\k\wmrender\services.json")
+        rendered_file(&v5, r"C:\k\wmrender\services.json")
     );
-    let digest = v4_ref.split_once('@').unwrap().1;
+
+    // Debian's registry has no referrers API: cosign keeps the referrers in the tag schema's index
+    // (`sha256-<hex>`), where the agent reads them, through the mirror the rendered hosts.toml names.
+    let schema = |published: &str| {
+        let digest = published.split_once('@').unwrap().1;
+        let url = format!(
+            "https://{}/v2/fleet/windows-bundle/manifests/{}",
+            f.registry.addr,
+            signed_bundle::referrers_tag_for(digest)
+        );
+        let (status, body) = support::registry::request(&f.scratch.ca, "GET", &url, INDEX, Some(USER));
+        assert_eq!(status, 200, "{url}: {}", String::from_utf8_lossy(&body));
+        signed_bundle::signature_referrers(&body)
+    };
+    let delete = |digest: &str| {
+        let url = format!("https://{}/v2/fleet/windows-bundle/manifests/{digest}", f.registry.addr);
+        let (status, body) = support::registry::request(&f.scratch.ca, "DELETE", &url, "*/*", Some(USER));
+        assert_eq!(status, 202, "{url}: {}", String::from_utf8_lossy(&body));
+    };
+    let v6 = f.render("v6", &keys, "api-int.six.example.com");
+    let v6_published = f.publish(&v6, &[]);
+    sign_as_referrer("stranger.key", 6, &v6_published);
+    let stale = schema(&v6_published);
+    assert_eq!(stale.len(), 1);
+    sign_as_referrer("cosign.key", 6, &v6_published);
+    assert_eq!(schema(&v6_published).len(), 2);
+    // The stranger's referrer is deleted; the index, which clients keep, still lists it: passed over.
+    delete(&stale[0]);
+    let v6_ref = f.desired(&v6_published);
+    f.want(&v6_ref);
+    let r = f.pull();
+    assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
+    assert_eq!(
+        std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(),
+        rendered_file(&v6, r"C:\k\wmrender\services.json")
+    );
+    let digest = v6_ref.split_once('@').unwrap().1;
     let asked = |path: &str| f.registry.requests().iter().any(|l| l.contains(path));
     assert!(asked(&format!("/referrers/{digest}")), "the referrers API was asked first");
     assert!(asked(&format!("/manifests/{}", signed_bundle::referrers_tag_for(digest))), "then its tag schema");
+
+    // A bundle whose only referrer is gone: refused as unsigned, and the refusal says what could not be read.
+    let v7 = f.render("v7", &keys, "api-int.seven.example.com");
+    let v7_published = f.publish(&v7, &[]);
+    sign_as_referrer("cosign.key", 7, &v7_published);
+    let only = schema(&v7_published);
+    delete(&only[0]);
+    refused(&f.desired(&v7_published), &format!("not all read: the referrer {}", only[0]));
 }

@@ -46,6 +46,8 @@ pub struct Published {
     /// The digest of the signature image stored as an OCI 1.1 referrer of the bundle, where the registry has the
     /// referrers API.
     pub referrer: Option<String>,
+    /// What went wrong without failing the publish.
+    pub warnings: Vec<String>,
 }
 
 /// Where the artifact goes: the repository, and the tag if one was given.
@@ -162,8 +164,8 @@ async fn sign(
     let (config, manifest) = signature::image(&layers);
     send_blobs(client, &sig_ref, &[payload, config], out).await?;
     send_manifest(client, &sig_ref, &manifest, out).await?;
-    let bundle = target.by_digest(&artifact.digest);
-    if super::referrers::has_api(http, client, &bundle, auth).await? {
+    let repository = target.by_digest(&artifact.digest);
+    if super::referrers::has_api(http, client, &repository, &artifact.digest, auth).await? {
         let subject = Descriptor {
             media_type: MANIFEST_MEDIA_TYPE.into(),
             digest: artifact.digest.clone(),
@@ -172,8 +174,20 @@ async fn sign(
         };
         let referrer = signature::referrer(&layers, subject);
         let digest = super::artifact::digest(&referrer);
-        send_manifest(client, &target.by_digest(&digest), &referrer, out).await?;
-        out.referrer = Some(digest);
+        // The signatures are stored under the tag already, where nodes and `cosign verify` look first: a referrer
+        // the registry refuses is said, not a failure of the publish.
+        let mut sent = Published::default();
+        match send_manifest(client, &target.by_digest(&digest), &referrer, &mut sent).await {
+            Ok(()) => {
+                out.bytes_sent += sent.bytes_sent;
+                out.referrer = Some(digest);
+            }
+            Err(e) => out.warnings.push(format!(
+                "the registry has the OCI referrers API, and refused the signatures as a referrer of the bundle \
+                 (they are under the tag {}): {e}",
+                tag_for(&artifact.digest)
+            )),
+        }
     }
     Ok(())
 }

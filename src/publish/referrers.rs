@@ -7,48 +7,65 @@ use super::error::PublishError;
 use base64::Engine;
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference, RegistryOperation};
+use std::time::Duration;
+use wmrender_contract::bundle_artifact::MANIFEST_MAX;
 
 const INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
 
-/// True when the registry answers the referrers API for `subject` (a reference by digest) with an image index; a
-/// 404 (the spec's answer of a registry without the API) or any other answer is false. The bearer token flow is
-/// oci-client's (it keeps the token); only a registry that cannot be reached is an error.
+/// True when the registry answers the referrers API for the manifest `digest` of `repository` (a reference to it)
+/// with an OCI image index, as the distribution spec says a registry with the API does; a 404 (the spec's answer of
+/// a registry without it) or any other answer is false. Credentials go only where a 401 asks for them, as
+/// containerd and cosign send them: a token from the registry's realm (oci-client's flow, which keeps the token),
+/// else the Basic pair. Only a registry that cannot be reached is an error.
 pub async fn has_api(
     http: &reqwest::Client,
     client: &Client,
-    subject: &Reference,
+    repository: &Reference,
+    digest: &str,
     auth: &RegistryAuth,
 ) -> Result<bool, PublishError> {
-    let digest = subject.digest().unwrap_or_default();
-    let url = format!("https://{}/v2/{}/referrers/{digest}", subject.resolve_registry(), subject.repository());
+    let url = format!("https://{}/v2/{}/referrers/{digest}", repository.resolve_registry(), repository.repository());
     let send = |authorization: Option<String>| {
-        let mut request = http.get(&url).header(http::header::ACCEPT, INDEX_MEDIA_TYPE);
+        let mut request =
+            http.get(&url).header(http::header::ACCEPT, INDEX_MEDIA_TYPE).timeout(Duration::from_secs(60));
         if let Some(value) = authorization {
             request = request.header(http::header::AUTHORIZATION, value);
         }
         request.send()
     };
-    let basic = match auth {
-        RegistryAuth::Basic(user, password) => {
-            Some(format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))))
-        }
-        RegistryAuth::Bearer(token) => Some(format!("Bearer {token}")),
-        RegistryAuth::Anonymous => None,
-    };
     let unreachable = |e: reqwest::Error| PublishError::Registry {
-        reference: format!("{}/{}", subject.registry(), subject.repository()),
+        reference: format!("{}/{}", repository.registry(), repository.repository()),
         why: format!("asking for the referrers API: {}", crate::oci::request_reason(&e)),
     };
-    let mut response = send(basic).await.map_err(unreachable)?;
-    if response.status() == reqwest::StatusCode::UNAUTHORIZED
-        && let Ok(Some(token)) = client.auth(subject, auth, RegistryOperation::Pull).await
-    {
-        response = send(Some(format!("Bearer {token}"))).await.map_err(unreachable)?;
+    let mut response = send(None).await.map_err(unreachable)?;
+    if response.status() == reqwest::StatusCode::UNAUTHORIZED {
+        let credentials = match client.auth(repository, auth, RegistryOperation::Pull).await {
+            Ok(Some(token)) => Some(format!("Bearer {token}")),
+            _ => match auth {
+                RegistryAuth::Basic(user, password) => Some(format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+                )),
+                RegistryAuth::Bearer(token) => Some(format!("Bearer {token}")),
+                RegistryAuth::Anonymous => None,
+            },
+        };
+        if credentials.is_some() {
+            response = send(credentials).await.map_err(unreachable)?;
+        }
     }
-    if response.status() != reqwest::StatusCode::OK {
+    let content_type = response.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+    if response.status() != reqwest::StatusCode::OK || !content_type.is_some_and(|t| t.starts_with(INDEX_MEDIA_TYPE)) {
         return Ok(false);
     }
-    let body = response.bytes().await.map_err(unreachable)?;
+    // An index, read up to the bound a manifest has; what is longer is no answer to go by.
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(unreachable)? {
+        body.extend_from_slice(&chunk);
+        if body.len() as u64 > MANIFEST_MAX {
+            return Ok(false);
+        }
+    }
     let index: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     Ok(index["manifests"].is_array())
 }

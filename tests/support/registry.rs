@@ -215,9 +215,9 @@ impl Drop for ReferrersRegistry {
     }
 }
 
-/// A request to a test registry over TLS trusting only the test CA: (status, body). `DELETE` too, which skopeo and
-/// cosign do not offer for a tag.
-pub fn request(ca: &Ca, method: &str, url: &str, accept: &str) -> (u16, Vec<u8>) {
+/// A request to a test registry over TLS trusting only the test CA, as `user` when given: (status, body). `DELETE`
+/// too, which skopeo and cosign do not offer for a tag or a referrer.
+pub fn request(ca: &Ca, method: &str, url: &str, accept: &str, user: Option<(&str, &str)>) -> (u16, Vec<u8>) {
     let pem = std::fs::read(ca.pem()).unwrap();
     let certs: Vec<_> = ureq::tls::parse_pem(&pem)
         .filter_map(|item| match item {
@@ -232,7 +232,13 @@ pub fn request(ca: &Ca, method: &str, url: &str, accept: &str) -> (u16, Vec<u8>)
         .timeout_global(Some(Duration::from_secs(30)))
         .build()
         .new_agent();
-    let request = ureq::http::Request::builder().method(method).uri(url).header("Accept", accept).body(()).unwrap();
+    let mut request = ureq::http::Request::builder().method(method).uri(url).header("Accept", accept);
+    if let Some((name, password)) = user {
+        use base64::Engine;
+        let pair = base64::engine::general_purpose::STANDARD.encode(format!("{name}:{password}"));
+        request = request.header("Authorization", format!("Basic {pair}"));
+    }
+    let request = request.body(()).unwrap();
     let mut response = agent.run(request).expect("the registry answers");
     let status = response.status().as_u16();
     (status, response.body_mut().read_to_vec().unwrap_or_default())

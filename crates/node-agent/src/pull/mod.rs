@@ -213,33 +213,34 @@ fn pull_desired(
 
     let applied = (!pulled.reference.is_empty()).then_some(pulled.version);
     let tag = signed_bundle::tag_for(&reference.digest);
-    let tagged = match registry.by_tag(&endpoints, repo, &tag, MANIFEST_MAX) {
-        Ok(Some(bytes)) => signed_bundle::stored_layers(&bytes),
-        Ok(None) => Vec::new(),
+    let mut seen: Vec<signed_bundle::Layer> = Vec::new();
+    match registry.by_tag(&endpoints, repo, &tag, MANIFEST_MAX) {
+        Ok(Some(bytes)) => {
+            for layer in signed_bundle::stored_layers(&bytes) {
+                if !seen.contains(&layer) {
+                    seen.push(layer);
+                }
+            }
+        }
+        Ok(None) => {}
         Err(e) => return Err(fetch_failure("the signatures", e)),
-    };
-    let mut stored = payloads(&registry, &endpoints, repo, &tagged, SIGNATURES_MAX)?;
+    }
+    let mut stored = payloads(&registry, &endpoints, repo, &seen, SIGNATURES_MAX)?;
     let mut judged = signed_bundle::judge(&reference.digest, &stored, &keys, applied);
     if judged.is_err() {
         // Those stored as OCI 1.1 referrers (cosign's `--registry-referrers-mode=oci-1-1`), asked for only when the
         // tag's do not do: a bundle signed under the tag, as wmrender and cosign sign by default, costs no request
         // more.
-        let index = registry
-            .referrers(&endpoints, repo, &reference.digest, signed_bundle::REFERRER_ARTIFACT_TYPE, MANIFEST_MAX)
-            .map_err(|e| fetch_failure("the signatures' referrers", e))?;
-        let before = stored.len();
-        for digest in signed_bundle::signature_referrers(&index.unwrap_or_default()) {
-            let room = SIGNATURES_MAX.saturating_sub(stored.len());
-            if room == 0 {
-                break;
-            }
-            let image = registry
-                .by_digest(&endpoints, repo, "manifests", &digest, MANIFEST_MAX)
-                .map_err(|e| fetch_failure("a signature referrer", e))?;
-            stored.extend(payloads(&registry, &endpoints, repo, &signed_bundle::stored_layers(&image), room)?);
-        }
-        if stored.len() > before {
+        let room = SIGNATURES_MAX.saturating_sub(stored.len());
+        let (more, trouble) = referrer_signatures(&registry, &endpoints, repo, &reference.digest, &mut seen, room);
+        if !more.is_empty() {
+            stored.extend(more);
             judged = signed_bundle::judge(&reference.digest, &stored, &keys, applied);
+        }
+        if let (Err(refusal), Some(trouble)) = (&judged, trouble) {
+            return Err(refused(format!(
+                "{refusal} (the signatures stored as OCI referrers were not all read: {trouble})"
+            )));
         }
     }
     let accepted = judged.map_err(|r| refused(r.to_string()))?;
@@ -327,6 +328,50 @@ fn payloads(
         out.push(Signature { payload, signature: layer.signature.clone() });
     }
     Ok(out)
+}
+
+/// The signatures stored as OCI referrers of `digest` that are not among `seen` (those judged already: each
+/// referrer `publish` writes repeats the tag's), at most `room`. What cannot be read is passed over and said in the
+/// second value: another referrer may hold the signature that counts, and a referrers tag schema's index, which
+/// clients keep, can list a manifest that was deleted since.
+fn referrer_signatures(
+    registry: &Registry,
+    endpoints: &[Endpoint],
+    repo: &str,
+    digest: &str,
+    seen: &mut Vec<signed_bundle::Layer>,
+    room: usize,
+) -> (Vec<Signature>, Option<String>) {
+    let words = |e: FetchError| match e {
+        FetchError::Tampered(why) => format!("content that does not match its digest ({why})"),
+        FetchError::Unavailable(why) => why,
+    };
+    let mut out = Vec::new();
+    let mut trouble = Vec::new();
+    let images = match registry.signature_referrers(endpoints, repo, digest, MANIFEST_MAX) {
+        Ok(images) => images,
+        Err(e) => return (out, Some(words(e))),
+    };
+    for image in images {
+        let manifest = match registry.by_digest(endpoints, repo, "manifests", &image, MANIFEST_MAX) {
+            Ok(manifest) => manifest,
+            Err(e) => {
+                trouble.push(format!("the referrer {image}: {}", words(e)));
+                continue;
+            }
+        };
+        for layer in signed_bundle::stored_layers(&manifest) {
+            if out.len() >= room || layer.payload_size > PAYLOAD_MAX || seen.contains(&layer) {
+                continue;
+            }
+            seen.push(layer.clone());
+            match registry.by_digest(endpoints, repo, "blobs", &layer.payload_digest, PAYLOAD_MAX) {
+                Ok(payload) => out.push(Signature { payload, signature: layer.signature }),
+                Err(e) => trouble.push(format!("a payload of the referrer {image}: {}", words(e))),
+            }
+        }
+    }
+    (out, (!trouble.is_empty()).then(|| trouble.join("; ")))
 }
 
 /// The hosts to ask for `registry`: its hosts.toml on the node, else the registry itself.

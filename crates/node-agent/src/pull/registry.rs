@@ -9,6 +9,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use wmrender_contract::hosts_toml::Endpoint;
+use wmrender_contract::signed_bundle;
 
 /// The bound on each request's connection and answer: a pass must not hang on a registry that does not answer.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -140,38 +141,47 @@ impl Registry {
         Err(FetchError::Unavailable(unavailable.join("; ")))
     }
 
-    /// The OCI 1.1 referrers of the manifest `digest` (an image index) from the first host that may resolve and lists
-    /// any: its referrers API (asked for those of `artifact_type`), else, where a host answers the API with 404 (a
-    /// registry without it), the referrers tag schema's index under `sha256-<hex>`, as the distribution spec tells a
-    /// client to fall back. `None` when every host that answered lists none. A listing, like a tag, is asked only of
-    /// hosts that may resolve: a mirror's copy of it could be stale.
-    pub fn referrers(
+    /// The signature images stored as OCI 1.1 referrers of the manifest `digest` (their digests,
+    /// [`signed_bundle::signature_referrers`]), from the first host that may resolve and lists any: its referrers
+    /// API, asked for cosign's signature type; else, where the API gives no image index (a 404 from a registry
+    /// without it, a 400 or 406, a proxy's page), the referrers tag schema's index under `sha256-<hex>`, as the
+    /// distribution spec tells a client to fall back and go-containerregistry does. A host that lists none is passed
+    /// over: a mirror may not hold the newest list. Empty when no host lists any. A listing, like a tag, is asked
+    /// only of hosts that may resolve.
+    pub fn signature_referrers(
         &self,
         endpoints: &[Endpoint],
         repository: &str,
         digest: &str,
-        artifact_type: &str,
         max: u64,
-    ) -> Result<Option<Vec<u8>>, FetchError> {
+    ) -> Result<Vec<String>, FetchError> {
         let mut unavailable = Vec::new();
         let mut answered = false;
-        let api = format!("{repository}/referrers/{digest}?artifactType={}", percent_encode(artifact_type));
-        let fallback =
-            format!("{repository}/manifests/{}", wmrender_contract::signed_bundle::referrers_tag_for(digest));
+        let wanted = percent_encode(signed_bundle::REFERRER_ARTIFACT_TYPE);
+        let api = format!("{repository}/referrers/{digest}?artifactType={wanted}");
+        let fallback = format!("{repository}/manifests/{}", signed_bundle::referrers_tag_for(digest));
+        let is_index =
+            |bytes: &[u8]| serde_json::from_slice::<serde_json::Value>(bytes).is_ok_and(|v| v["manifests"].is_array());
         for e in endpoints.iter().filter(|e| e.resolve) {
             let answer = match self.get(e, &api, max, Some(INDEX_ACCEPT)) {
-                Ok(Answer::NotFound) => self.get(e, &fallback, max, Some(INDEX_ACCEPT)),
-                other => other,
+                Ok(Answer::Body(bytes)) if is_index(&bytes) => Ok(Answer::Body(bytes)),
+                _ => self.get(e, &fallback, max, Some(INDEX_ACCEPT)),
             };
             match answer {
-                Ok(Answer::Body(bytes)) => return Ok(Some(bytes)),
+                Ok(Answer::Body(bytes)) => {
+                    answered = true;
+                    let listed = signed_bundle::signature_referrers(&bytes);
+                    if !listed.is_empty() {
+                        return Ok(listed);
+                    }
+                }
                 Ok(Answer::NotFound) => answered = true,
                 Ok(Answer::TooLarge) => unavailable.push(format!("{}: the referrers index is over {max} bytes", e.url)),
                 Err(why) => unavailable.push(format!("{}: {why}", e.url)),
             }
         }
         if answered || unavailable.is_empty() {
-            return Ok(None);
+            return Ok(Vec::new());
         }
         Err(FetchError::Unavailable(unavailable.join("; ")))
     }
