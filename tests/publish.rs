@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use support::registry::{ReferrersRegistry, Registry, Relay, Scratch};
+use support::registry::{Auth, ReferrersRegistry, Registry, Relay, Scratch};
 use support::{code, stderr, wmrender};
 use wmrender_contract::signed_bundle::{self, PublicKey, Refusal, Signature};
 
@@ -336,6 +336,52 @@ fn where_the_registry_has_the_referrers_api_the_signatures_are_a_referrer_too_wh
     let r = w.publish(&rendered, &format!("{}/fleet/by-digest", registry.addr), &[]);
     assert_eq!(code(&r), 0, "{}", stderr(&r));
     assert_eq!(stdout(&r).trim().rsplit_once('@').unwrap().1, digest);
+}
+
+#[test]
+fn a_registry_that_asks_for_a_token_gets_the_credentials_at_its_realm_and_refuses_a_wrong_password() {
+    let w = World::new();
+    let registry = Registry::start_with(&w.path("registry"), &w.ca, Auth::Token(USER));
+    let rendered = w.rendered("out", None);
+    let (key, public) = w.key("ci-signing");
+    let to = format!("{}/fleet/windows-bundle:main", registry.addr);
+    use base64::Engine;
+    let config = |password: &str| {
+        let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{password}", USER.0));
+        serde_json::json!({"auths": {registry.addr.clone(): {"auth": auth}}}).to_string()
+    };
+    let secret = w.path("auth.json");
+    let signed = ["--sign-key", key.to_str().unwrap(), "--bundle-version", "7"];
+
+    // Without credentials, or with a password the realm refuses: exit 2 in wmrender's words, nothing printed of it.
+    let r = w.publish(&rendered, &to, &signed);
+    assert_eq!(code(&r), 2, "{}", stderr(&r));
+    assert!(stderr(&r).contains("refused the credentials"), "{}", stderr(&r));
+    std::fs::write(&secret, config("not-the-password")).unwrap();
+    let mut with_secret = vec!["--registry-config", secret.to_str().unwrap()];
+    with_secret.extend_from_slice(&signed);
+    let r = w.publish(&rendered, &to, &with_secret);
+    assert_eq!(code(&r), 2, "{}", stderr(&r));
+    assert!(stderr(&r).contains("refused the credentials"), "{}", stderr(&r));
+    assert!(!stderr(&r).contains("not-the-password"), "{}", stderr(&r));
+    assert!(
+        registry.token_grants().iter().any(|l| l.contains("refused: user \"ci\"")),
+        "{:?}",
+        registry.token_grants()
+    );
+
+    // With them: the token for pull and push comes from the realm, the bundle is published and signed, and the real
+    // cosign (the same credentials in its docker config) verifies it through the same flow.
+    std::fs::write(&secret, config(USER.1)).unwrap();
+    let r = w.publish(&rendered, &to, &with_secret);
+    assert_eq!(code(&r), 0, "{}", stderr(&r));
+    let push = "granted: user \"ci\" scope \"repository:fleet/windows-bundle:pull,push\"";
+    assert!(registry.token_grants().iter().any(|l| l.ends_with(push)), "{:?}", registry.token_grants());
+    let docker = w.path(".docker");
+    std::fs::create_dir_all(&docker).unwrap();
+    std::fs::copy(&secret, docker.join("config.json")).unwrap();
+    let v = w.verify(&public, stdout(&r).trim());
+    assert_eq!(code(&v), 0, "cosign verify: {}", stderr(&v));
 }
 
 #[test]

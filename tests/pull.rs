@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use support::apiserver::ControlPlane;
 use support::controller_manager::{CSR_SIGNING, ControllerManager};
-use support::registry::{ReferrersRegistry, Registry, Relay, Scratch};
+use support::registry::{Auth, ReferrersRegistry, Registry, Relay, Scratch};
 use support::{code, stderr, wmrender};
 use wmrender_contract::node_status::{DESIRED_BUNDLE_ANNOTATION, PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION};
 use wmrender_contract::signed_bundle::{self, PublicKey};
@@ -50,12 +50,17 @@ impl Fleet {
     /// A control plane with kube-controller-manager's CSR signer, the node `win-a` joined by TLS bootstrap, the test
     /// registry (htpasswd) and the byte-counting mirror in front of it. The controllers stop when dropped.
     fn start() -> (Fleet, ControllerManager) {
+        Fleet::start_with(Auth::Basic(USER))
+    }
+
+    /// The same, with the registry asking for credentials as `auth` says.
+    fn start_with(auth: Auth) -> (Fleet, ControllerManager) {
         let cp = ControlPlane::start();
         let token = support::openshift::cluster(&cp, "None");
         let controllers = ControllerManager::start(&cp, &[CSR_SIGNING]);
         let kubelet = support::played::joined(&cp, &token, "win-a", "10.0.0.5");
         let scratch = Scratch::new();
-        let registry = Registry::start(&scratch.path("registry"), &scratch.ca, Some(USER));
+        let registry = Registry::start_with(&scratch.path("registry"), &scratch.ca, auth);
         let node = scratch.path("node");
         let mirror = Relay::start(&registry.addr);
         let fleet = Fleet {
@@ -533,4 +538,59 @@ fn signatures_stored_as_oci_referrers_are_read_from_the_referrers_api_and_from_i
     let only = schema(&v7_published);
     delete(&only[0]);
     refused(&f.desired(&v7_published), &format!("not all read: the referrer {}", only[0]));
+}
+
+#[test]
+fn a_registry_that_asks_for_a_token_is_pulled_from_with_the_token_its_realm_gives_for_the_nodes_credentials() {
+    let (f, _controllers) = Fleet::start_with(Auth::Token(USER));
+    let (ci, ci_public) = f.scratch.key("ci");
+    let keys = [ci_public.as_path()];
+    let v1 = f.render("v1", &keys, "api-int.one.example.com");
+    f.first_contact(&v1);
+
+    // CI publishes through the same token flow (a token for pull and push); the node pulls with one for pull.
+    let v2 = f.render("v2", &keys, "api-int.two.example.com");
+    let v2_ref = f.desired(&f.publish(&v2, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "2"]));
+    let pull_grants = || {
+        let scope = "scope \"repository:fleet/windows-bundle:pull\"";
+        f.registry.token_grants().iter().filter(|l| l.contains("granted: user \"fleet\"") && l.ends_with(scope)).count()
+    };
+    let before = pull_grants();
+    f.want(&v2_ref);
+    let r = f.pull();
+    assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
+    assert_eq!(
+        std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(),
+        rendered_file(&v2, r"C:\k\wmrender\services.json")
+    );
+    assert_eq!(pull_grants(), before + 1, "one token for the pull: {:?}", f.registry.token_grants());
+
+    // Another pull asks for a token again (a token is kept for one pull only).
+    let v3 = f.render("v3", &keys, "api-int.three.example.com");
+    let v3_ref = f.desired(&f.publish(&v3, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "3"]));
+    let before = pull_grants();
+    f.want(&v3_ref);
+    assert_eq!(f.pull().outcome, PullOutcome::Staged);
+    assert_eq!(pull_grants(), before + 1, "{:?}", f.registry.token_grants());
+
+    // Credentials the realm refuses: tried again later, nothing changed, and the Node says why.
+    let m = f.manifest();
+    let mirror_hosts = m
+        .files
+        .iter()
+        .map(|e| f.node.join(e.path.relative_slash()))
+        .find(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains(&f.auth())))
+        .expect("a hosts.toml with the mirror's credentials");
+    let text = std::fs::read_to_string(&mirror_hosts).unwrap();
+    let wrong = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("fleet:not-the-password"));
+    std::fs::write(&mirror_hosts, text.replace(&f.auth(), &wrong)).unwrap();
+    let v4 = f.render("v4", &keys, "api-int.four.example.com");
+    let v4_ref = f.desired(&f.publish(&v4, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "4"]));
+    let before = f.files();
+    f.want(&v4_ref);
+    let r = f.pull();
+    assert_eq!(r.outcome, PullOutcome::Retrying, "{r:?}");
+    assert!(r.message.contains("the token realm refused the node's credentials (401)"), "{}", r.message);
+    assert!(f.files() == before, "a refused pull changed the node");
+    assert!(f.registry.token_grants().iter().any(|l| l.contains("refused: user \"fleet\"")));
 }

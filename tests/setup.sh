@@ -17,7 +17,8 @@
 #   test makes (iproute2, nsenter) and runs pods with Debian's runc, CNI plugins and iptables, built from their Go modules (tests/payload/build.sh; about 9 minutes the first
 #   time on 2 cores);
 # - cosign, built from its Go module (tests/cosign/build.sh; the signing tests; about 4 minutes the first time), and
-#   beside it go-containerregistry's registry (the OCI referrers API; seconds more).
+#   beside it go-containerregistry's registry (the OCI referrers API) and a token server (a registry's Bearer token
+#   flow); seconds more.
 #
 # Safe to run again: it installs only what is missing, and rebuilds nothing that is current.
 set -euo pipefail

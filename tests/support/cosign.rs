@@ -18,10 +18,11 @@ pub fn binary() -> PathBuf {
     super::root().join("target/cosign/cosign")
 }
 
-/// go-containerregistry's registry, built beside cosign (tests/support/registry.rs starts it).
-pub fn oci_registry() -> PathBuf {
+/// A test server built beside cosign (tests/cosign/build.sh): `oci-registry` or `token-server`
+/// (tests/support/registry.rs starts them).
+pub fn test_server(name: &str) -> PathBuf {
     binary();
-    super::root().join("target/cosign/oci-registry")
+    super::root().join("target/cosign").join(name)
 }
 
 /// `cosign ARGS` in the scratch folder (its key pairs land there).

@@ -98,22 +98,49 @@ pub struct Registry {
     pub data: PathBuf,
     pub log: PathBuf,
     child: Child,
+    /// With token authentication: the realm's server and its log (tests/cosign/token-server).
+    token_server: Option<(Child, PathBuf)>,
+}
+
+/// How a test registry asks for credentials.
+#[derive(Clone, Copy)]
+pub enum Auth<'a> {
+    None,
+    /// htpasswd: the Basic pair on every request.
+    Basic((&'a str, &'a str)),
+    /// Token authentication: a 401 with a Bearer challenge naming the token server, which gives this user a token
+    /// for its Basic pair (the flow of Docker Hub, GHCR, Quay, Harbor).
+    Token((&'a str, &'a str)),
 }
 
 impl Registry {
     /// A registry at a free port, its storage under `dir`; with `user` it asks for that user's password.
     pub fn start(dir: &Path, ca: &Ca, user: Option<(&str, &str)>) -> Registry {
+        Registry::start_with(dir, ca, user.map(Auth::Basic).unwrap_or(Auth::None))
+    }
+
+    pub fn start_with(dir: &Path, ca: &Ca, auth: Auth) -> Registry {
         std::fs::create_dir_all(dir).unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let addr = format!("127.0.0.1:{port}");
         let data = dir.join("data");
-        let auth = match user {
-            Some((name, password)) => {
+        let mut token_server = None;
+        let auth = match auth {
+            Auth::Basic((name, password)) => {
                 let hash = bcrypt::hash(password, 4).unwrap();
                 std::fs::write(dir.join("htpasswd"), format!("{name}:{hash}\n")).unwrap();
                 format!("auth: {{htpasswd: {{realm: test, path: {}}}}}\n", dir.join("htpasswd").display())
             }
-            None => String::new(),
+            Auth::Token((name, password)) => {
+                let (realm, child, log) = start_token_server(dir, ca, name, password);
+                token_server = Some((child, log));
+                format!(
+                    "auth: {{token: {{realm: \"{realm}\", service: {TOKEN_SERVICE}, issuer: {TOKEN_ISSUER}, \
+                     rootcertbundle: {}}}}}\n",
+                    dir.join("token-signing.pem").display()
+                )
+            }
+            Auth::None => String::new(),
         };
         let config = format!(
             "version: 0.1\nlog: {{level: info, accesslog: {{disabled: false}}}}\n\
@@ -138,7 +165,7 @@ impl Registry {
             assert!(Instant::now() < deadline, "docker-registry did not listen on {addr}: {}", read(&log));
             std::thread::sleep(Duration::from_millis(50));
         }
-        Registry { addr, data, log, child }
+        Registry { addr, data, log, child, token_server }
     }
 
     /// Pushes `oci:<layout>:<tag>` to `<addr>/<repository>`; returns the manifest's digest.
@@ -161,6 +188,12 @@ impl Registry {
         read(&self.log).lines().filter(|l| l.contains("\"GET ") || l.contains("\"HEAD ")).map(str::to_string).collect()
     }
 
+    /// What the token server granted, one line per token: `granted: user "NAME" scope "…"` (or `refused: …`).
+    pub fn token_grants(&self) -> Vec<String> {
+        let Some((_, log)) = &self.token_server else { return Vec::new() };
+        read(log).lines().filter(|l| l.contains("granted:") || l.contains("refused:")).map(str::to_string).collect()
+    }
+
     /// The stored blob of `digest` (`sha256:…`), as the filesystem driver lays it out.
     pub fn blob(&self, digest: &str) -> PathBuf {
         let hex = digest.strip_prefix("sha256:").unwrap();
@@ -172,7 +205,58 @@ impl Drop for Registry {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some((child, _)) = &mut self.token_server {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
+}
+
+const TOKEN_SERVICE: &str = "wmrender-test-registry";
+const TOKEN_ISSUER: &str = "wmrender-test-token-server";
+
+/// The token server for a registry with token authentication, at a free port with TLS from the test CA, signing with
+/// a key of its own whose certificate the registry trusts (`token-signing.pem` in `dir`): its realm URL, the process
+/// and its log.
+fn start_token_server(dir: &Path, ca: &Ca, name: &str, password: &str) -> (String, Child, PathBuf) {
+    let (key, cert) = (dir.join("token-signing.key"), dir.join("token-signing.pem"));
+    super::openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=wmrender test token signer",
+        "-keyout",
+        key.to_str().unwrap(),
+        "-out",
+        cert.to_str().unwrap(),
+    ]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let log = dir.join("token-server.log");
+    let out = std::fs::File::create(&log).unwrap();
+    let child = Command::new(super::cosign::test_server("token-server"))
+        .args(["-addr", &addr, "-cert", ca.dir.join("reg.pem").to_str().unwrap()])
+        .args(["-key", ca.dir.join("reg.key").to_str().unwrap()])
+        .args(["-signing-key", key.to_str().unwrap(), "-signing-cert", cert.to_str().unwrap()])
+        .args(["-issuer", TOKEN_ISSUER, "-service", TOKEN_SERVICE, "-user", &format!("{name}:{password}")])
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("token-server runs");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(Instant::now() < deadline, "token-server did not listen on {addr}: {}", read(&log));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (format!("https://{addr}/token"), child, log)
 }
 
 /// go-containerregistry's registry (tests/cosign/oci-registry, built with cosign): in memory, with the OCI 1.1
@@ -192,7 +276,7 @@ impl ReferrersRegistry {
         let log = dir.join("log");
         let out = std::fs::File::create(&log).unwrap();
         let (cert, key) = (ca.dir.join("reg.pem"), ca.dir.join("reg.key"));
-        let child = Command::new(super::cosign::oci_registry())
+        let child = Command::new(super::cosign::test_server("oci-registry"))
             .args(["-addr", &addr, "-cert", cert.to_str().unwrap(), "-key", key.to_str().unwrap()])
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
