@@ -553,7 +553,7 @@ fn a_registry_that_asks_for_a_token_is_pulled_from_with_the_token_its_realm_give
     let v2_ref = f.desired(&f.publish(&v2, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "2"]));
     let pull_grants = || {
         let scope = "scope \"repository:fleet/windows-bundle:pull\"";
-        f.registry.token_grants().iter().filter(|l| l.contains("granted: user \"fleet\"") && l.ends_with(scope)).count()
+        f.registry.token_log().iter().filter(|l| l.contains("granted: user \"fleet\"") && l.ends_with(scope)).count()
     };
     let before = pull_grants();
     f.want(&v2_ref);
@@ -563,7 +563,7 @@ fn a_registry_that_asks_for_a_token_is_pulled_from_with_the_token_its_realm_give
         std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(),
         rendered_file(&v2, r"C:\k\wmrender\services.json")
     );
-    assert_eq!(pull_grants(), before + 1, "one token for the pull: {:?}", f.registry.token_grants());
+    assert_eq!(pull_grants(), before + 1, "one token for the pull: {:?}", f.registry.token_log());
 
     // Another pull asks for a token again (a token is kept for one pull only).
     let v3 = f.render("v3", &keys, "api-int.three.example.com");
@@ -571,9 +571,9 @@ fn a_registry_that_asks_for_a_token_is_pulled_from_with_the_token_its_realm_give
     let before = pull_grants();
     f.want(&v3_ref);
     assert_eq!(f.pull().outcome, PullOutcome::Staged);
-    assert_eq!(pull_grants(), before + 1, "{:?}", f.registry.token_grants());
+    assert_eq!(pull_grants(), before + 1, "{:?}", f.registry.token_log());
 
-    // Credentials the realm refuses: tried again later, nothing changed, and the Node says why.
+    // Credentials the realm refuses: tried again later (the pull says why), nothing changed.
     let m = f.manifest();
     let mirror_hosts = m
         .files
@@ -592,5 +592,9 @@ fn a_registry_that_asks_for_a_token_is_pulled_from_with_the_token_its_realm_give
     assert_eq!(r.outcome, PullOutcome::Retrying, "{r:?}");
     assert!(r.message.contains("the token realm refused the node's credentials (401)"), "{}", r.message);
     assert!(f.files() == before, "a refused pull changed the node");
-    assert!(f.registry.token_grants().iter().any(|l| l.contains("refused: user \"fleet\"")));
+    assert!(
+        f.registry.token_log().iter().any(|l| l.contains("refused: user \"fleet\"")),
+        "{:?}",
+        f.registry.token_log()
+    );
 }

@@ -34,6 +34,7 @@ pub fn run(scratch: &Scratch, args: &[&str]) -> Output {
         .env("COSIGN_YES", "true")
         .env("COSIGN_EXPERIMENTAL", "1")
         .env("HOME", scratch.dir.path())
+        .env("DOCKER_CONFIG", scratch.dir.path().join(".docker"))
         .current_dir(scratch.dir.path())
         .output()
         .expect("cosign runs")

@@ -98,8 +98,8 @@ pub struct Registry {
     pub data: PathBuf,
     pub log: PathBuf,
     child: Child,
-    /// With token authentication: the realm's server and its log (tests/cosign/token-server).
-    token_server: Option<(Child, PathBuf)>,
+    /// With token authentication: the realm's server (tests/cosign/token-server).
+    token_server: Option<TokenServer>,
 }
 
 /// How a test registry asks for credentials.
@@ -119,11 +119,9 @@ impl Registry {
         Registry::start_with(dir, ca, user.map(Auth::Basic).unwrap_or(Auth::None))
     }
 
+    /// A registry at a free port, its storage under `dir`, asking for credentials as `auth` says.
     pub fn start_with(dir: &Path, ca: &Ca, auth: Auth) -> Registry {
         std::fs::create_dir_all(dir).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let addr = format!("127.0.0.1:{port}");
-        let data = dir.join("data");
         let mut token_server = None;
         let auth = match auth {
             Auth::Basic((name, password)) => {
@@ -132,8 +130,9 @@ impl Registry {
                 format!("auth: {{htpasswd: {{realm: test, path: {}}}}}\n", dir.join("htpasswd").display())
             }
             Auth::Token((name, password)) => {
-                let (realm, child, log) = start_token_server(dir, ca, name, password);
-                token_server = Some((child, log));
+                let server = TokenServer::start(dir, ca, name, password);
+                let realm = server.realm.clone();
+                token_server = Some(server);
                 format!(
                     "auth: {{token: {{realm: \"{realm}\", service: {TOKEN_SERVICE}, issuer: {TOKEN_ISSUER}, \
                      rootcertbundle: {}}}}}\n",
@@ -142,6 +141,10 @@ impl Registry {
             }
             Auth::None => String::new(),
         };
+        // The port is taken last: another test could take a free port while the token server starts.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let addr = format!("127.0.0.1:{port}");
+        let data = dir.join("data");
         let config = format!(
             "version: 0.1\nlog: {{level: info, accesslog: {{disabled: false}}}}\n\
              storage: {{filesystem: {{rootdirectory: {}}}, delete: {{enabled: true}}}}\n\
@@ -188,10 +191,15 @@ impl Registry {
         read(&self.log).lines().filter(|l| l.contains("\"GET ") || l.contains("\"HEAD ")).map(str::to_string).collect()
     }
 
-    /// What the token server granted, one line per token: `granted: user "NAME" scope "…"` (or `refused: …`).
-    pub fn token_grants(&self) -> Vec<String> {
-        let Some((_, log)) = &self.token_server else { return Vec::new() };
-        read(log).lines().filter(|l| l.contains("granted:") || l.contains("refused:")).map(str::to_string).collect()
+    /// The token server's answers, one line each: `granted: user "NAME" scope "…"` for a token, `refused: …` for a
+    /// refusal.
+    pub fn token_log(&self) -> Vec<String> {
+        let Some(server) = &self.token_server else { return Vec::new() };
+        read(&server.log)
+            .lines()
+            .filter(|l| l.contains("granted:") || l.contains("refused:"))
+            .map(str::to_string)
+            .collect()
     }
 
     /// The stored blob of `digest` (`sha256:…`), as the filesystem driver lays it out.
@@ -205,58 +213,71 @@ impl Drop for Registry {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        if let Some((child, _)) = &mut self.token_server {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
     }
 }
 
 const TOKEN_SERVICE: &str = "wmrender-test-registry";
 const TOKEN_ISSUER: &str = "wmrender-test-token-server";
 
-/// The token server for a registry with token authentication, at a free port with TLS from the test CA, signing with
-/// a key of its own whose certificate the registry trusts (`token-signing.pem` in `dir`): its realm URL, the process
-/// and its log.
-fn start_token_server(dir: &Path, ca: &Ca, name: &str, password: &str) -> (String, Child, PathBuf) {
-    let (key, cert) = (dir.join("token-signing.key"), dir.join("token-signing.pem"));
-    super::openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=wmrender test token signer",
-        "-keyout",
-        key.to_str().unwrap(),
-        "-out",
-        cert.to_str().unwrap(),
-    ]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let addr = format!("127.0.0.1:{port}");
-    let log = dir.join("token-server.log");
-    let out = std::fs::File::create(&log).unwrap();
-    let child = Command::new(super::cosign::test_server("token-server"))
-        .args(["-addr", &addr, "-cert", ca.dir.join("reg.pem").to_str().unwrap()])
-        .args(["-key", ca.dir.join("reg.key").to_str().unwrap()])
-        .args(["-signing-key", key.to_str().unwrap(), "-signing-cert", cert.to_str().unwrap()])
-        .args(["-issuer", TOKEN_ISSUER, "-service", TOKEN_SERVICE, "-user", &format!("{name}:{password}")])
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .expect("token-server runs");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(Instant::now() < deadline, "token-server did not listen on {addr}: {}", read(&log));
-        std::thread::sleep(Duration::from_millis(50));
+/// The token server of a registry with token authentication, at a free port with TLS from the test CA, signing with
+/// a key of its own whose certificate the registry trusts (`token-signing.pem` in the registry's folder). Stopped
+/// when dropped.
+struct TokenServer {
+    realm: String,
+    log: PathBuf,
+    child: Child,
+}
+
+impl TokenServer {
+    fn start(dir: &Path, ca: &Ca, name: &str, password: &str) -> TokenServer {
+        let (key, cert) = (dir.join("token-signing.key"), dir.join("token-signing.pem"));
+        super::openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=wmrender test token signer",
+            "-keyout",
+            key.to_str().unwrap(),
+            "-out",
+            cert.to_str().unwrap(),
+        ]);
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let addr = format!("127.0.0.1:{port}");
+        let log = dir.join("token-server.log");
+        let out = std::fs::File::create(&log).unwrap();
+        let child = Command::new(super::cosign::test_server("token-server"))
+            .args(["-addr", &addr, "-cert", ca.dir.join("reg.pem").to_str().unwrap()])
+            .args(["-key", ca.dir.join("reg.key").to_str().unwrap()])
+            .args(["-signing-key", key.to_str().unwrap(), "-signing-cert", cert.to_str().unwrap()])
+            .args(["-issuer", TOKEN_ISSUER, "-service", TOKEN_SERVICE, "-user", &format!("{name}:{password}")])
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("token-server runs");
+        let mut server = TokenServer { realm: format!("https://{addr}/token"), log, child };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            let ended = server.child.try_wait().unwrap();
+            assert!(ended.is_none() && Instant::now() < deadline, "token-server did not listen: {}", read(&server.log));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server
     }
-    (format!("https://{addr}/token"), child, log)
+}
+
+impl Drop for TokenServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// go-containerregistry's registry (tests/cosign/oci-registry, built with cosign): in memory, with the OCI 1.1

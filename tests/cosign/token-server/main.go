@@ -3,9 +3,12 @@
 // realm, and a client that the registry answers 401 with a Bearer challenge comes here with its Basic credentials
 // for a token. Test infrastructure only.
 //
-// It grants what it is asked (the `scope` parameters) to the one user it knows, in a JWT signed ES256 with the key
-// given and its certificate in the `x5c` header, which the registry checks against its `rootcertbundle`. Each
-// grant is logged on stderr (the user and the scopes, never the password) so that a test can see who asked.
+// It grants what it is asked (the `scope` parameters, each one or more scopes separated by spaces) to the one user
+// it knows, for the one service it serves, in a JWT signed ES256 with the key given and its certificate in the
+// `x5c` header, which the registry checks against its `rootcertbundle`. The answer carries the token as `token`
+// only (the field the distribution spec requires; `access_token` is OAuth 2's, which a client may also read). Each
+// answer is logged on stderr before it is sent (`granted:` with the user and the scopes, `refused:` with why; never
+// the password), so that a test reads who asked as soon as its client has the answer.
 //
 //	token-server -addr 127.0.0.1:PORT -cert tls.pem -key tls.key -signing-key sign.key -signing-cert sign.pem \
 //	    -issuer ISSUER -service SERVICE -user NAME:PASSWORD
@@ -65,13 +68,18 @@ func main() {
 			return
 		}
 		var granted []access
-		for _, scope := range r.URL.Query()["scope"] {
-			parts := strings.Split(scope, ":")
-			if len(parts) != 3 {
-				http.Error(w, "bad scope", http.StatusBadRequest)
-				return
+		var scopes []string
+		for _, param := range r.URL.Query()["scope"] {
+			for _, scope := range strings.Fields(param) {
+				parts := strings.Split(scope, ":")
+				if len(parts) != 3 {
+					log.Printf("refused: scope %q", scope)
+					http.Error(w, "bad scope", http.StatusBadRequest)
+					return
+				}
+				scopes = append(scopes, scope)
+				granted = append(granted, access{Type: parts[0], Name: parts[1], Actions: strings.Split(parts[2], ",")})
 			}
-			granted = append(granted, access{Type: parts[0], Name: parts[1], Actions: strings.Split(parts[2], ",")})
 		}
 		now := time.Now()
 		header := map[string]any{"typ": "JWT", "alg": "ES256", "x5c": []string{base64.StdEncoding.EncodeToString(chain)}}
@@ -85,10 +93,10 @@ func main() {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		log.Printf("granted: user %q scope %q", u, strings.Join(r.URL.Query()["scope"], " "))
+		log.Printf("granted: user %q scope %q", u, strings.Join(scopes, " "))
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{
-			"token": token, "access_token": token, "expires_in": 300, "issued_at": now.UTC().Format(time.RFC3339),
+			"token": token, "expires_in": 300, "issued_at": now.UTC().Format(time.RFC3339),
 		})
 	})
 	log.Fatal(http.ListenAndServeTLS(*addr, *cert, *key, nil))
