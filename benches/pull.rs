@@ -274,14 +274,7 @@ fn run(n: usize, window: Duration) -> Outcome {
         .chain([&m["config"]])
         .map(|l| format!("https://{}/v2/fleet/windows-bundle/blobs/{}", relay.addr, l["digest"].as_str().unwrap()))
         .collect();
-    let ca = std::fs::read(scratch.ca.pem()).unwrap();
-    let certs: Vec<_> = ureq::tls::parse_pem(&ca)
-        .filter_map(|i| match i {
-            Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
-            _ => None,
-        })
-        .collect();
-    let tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::new_with_certs(&certs)).build();
+    let tls = support::registry::trusting(&std::fs::read(scratch.ca.pem()).unwrap());
     let started = Instant::now();
     let clients: Vec<_> = (0..n)
         .map(|_| {

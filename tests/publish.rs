@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use support::registry::{Auth, ReferrersRegistry, Registry, Relay, Scratch};
 use support::{code, stderr, wmrender};
+use wmrender_contract::bundle_artifact::INDEX_MEDIA_TYPE;
 use wmrender_contract::signed_bundle::{self, PublicKey, Refusal, Signature};
 
 const USER: (&str, &str) = ("ci", "s3cret-push");
-const INDEX: &str = "application/vnd.oci.image.index.v1+json";
 const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 
 /// A CA, a registry and files for one test.
@@ -294,7 +294,7 @@ fn where_the_registry_has_the_referrers_api_the_signatures_are_a_referrer_too_wh
     let get = |url: &str, accept: &str| serde_json::from_slice::<Value>(&raw(url, accept)).unwrap();
 
     // The registry lists one referrer of the bundle, of cosign's signature type, which stderr names.
-    let index = get(&api(&digest), INDEX);
+    let index = get(&api(&digest), INDEX_MEDIA_TYPE);
     let listed = index["manifests"].as_array().unwrap();
     assert_eq!(listed.len(), 1, "{index}");
     assert_eq!(listed[0]["artifactType"], signed_bundle::REFERRER_ARTIFACT_TYPE);

@@ -19,6 +19,7 @@ use support::apiserver::ControlPlane;
 use support::controller_manager::{CSR_SIGNING, ControllerManager};
 use support::registry::{Auth, ReferrersRegistry, Registry, Relay, Scratch};
 use support::{code, stderr, wmrender};
+use wmrender_contract::bundle_artifact::INDEX_MEDIA_TYPE;
 use wmrender_contract::node_status::{DESIRED_BUNDLE_ANNOTATION, PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION};
 use wmrender_contract::signed_bundle::{self, PublicKey};
 use wmrender_contract::{
@@ -30,7 +31,6 @@ use wmrender_node::system::Folder;
 const USER: (&str, &str) = ("fleet", "s3cret-pull");
 /// The repository the bundle is published to (on the test registry) and named by (through the mirror).
 const SOURCE: &str = "bundles.example.com/fleet/windows-bundle";
-const INDEX: &str = "application/vnd.oci.image.index.v1+json";
 
 struct Fleet {
     scratch: Scratch,
@@ -122,6 +122,20 @@ impl Fleet {
     fn want(&self, reference: &str) {
         let patch = json!({"metadata": {"annotations": {DESIRED_BUNDLE_ANNOTATION: reference}}});
         self.cp.admin().merge_patch("/api/v1/nodes/win-a", &patch).unwrap();
+    }
+
+    /// The Node names `reference`, and the pull stages it.
+    fn take(&self, reference: &str) -> PullReport {
+        self.want(reference);
+        let r = self.pull();
+        assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
+        r
+    }
+
+    /// The node holds the render's services.json (the one file the test renders change).
+    fn holds(&self, rendered: &Path) {
+        let on_node = std::fs::read(self.node.join("k/wmrender/services.json")).unwrap();
+        assert!(on_node == rendered_file(rendered, r"C:\k\wmrender\services.json"), "{}", rendered.display());
     }
 
     fn pull(&self) -> PullReport {
@@ -247,10 +261,7 @@ fn a_signed_bundle_is_pulled_through_the_mirror_verified_and_staged_and_every_ba
     let changed = rendered_file(&v2, r"C:\k\wmrender\services.json").len() as u64;
     eprintln!("pulling a one-file change: {wire} bytes on the wire; the file is {changed} bytes ({})", r.message);
     assert!(wire > changed && wire < changed + 32 * 1024, "{wire} bytes for a {changed}-byte change");
-    assert_eq!(
-        std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(),
-        rendered_file(&v2, r"C:\k\wmrender\services.json")
-    );
+    f.holds(&v2);
     let m = f.manifest();
     assert!(m.pending.is_none() && !m.applied, "staged, to be applied by the pass: {m:?}");
     let kind_of = |p: &str| m.files.iter().find(|e| e.path.as_str() == p).map(|e| e.kind);
@@ -373,26 +384,16 @@ fn a_signed_bundle_is_pulled_through_the_mirror_verified_and_staged_and_every_ba
     );
     assert_eq!(code(&s), 0, "cosign sign: {}", stderr(&s));
     let v5_ref = f.desired(&v5_published);
-    f.want(&v5_ref);
-    let r = f.pull();
-    assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
-    assert_eq!(
-        std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(),
-        rendered_file(&v5, r"C:\k\wmrender\services.json")
-    );
+    f.take(&v5_ref);
+    f.holds(&v5);
 
     // A rollback signed as one is taken.
     let back =
         f.desired(&f.publish(&v2, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "2", "--downgrade"]));
     assert_eq!(back, v2_ref);
-    f.want(&back);
-    let r = f.pull();
-    assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
+    let r = f.take(&back);
     assert!(r.message.contains("a signed downgrade"), "{}", r.message);
-    assert_eq!(
-        std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(),
-        rendered_file(&v2, r"C:\k\wmrender\services.json")
-    );
+    f.holds(&v2);
 
     // A sync delivers another bundle since (the push path): the pulled one is no longer said to be on the node,
     // and it is not pulled over the push until the annotation changes.
@@ -452,14 +453,9 @@ fn signatures_stored_as_oci_referrers_are_read_from_the_referrers_api_and_from_i
     let digest = v2_ref.split_once('@').unwrap().1;
     let sig_tag = format!("https://{}/v2/fleet/windows-bundle/manifests/{}", oci.addr, signed_bundle::tag_for(digest));
     assert_eq!(support::registry::request(&f.scratch.ca, "GET", &sig_tag, "*/*", None).0, 404, "no .sig tag");
-    f.want(&v2_ref);
-    let r = f.pull();
-    assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
+    let r = f.take(&v2_ref);
     assert!(r.message.contains(&format!("signed by {}", trusted[0].id)), "{}", r.message);
-    assert_eq!(
-        std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(),
-        rendered_file(&v2, r"C:\k\wmrender\services.json")
-    );
+    f.holds(&v2);
 
     // A referrer signed by a key the node does not trust: refused, nothing changed; unsigned: refused so.
     let v3 = f.render("v3", &keys, "api-int.three.example.com");
@@ -483,13 +479,8 @@ fn signatures_stored_as_oci_referrers_are_read_from_the_referrers_api_and_from_i
     let v5_ref = f.publish_to(&oci.addr, &v5, &["--sign-key", stranger_ci.to_str().unwrap(), "--bundle-version", "5"]);
     refused(&v5_ref, "no trusted key verifies any of its 1 signature(s)");
     sign_as_referrer("cosign.key", 5, &v5_ref);
-    f.want(&v5_ref);
-    let r = f.pull();
-    assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
-    assert_eq!(
-        std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(),
-        rendered_file(&v5, r"C:\k\wmrender\services.json")
-    );
+    f.take(&v5_ref);
+    f.holds(&v5);
 
     // Debian's registry has no referrers API: cosign keeps the referrers in the tag schema's index
     // (`sha256-<hex>`), where the agent reads them, through the mirror the rendered hosts.toml names.
@@ -500,7 +491,7 @@ fn signatures_stored_as_oci_referrers_are_read_from_the_referrers_api_and_from_i
             f.registry.addr,
             signed_bundle::referrers_tag_for(digest)
         );
-        let (status, body) = support::registry::request(&f.scratch.ca, "GET", &url, INDEX, Some(USER));
+        let (status, body) = support::registry::request(&f.scratch.ca, "GET", &url, INDEX_MEDIA_TYPE, Some(USER));
         assert_eq!(status, 200, "{url}: {}", String::from_utf8_lossy(&body));
         signed_bundle::signature_referrers(&body)
     };
@@ -519,13 +510,8 @@ fn signatures_stored_as_oci_referrers_are_read_from_the_referrers_api_and_from_i
     // The stranger's referrer is deleted; the index, which clients keep, still lists it: passed over.
     delete(&stale[0]);
     let v6_ref = f.desired(&v6_published);
-    f.want(&v6_ref);
-    let r = f.pull();
-    assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
-    assert_eq!(
-        std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(),
-        rendered_file(&v6, r"C:\k\wmrender\services.json")
-    );
+    f.take(&v6_ref);
+    f.holds(&v6);
     let digest = v6_ref.split_once('@').unwrap().1;
     let asked = |path: &str| f.registry.requests().iter().any(|l| l.contains(path));
     assert!(asked(&format!("/referrers/{digest}")), "the referrers API was asked first");
@@ -556,13 +542,8 @@ fn a_registry_that_asks_for_a_token_is_pulled_from_with_the_token_its_realm_give
         f.registry.token_log().iter().filter(|l| l.contains("granted: user \"fleet\"") && l.ends_with(scope)).count()
     };
     let before = pull_grants();
-    f.want(&v2_ref);
-    let r = f.pull();
-    assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
-    assert_eq!(
-        std::fs::read(f.node.join("k/wmrender/services.json")).unwrap(),
-        rendered_file(&v2, r"C:\k\wmrender\services.json")
-    );
+    f.take(&v2_ref);
+    f.holds(&v2);
     assert_eq!(pull_grants(), before + 1, "one token for the pull: {:?}", f.registry.token_log());
 
     // Another pull asks for a token again (a token is kept for one pull only).

@@ -900,15 +900,8 @@ fn exporter_pair(scratch: &support::registry::Scratch) -> [(&'static str, Vec<u8
 /// What windows_exporter answers at `https://localhost:9182<path>` to a client that trusts only `ca` (PEM): the status
 /// and body, or why there is none.
 fn exporter_get(ca: &[u8], path: &str) -> Result<(u16, String), String> {
-    let roots: Vec<_> = ureq::tls::parse_pem(ca)
-        .filter_map(|item| match item {
-            Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
-            _ => None,
-        })
-        .collect();
-    let tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::new_with_certs(&roots)).build();
     let agent = ureq::Agent::config_builder()
-        .tls_config(tls)
+        .tls_config(support::registry::trusting(ca))
         .timeout_global(Some(Duration::from_secs(20)))
         .http_status_as_error(false)
         .build()

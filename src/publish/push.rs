@@ -176,12 +176,8 @@ async fn sign(
         let digest = super::artifact::digest(&referrer);
         // The signatures are stored under the tag already, where nodes and `cosign verify` look first: a referrer
         // the registry refuses is said, not a failure of the publish.
-        let mut sent = Published::default();
-        match send_manifest(client, &target.by_digest(&digest), &referrer, &mut sent).await {
-            Ok(()) => {
-                out.bytes_sent += sent.bytes_sent;
-                out.referrer = Some(digest);
-            }
+        match send_manifest(client, &target.by_digest(&digest), &referrer, out).await {
+            Ok(()) => out.referrer = Some(digest),
             Err(e) => out.warnings.push(format!(
                 "the registry has the OCI referrers API, and refused the signatures as a referrer of the bundle \
                  (they are under the tag {}): {e}",

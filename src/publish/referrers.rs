@@ -8,9 +8,7 @@ use base64::Engine;
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference, RegistryOperation};
 use std::time::Duration;
-use wmrender_contract::bundle_artifact::MANIFEST_MAX;
-
-const INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
+use wmrender_contract::bundle_artifact::{INDEX_MEDIA_TYPE, MANIFEST_MAX};
 
 /// True when the registry answers the referrers API for the manifest `digest` of `repository` (a reference to it)
 /// with an OCI image index, as the distribution spec says a registry with the API does; a 404 (the spec's answer of

@@ -109,6 +109,28 @@ pub fn umoci(args: &[&str]) {
     assert!(out.status.success(), "umoci {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A self-signed ECDSA P-256 certificate and its key (PKCS#8 PEM), made by openssl: a test's CA or signer.
+pub fn self_signed_p256(key: &Path, cert: &Path, subject: &str, days: u32) {
+    let days = days.to_string();
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-days",
+        &days,
+        "-subj",
+        subject,
+        "-keyout",
+        key.to_str().unwrap(),
+        "-out",
+        cert.to_str().unwrap(),
+    ]);
+}
+
 pub fn openssl(args: &[&str]) -> Vec<u8> {
     let out = Command::new("openssl").args(args).output().expect("openssl runs");
     assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));

@@ -454,23 +454,7 @@ impl ServiceCa {
         let work = cp.path("service-ca");
         std::fs::create_dir_all(&work).expect("service CA folder");
         let (ca, key) = (work.join("ca.crt"), work.join("ca.key"));
-        openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=openshift-service-serving-signer@1700000000",
-            "-keyout",
-            key.to_str().unwrap(),
-            "-out",
-            ca.to_str().unwrap(),
-        ]);
+        super::self_signed_p256(&key, &ca, "/CN=openshift-service-serving-signer@1700000000", 2);
         let ca_pem = std::fs::read_to_string(&ca).expect("service CA");
         let chain_ca = ca_pem.clone();
         let lp = Loop::start(move || {

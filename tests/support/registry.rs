@@ -231,23 +231,7 @@ struct TokenServer {
 impl TokenServer {
     fn start(dir: &Path, ca: &Ca, name: &str, password: &str) -> TokenServer {
         let (key, cert) = (dir.join("token-signing.key"), dir.join("token-signing.pem"));
-        super::openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=wmrender test token signer",
-            "-keyout",
-            key.to_str().unwrap(),
-            "-out",
-            cert.to_str().unwrap(),
-        ]);
+        super::self_signed_p256(&key, &cert, "/CN=wmrender test token signer", 1);
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let addr = format!("127.0.0.1:{port}");
         let log = dir.join("token-server.log");
@@ -320,19 +304,22 @@ impl Drop for ReferrersRegistry {
     }
 }
 
-/// A request to a test registry over TLS trusting only the test CA, as `user` when given: (status, body). `DELETE`
-/// too, which skopeo and cosign do not offer for a tag or a referrer.
-pub fn request(ca: &Ca, method: &str, url: &str, accept: &str, user: Option<(&str, &str)>) -> (u16, Vec<u8>) {
-    let pem = std::fs::read(ca.pem()).unwrap();
-    let certs: Vec<_> = ureq::tls::parse_pem(&pem)
+/// TLS for a ureq client that trusts only the CAs of `pem`.
+pub fn trusting(pem: &[u8]) -> ureq::tls::TlsConfig {
+    let certs: Vec<_> = ureq::tls::parse_pem(pem)
         .filter_map(|item| match item {
             Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
             _ => None,
         })
         .collect();
-    let tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::new_with_certs(&certs)).build();
+    ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::new_with_certs(&certs)).build()
+}
+
+/// A request to a test registry over TLS trusting only the test CA, as `user` when given: (status, body). `DELETE`
+/// too, which skopeo and cosign do not offer for a tag or a referrer.
+pub fn request(ca: &Ca, method: &str, url: &str, accept: &str, user: Option<(&str, &str)>) -> (u16, Vec<u8>) {
     let agent = ureq::Agent::config_builder()
-        .tls_config(tls)
+        .tls_config(trusting(&std::fs::read(ca.pem()).unwrap()))
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(30)))
         .build()

@@ -42,6 +42,8 @@ impl Kind {
 pub const TITLE: &str = "org.opencontainers.image.title";
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 /// OCI 1.1's empty descriptor: the config of an artifact that needs none.
+/// An OCI image index: what the referrers API and the referrers tag schema answer.
+pub const INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
 pub const EMPTY_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
 /// The largest manifest a node reads (a bundle of a few hundred files is tens of KiB).
 pub const MANIFEST_MAX: u64 = 4 << 20;

@@ -8,14 +8,13 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::time::Duration;
+use wmrender_contract::bundle_artifact::INDEX_MEDIA_TYPE;
 use wmrender_contract::hosts_toml::Endpoint;
 use wmrender_contract::signed_bundle;
 
 /// The bound on each request's connection and answer: a pass must not hang on a registry that does not answer.
 const TIMEOUT: Duration = Duration::from_secs(30);
 pub const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json";
-/// The media type of an OCI image index: what the referrers API and its tag schema answer.
-const INDEX_ACCEPT: &str = "application/vnd.oci.image.index.v1+json";
 
 /// Why content could not be had.
 #[derive(Debug, PartialEq, Eq)]
@@ -163,9 +162,9 @@ impl Registry {
         let is_index =
             |bytes: &[u8]| serde_json::from_slice::<serde_json::Value>(bytes).is_ok_and(|v| v["manifests"].is_array());
         for e in endpoints.iter().filter(|e| e.resolve) {
-            let answer = match self.get(e, &api, max, Some(INDEX_ACCEPT)) {
+            let answer = match self.get(e, &api, max, Some(INDEX_MEDIA_TYPE)) {
                 Ok(Answer::Body(bytes)) if is_index(&bytes) => Ok(Answer::Body(bytes)),
-                _ => self.get(e, &fallback, max, Some(INDEX_ACCEPT)),
+                _ => self.get(e, &fallback, max, Some(INDEX_MEDIA_TYPE)),
             };
             match answer {
                 Ok(Answer::Body(bytes)) => {
