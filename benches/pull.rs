@@ -122,7 +122,7 @@ fn lay_out(root: &Path, rendered: &Path, kubeconfig: &Path, ca: &Path, name: &st
         reference: pulled.into(),
         version: 1,
         bundle: manifest.bundle_digest(),
-        staging: None,
+        ..Default::default()
     };
     std::fs::write(root.join("k/wmrender/pulled.json"), serde_json::to_vec(&state).unwrap()).unwrap();
 }

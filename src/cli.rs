@@ -66,7 +66,8 @@ wmrender publish --rendered out --to registry.example.com/fleet/windows-bundle:m
 --bundle-version 40 --downgrade   # roll back on purpose: nodes that applied 41 accept 40\n  \
 cosign verify --key ci-signing.pub --insecure-ignore-tlog registry.example.com/fleet/windows-bundle@sha256:<digest>\n\n\
 The bundle is node/ of the rendered directory, checked against its manifest.json; it holds no secret. With --payload \
-the programs of a payload directory are published instead (checked against its payload.json). Each file is \
+the programs of a payload directory are published instead (checked against its payload.json; nodes whose Node \
+names it in wmrender.dev/desired-payload pull it, and its --bundle-version is the payload's own sequence). Each file is \
 one layer addressed by its sha256 (titled with its path, as ORAS lays files out), so a registry keeps a file once \
 across versions and a one-file change sends that file and a manifest. stdout: registry/repository@sha256:<digest>, \
 nothing else. The signature is stored under the tag sha256-<hex>.sig, where `cosign verify` finds it; it carries \

@@ -20,7 +20,10 @@ use support::controller_manager::{CSR_SIGNING, ControllerManager};
 use support::registry::{Auth, ReferrersRegistry, Registry, Relay, Scratch};
 use support::{code, stderr, wmrender};
 use wmrender_contract::bundle_artifact::INDEX_MEDIA_TYPE;
-use wmrender_contract::node_status::{DESIRED_BUNDLE_ANNOTATION, PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION};
+use wmrender_contract::node_status::{
+    DESIRED_BUNDLE_ANNOTATION, DESIRED_PAYLOAD_ANNOTATION, PAYLOAD_PULL_CONDITION_TYPE, PULL_CONDITION_TYPE,
+    PULLED_BUNDLE_ANNOTATION, PULLED_PAYLOAD_ANNOTATION,
+};
 use wmrender_contract::signed_bundle::{self, PublicKey};
 use wmrender_contract::{
     ApplyResult, ApplyStatus, FileKind, NodeFile, NodeManifest, NodePath, PullOutcome, PullReport,
@@ -111,6 +114,24 @@ impl Fleet {
         let r = wmrender(&args);
         assert_eq!(code(&r), 0, "publish: {}", stderr(&r));
         String::from_utf8_lossy(&r.stdout).trim().to_string()
+    }
+
+    /// `wmrender publish --payload` of a payload directory (listed first) to the test registry.
+    fn publish_payload(&self, dir: &Path, extra: &[&str]) -> String {
+        let listed = wmrender(&["payload", "list", dir.to_str().unwrap()]);
+        assert_eq!(code(&listed), 0, "payload list: {}", stderr(&listed));
+        let secret = self.scratch.path("auth.json");
+        let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", USER.0, USER.1));
+        std::fs::write(&secret, json!({"auths": {self.registry.addr.clone(): {"auth": auth}}}).to_string()).unwrap();
+        let to = format!("{}/fleet/windows-payload:main", self.registry.addr);
+        let mut args = vec!["publish", "--payload", dir.to_str().unwrap(), "--to", &to];
+        let ca = self.scratch.ca.pem();
+        args.extend(["--registry-ca", ca.to_str().unwrap(), "--registry-config", secret.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let r = wmrender(&args);
+        assert_eq!(code(&r), 0, "publish --payload: {}", stderr(&r));
+        let published = String::from_utf8_lossy(&r.stdout).trim().to_string();
+        format!("bundles.example.com/fleet/windows-payload@{}", published.split_once('@').unwrap().1)
     }
 
     /// The reference by the mirrored source's name, as a user writes it on the Node.
@@ -578,4 +599,142 @@ fn a_registry_that_asks_for_a_token_is_pulled_from_with_the_token_its_realm_give
         "{:?}",
         f.registry.token_log()
     );
+}
+
+/// A payload directory with these programs (node path under `C/`, content).
+fn payload_dir(f: &Fleet, name: &str, programs: &[(&str, &str)]) -> PathBuf {
+    let dir = f.scratch.path(name);
+    for (path, bytes) in programs {
+        std::fs::create_dir_all(dir.join(path).parent().unwrap()).unwrap();
+        std::fs::write(dir.join(path), bytes).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn a_signed_payload_is_pulled_verified_and_staged_for_the_pass_to_swap_in_and_every_bad_one_changes_nothing() {
+    let (f, _controllers) = Fleet::start();
+    let (ci, ci_public) = f.scratch.key("ci");
+    let (stranger, _) = f.scratch.key("stranger");
+    let v1 = f.render("v1", &[ci_public.as_path()], "api-int.one.example.com");
+    f.first_contact(&v1);
+    let folder = Folder(f.node.clone());
+    let pull_payload = || wmrender_node::pull::payload::pull(&folder, None, &f.puller).expect("a desired payload");
+    let want_payload = |reference: &str| {
+        let patch = json!({"metadata": {"annotations": {DESIRED_PAYLOAD_ANNOTATION: reference}}});
+        f.cp.admin().merge_patch("/api/v1/nodes/win-a", &patch).unwrap();
+    };
+    // No desired payload on the Node: nothing to pull.
+    assert_eq!(wmrender_node::pull::payload::pull(&folder, None, &f.puller), None);
+
+    // The node's kubelet and a new containerd; the agent's own executable rides along and is not pulled.
+    let programs = [
+        ("C/k/kubelet.exe", "MZ the payload's kubelet"),
+        ("C/k/containerd/containerd.exe", "MZ containerd 1.7.27"),
+        ("C/k/wmrender/wmrender-node.exe", "MZ an agent"),
+    ];
+    let same = payload_dir(&f, "payload-same", &programs);
+    let same_ref = f.publish_payload(&same, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "1"]);
+    want_payload(&same_ref);
+    let before = f.files();
+    let r = pull_payload();
+    assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
+    assert!(r.message.contains("1 of 3 programs fetched"), "only containerd is new: {}", r.message);
+    assert!(r.message.contains("not pulled (sync delivers it)"), "{}", r.message);
+    assert_eq!(r.on_node.as_deref(), Some(same_ref.as_str()));
+    let after = f.files();
+    assert_eq!(after["k/kubelet.exe"], before["k/kubelet.exe"], "the kubelet the node holds is not staged again");
+    assert_eq!(after["k/containerd/containerd.exe.wmrender-staged"], b"MZ containerd 1.7.27");
+    assert!(!after.keys().any(|k| k.starts_with("k/wmrender/wmrender-node.exe")), "{:?}", after.keys());
+
+    let programs =
+        [("C/k/kubelet.exe", "MZ kubelet v1.36.3"), ("C/k/containerd/containerd.exe", "MZ containerd 1.7.27")];
+    let v2 = payload_dir(&f, "payload-v2", &programs);
+    let v2_ref = f.publish_payload(&v2, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "2"]);
+    want_payload(&v2_ref);
+    let r = pull_payload();
+    assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
+    assert!(r.message.contains("1 of 2 programs fetched"), "{}", r.message);
+    assert_eq!(std::fs::read(f.node.join("k/kubelet.exe.wmrender-staged")).unwrap(), b"MZ kubelet v1.36.3");
+    assert_eq!(std::fs::read(f.node.join("k/kubelet.exe")).unwrap(), b"MZ the payload's kubelet", "the pass swaps");
+    let m = f.manifest();
+    assert!(m.pending.is_none() && !m.applied, "staged, to be applied by the pass: {m:?}");
+    for (path, bytes) in programs {
+        let np = NodePath::parse(&format!("C:\\{}", path[2..].replace('/', "\\"))).unwrap();
+        let e = m.files.iter().find(|e| e.path == np).unwrap_or_else(|| panic!("{path} in {m:?}"));
+        assert_eq!((e.kind, e.staged), (FileKind::Payload, true), "{e:?}");
+        assert_eq!(e.sha256, wmrender_contract::sha256_hex(bytes.as_bytes()));
+    }
+    // The bundle and the credentials are as sync left them.
+    assert_eq!(m.bundle_digest(), NodeManifest::parse(&before["k/wmrender/manifest.json"]).unwrap().bundle_digest());
+    // Named again: current, nothing fetched.
+    let r = pull_payload();
+    assert_eq!(r.outcome, PullOutcome::Current, "{r:?}");
+
+    // The pass converged: the Node says so, with the node's own credentials.
+    let result = ApplyResult {
+        status: ApplyStatus::Converged,
+        node_name: "win-a".into(),
+        bundle: m.bundle_digest(),
+        payload: m.payload_digest(),
+        payload_pull: Some(r.clone()),
+        ..Default::default()
+    };
+    assert_eq!(wmrender_node::node_status::report(&f.node.join("k/kubeconfig"), &result), "reported");
+    let n = f.cp.admin().get("/api/v1/nodes/win-a").unwrap();
+    let c = n["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == PAYLOAD_PULL_CONDITION_TYPE);
+    assert_eq!(c.map(|c| (c["status"].as_str(), c["reason"].as_str())), Some((Some("True"), Some("Pulled"))), "{n}");
+    assert_eq!(n["metadata"]["annotations"][PULLED_PAYLOAD_ANNOTATION], v2_ref.as_str());
+
+    // Each bad payload is refused, with the node's files as they were.
+    let at_rest = f.files();
+    let refused = |reference: &str, why: &str| {
+        want_payload(reference);
+        let r = pull_payload();
+        assert_eq!(r.outcome, PullOutcome::Refused, "{why}: {r:?}");
+        assert!(r.message.contains(why), "{why}: {}", r.message);
+        assert_eq!(r.on_node.as_deref(), Some(v2_ref.as_str()), "the payload on the node is still v2");
+        assert!(f.files() == at_rest, "{why}: the node changed");
+    };
+    let v3 = payload_dir(&f, "payload-v3", &[("C/k/kubelet.exe", "MZ kubelet v1.37.0")]);
+    refused(&f.publish_payload(&v3, &[]), "is not signed");
+    refused(
+        &f.publish_payload(&v3, &["--sign-key", stranger.to_str().unwrap(), "--bundle-version", "3"]),
+        "no trusted key",
+    );
+    let v0 = payload_dir(&f, "payload-v0", &[("C/k/kubelet.exe", "MZ kubelet v1.35.0")]);
+    refused(
+        &f.publish_payload(&v0, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "1"]),
+        "older than version 2",
+    );
+    // A payload may not replace a file of the bundle.
+    let bundle_file = std::fs::read_to_string(f.node.join("k/kubelet.conf")).unwrap();
+    let evil = payload_dir(&f, "payload-evil", &[("C/k/kubelet.conf", &format!("{bundle_file}# changed"))]);
+    refused(
+        &f.publish_payload(&evil, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "4"]),
+        "may not replace",
+    );
+    // A bundle named as the payload: not a payload, whoever signed it.
+    let bundle = f.publish(&v1, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "5"]);
+    refused(&f.desired(&bundle), "other than a wmrender payload");
+    // A program changed at rest in the registry.
+    let v4 = payload_dir(&f, "payload-v4", &[("C/k/kubelet.exe", "MZ kubelet v1.36.4")]);
+    let v4_ref = f.publish_payload(&v4, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "6"]);
+    let blob = f.registry.blob(&format!("sha256:{}", wmrender_contract::sha256_hex(b"MZ kubelet v1.36.4")));
+    for (tampered, says) in [(&b"MZ kubelet v1.36.4 "[..], "served more than"), (b"MZ kubelet v1.36.X", "served other")]
+    {
+        std::fs::write(&blob, tampered).unwrap();
+        want_payload(&v4_ref);
+        let r = pull_payload();
+        assert_eq!(r.outcome, PullOutcome::Refused, "{r:?}");
+        assert!(r.message.contains("does not match its digest") && r.message.contains(says), "{}", r.message);
+        assert!(f.files() == at_rest, "tampered: the node changed");
+    }
+    // A signed downgrade is taken.
+    let v1_again =
+        f.publish_payload(&same, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "1", "--downgrade"]);
+    want_payload(&v1_again);
+    let r = pull_payload();
+    assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
+    assert!(r.message.contains("a signed downgrade"), "{}", r.message);
 }

@@ -49,6 +49,10 @@ pub const EMPTY_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
 pub const MANIFEST_MAX: u64 = 4 << 20;
 /// The largest bundle file a node accepts (the node bundle is configuration; programs come with the payload).
 pub const BUNDLE_FILE_MAX: u64 = 64 << 20;
+/// The largest program a node takes from a payload (WMCO's largest is about 120 MB; `payload pull`'s bound too).
+pub const PAYLOAD_FILE_MAX: u64 = 1 << 30;
+/// The largest `payload.json` a node reads (one line per program: a few KiB).
+pub const PAYLOAD_LIST_MAX: u64 = 1 << 20;
 
 /// `registry/repository@sha256:<hex>`: what `publish` prints and what the desired-bundle annotation holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -209,9 +213,44 @@ struct Fetched {
     layers: Vec<Descriptor>,
 }
 
-/// Reads a manifest fetched for a bundle of `kind`: its files, each a node path below `C:\k` named once, with a
-/// sha256 and a size under [`BUNDLE_FILE_MAX`]. Anything else is refused with what was wrong.
+/// Reads a manifest fetched for a node bundle: its files, each a node path below `C:\k` named once, with a sha256
+/// and a size under [`BUNDLE_FILE_MAX`]. Anything else is refused with what was wrong.
 pub fn read_manifest(bytes: &[u8], kind: Kind) -> Result<Vec<Layer>, String> {
+    let (files, list) = read_layers(bytes, kind)?;
+    match list {
+        Some(_) => {
+            Err(format!("the manifest has a layer titled {}: a bundle has no such file", crate::payload::PAYLOAD_LIST))
+        }
+        None => Ok(files),
+    }
+}
+
+/// A fetched payload manifest: its programs and its list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PayloadLayers {
+    pub files: Vec<Layer>,
+    /// The `payload.json` layer.
+    pub list: Blob,
+}
+
+/// A blob a manifest names: its digest (`sha256:<hex>`) and size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blob {
+    pub digest: String,
+    pub size: u64,
+}
+
+/// Reads a manifest fetched for a payload (`publish --payload`): its programs, each a node path below `C:\k` named
+/// once, with a sha256 and a size under [`PAYLOAD_FILE_MAX`], and its `payload.json` (under [`PAYLOAD_LIST_MAX`]),
+/// which a payload must have.
+pub fn read_payload_manifest(bytes: &[u8]) -> Result<PayloadLayers, String> {
+    let (files, list) = read_layers(bytes, Kind::Payload)?;
+    let list = list.ok_or_else(|| format!("the payload has no {} layer", crate::payload::PAYLOAD_LIST))?;
+    Ok(PayloadLayers { files, list })
+}
+
+/// The layers of a manifest of `kind`, and (for a payload) the one titled `payload.json`.
+fn read_layers(bytes: &[u8], kind: Kind) -> Result<(Vec<Layer>, Option<Blob>), String> {
     let m: Fetched =
         serde_json::from_slice(bytes).map_err(|e| format!("the manifest is not an OCI image manifest: {e}"))?;
     if m.media_type.as_deref().is_some_and(|t| t != MANIFEST_MEDIA_TYPE) {
@@ -219,13 +258,22 @@ pub fn read_manifest(bytes: &[u8], kind: Kind) -> Result<Vec<Layer>, String> {
     }
     if m.artifact_type.as_deref() != Some(kind.artifact_type()) {
         return Err(format!(
-            "the artifact's type is {}, not {}: the reference names something other than a wmrender node bundle",
+            "the artifact's type is {}, not {}: the reference names something other than a wmrender {}",
             m.artifact_type.as_deref().unwrap_or("(none)"),
-            kind.artifact_type()
+            kind.artifact_type(),
+            match kind {
+                Kind::NodeBundle => "node bundle",
+                Kind::Payload => "payload",
+            }
         ));
     }
+    let max = match kind {
+        Kind::NodeBundle => BUNDLE_FILE_MAX,
+        Kind::Payload => PAYLOAD_FILE_MAX,
+    };
     let mut seen = BTreeSet::new();
     let mut layers = Vec::new();
+    let mut list = None;
     for (i, d) in m.layers.into_iter().enumerate() {
         let n = i + 1;
         if d.media_type != kind.file_media_type() {
@@ -234,10 +282,22 @@ pub fn read_manifest(bytes: &[u8], kind: Kind) -> Result<Vec<Layer>, String> {
         if !is_digest(&d.digest) {
             return Err(format!("layer {n}'s digest is not a sha256 digest"));
         }
-        if d.size > BUNDLE_FILE_MAX {
-            return Err(format!("layer {n} is {} bytes, over the {BUNDLE_FILE_MAX} a bundle file may have", d.size));
-        }
         let title = d.annotations.get(TITLE).ok_or_else(|| format!("layer {n} has no {TITLE}"))?;
+        if kind == Kind::Payload && title == crate::payload::PAYLOAD_LIST {
+            if d.size > PAYLOAD_LIST_MAX {
+                return Err(format!(
+                    "layer {n} ({title}) is {} bytes, over the {PAYLOAD_LIST_MAX} it may have",
+                    d.size
+                ));
+            }
+            if list.replace(Blob { digest: d.digest, size: d.size }).is_some() {
+                return Err(format!("layer {n} is a second {title}"));
+            }
+            continue;
+        }
+        if d.size > max {
+            return Err(format!("layer {n} is {} bytes, over the {max} a file of it may have", d.size));
+        }
         let path = NodePath::from_bundle_path(&format!("node/{title}"))
             .and_then(|p| NodePath::parse_delivered(p.as_str()).ok())
             .ok_or_else(|| format!("layer {n}'s title `{}` is not a path below C:\\k", title.escape_debug()))?;
@@ -246,7 +306,7 @@ pub fn read_manifest(bytes: &[u8], kind: Kind) -> Result<Vec<Layer>, String> {
         }
         layers.push(Layer { path, digest: d.digest, size: d.size });
     }
-    Ok(layers)
+    Ok((layers, list))
 }
 
 #[cfg(test)]
@@ -316,6 +376,29 @@ mod tests {
             let e = read_manifest(&bad, Kind::NodeBundle).unwrap_err();
             assert!(e.contains(why), "{e}");
         }
+    }
+
+    #[test]
+    fn a_payload_manifest_gives_its_programs_and_its_list_and_a_bundle_has_no_list() {
+        let entry = |path: &str, size: u64| Entry { path: path.into(), sha256: D[7..].into(), size };
+        let programs = [entry("C/k/kubelet.exe", 120 << 20), entry("payload.json", 400)];
+        let read = read_payload_manifest(&super::manifest(Kind::Payload, &programs)).unwrap();
+        assert_eq!(read.files.len(), 1);
+        assert_eq!(read.files[0].path.as_str(), r"C:\k\kubelet.exe");
+        assert_eq!(read.list, Blob { digest: D.to_string(), size: 400 });
+        // A program may be larger than a bundle file; never past the payload's bound.
+        let huge = [entry("C/k/kubelet.exe", PAYLOAD_FILE_MAX + 1), entry("payload.json", 400)];
+        assert!(read_payload_manifest(&super::manifest(Kind::Payload, &huge)).unwrap_err().contains("over the"));
+        let no_list = [entry("C/k/kubelet.exe", 1)];
+        assert!(
+            read_payload_manifest(&super::manifest(Kind::Payload, &no_list)).unwrap_err().contains("no payload.json")
+        );
+        let big_list = [entry("payload.json", PAYLOAD_LIST_MAX + 1)];
+        assert!(read_payload_manifest(&super::manifest(Kind::Payload, &big_list)).unwrap_err().contains("over the"));
+        let bundle = super::manifest(Kind::NodeBundle, &[entry("C/k/kubelet.conf", 3)]);
+        assert!(read_payload_manifest(&bundle).unwrap_err().contains("other than a wmrender payload"));
+        let a_list_in_a_bundle = super::manifest(Kind::NodeBundle, &[entry("payload.json", 3)]);
+        assert!(read_manifest(&a_list_in_a_bundle, Kind::NodeBundle).is_err());
     }
 
     trait ReplaceWith {

@@ -35,6 +35,13 @@ pub const PULLED_BUNDLE_ANNOTATION: &str = "wmrender.dev/pulled-bundle";
 /// cannot be fetched. A refused bundle leaves the node as it was, still configured: this condition, not
 /// [`CONDITION_TYPE`], says so.
 pub const PULL_CONDITION_TYPE: &str = "wmrender.dev/BundlePulled";
+/// The Node annotation with the payload the node should pull (`registry/repository@sha256:…` of an artifact
+/// `wmrender publish --payload` wrote): set by a user or Argo CD; read by the agent.
+pub const DESIRED_PAYLOAD_ANNOTATION: &str = "wmrender.dev/desired-payload";
+/// The Node annotation with the pulled payload the agent last converged to.
+pub const PULLED_PAYLOAD_ANNOTATION: &str = "wmrender.dev/pulled-payload";
+/// As [`PULL_CONDITION_TYPE`], for the desired payload.
+pub const PAYLOAD_PULL_CONDITION_TYPE: &str = "wmrender.dev/PayloadPulled";
 pub const REASON_PULLED: &str = "Pulled";
 pub const REASON_REFUSED: &str = "Refused";
 pub const REASON_RETRYING: &str = "Retrying";

@@ -95,6 +95,10 @@ pub struct ApplyResult {
     /// What the pass's pull of the Node's desired bundle came to; `None` where no bundle is to be pulled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull: Option<PullReport>,
+    /// What the pass's pull of the Node's desired payload (`wmrender.dev/desired-payload`) came to; `None` where no
+    /// payload is to be pulled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_pull: Option<PullReport>,
 }
 
 /// The outcome of a pull of the bundle named by the Node's `wmrender.dev/desired-bundle`

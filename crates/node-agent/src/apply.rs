@@ -46,10 +46,14 @@ pub fn apply_watched(
         Ok(l) => l,
         Err(e) => return failed(e.to_string()),
     };
-    // The Node's desired bundle, when it names one, is pulled and staged before the pass that applies it.
-    let pull = crate::pull::pull(sys, watch.and_then(|w| w.node()).as_ref(), puller);
+    // The Node's desired bundle and payload, when it names them, are pulled and staged before the pass that
+    // applies them. The Node is read once for both.
+    let node = crate::pull::node(sys, watch.and_then(|w| w.node()).as_ref()).and_then(Result::ok);
+    let pull = crate::pull::pull(sys, node.as_ref(), puller);
+    let payload_pull = crate::pull::payload::pull(sys, node.as_ref(), puller);
     let mut result = apply_locked(sys, timing);
     result.pull = pull;
+    result.payload_pull = payload_pull;
     drop(lock);
     // Without the lock: the service's own pass may be waiting on it, and must end before its service can stop.
     agent_service::hand_over(sys, timing, &mut result);

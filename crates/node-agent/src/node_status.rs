@@ -12,8 +12,9 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wmrender_contract::node_status::{
-    BUNDLE_ANNOTATION, CONDITION_TYPE, PAYLOAD_ANNOTATION, PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION,
-    REASON_CONVERGED, REASON_FAILED, REASON_PENDING, REASON_PULLED, REASON_REFUSED, REASON_RETRYING,
+    BUNDLE_ANNOTATION, CONDITION_TYPE, PAYLOAD_ANNOTATION, PAYLOAD_PULL_CONDITION_TYPE, PULL_CONDITION_TYPE,
+    PULLED_BUNDLE_ANNOTATION, PULLED_PAYLOAD_ANNOTATION, REASON_CONVERGED, REASON_FAILED, REASON_PENDING,
+    REASON_PULLED, REASON_REFUSED, REASON_RETRYING,
 };
 use wmrender_contract::{ApplyResult, ApplyStatus, PullOutcome};
 
@@ -270,9 +271,11 @@ impl Client {
         let mut conditions = Vec::new();
         let (status, reason, message) = condition(result);
         conditions.extend(changed(&node, CONDITION_TYPE, status, reason, message));
-        if let Some(pull) = &result.pull {
-            let (status, reason) = pull_condition(pull.outcome);
-            conditions.extend(changed(&node, PULL_CONDITION_TYPE, status, reason, shorten(pull.message.clone())));
+        for (kind, pull) in [(PULL_CONDITION_TYPE, &result.pull), (PAYLOAD_PULL_CONDITION_TYPE, &result.payload_pull)] {
+            if let Some(pull) = pull {
+                let (status, reason) = pull_condition(pull.outcome);
+                conditions.extend(changed(&node, kind, status, reason, shorten(pull.message.clone())));
+            }
         }
         if !conditions.is_empty() {
             // Strategic merge: conditions merge by type, so kubelet's own stay as they are.
@@ -288,10 +291,14 @@ impl Client {
             if !result.payload.is_empty() && current(PAYLOAD_ANNOTATION).as_deref() != Some(result.payload.as_str()) {
                 annotations.insert(PAYLOAD_ANNOTATION.into(), result.payload.clone().into());
             }
-            if let Some(on_node) = result.pull.as_ref().and_then(|p| p.on_node.clone())
-                && current(PULLED_BUNDLE_ANNOTATION).as_ref() != Some(&on_node)
+            for (key, pull) in
+                [(PULLED_BUNDLE_ANNOTATION, &result.pull), (PULLED_PAYLOAD_ANNOTATION, &result.payload_pull)]
             {
-                annotations.insert(PULLED_BUNDLE_ANNOTATION.into(), on_node.into());
+                if let Some(on_node) = pull.as_ref().and_then(|p| p.on_node.clone())
+                    && current(key).as_ref() != Some(&on_node)
+                {
+                    annotations.insert(key.into(), on_node.into());
+                }
             }
         }
         if !annotations.is_empty() {

@@ -1,7 +1,7 @@
 //! The agent service's watch on its own Node, as kubelet watches it: one list of the Node, then one watch
 //! (`fieldSelector=metadata.name=<node>`, resumed from the last resource version, bookmarks on), held up to an hour
 //! and renewed. The passes read the Node from here instead of asking for it, and a change of the desired bundle
-//! (`wmrender.dev/desired-bundle`) starts a pass at once. At rest a node costs the API server about one request an
+//! (`wmrender.dev/desired-bundle`) or payload (`wmrender.dev/desired-payload`) starts a pass at once. At rest a node costs the API server about one request an
 //! hour, and its report writes only what changed.
 //!
 //! The Node read here is the cluster's, not the node's own: untrusted like any answer, and only ever a cache. A pass
@@ -13,7 +13,7 @@ use std::io::BufRead;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use wmrender_contract::node_status::DESIRED_BUNDLE_ANNOTATION;
+use wmrender_contract::node_status::{DESIRED_BUNDLE_ANNOTATION, DESIRED_PAYLOAD_ANNOTATION};
 
 /// How long one watch is held before it is renewed (the API server honours a watch's own timeout).
 pub const WATCH_SECONDS: u64 = 3600;
@@ -62,7 +62,7 @@ impl NodeWatch {
         let shared = watch.clone();
         std::thread::spawn(move || {
             let mut failures = 0u32;
-            let mut desired: Option<Option<String>> = None;
+            let mut desired: Option<[Option<String>; 2]> = None;
             loop {
                 let Some(name) = node_name().filter(|_| kubeconfig.exists()) else {
                     std::thread::sleep(NOT_JOINED_PAUSE);
@@ -70,11 +70,11 @@ impl NodeWatch {
                 };
                 let outcome = Client::from_kubeconfig(&kubeconfig).and_then(|client| {
                     shared.follow(&client, &name, &mut |node| {
-                        let now =
-                            node["metadata"]["annotations"][DESIRED_BUNDLE_ANNOTATION].as_str().map(str::to_string);
-                        // A change, or a desired bundle at first sight (it may have been set while the node
-                        // was not watching): a pass now.
-                        if desired.as_ref().map_or(now.is_some(), |before| *before != now) {
+                        let now = [DESIRED_BUNDLE_ANNOTATION, DESIRED_PAYLOAD_ANNOTATION]
+                            .map(|key| node["metadata"]["annotations"][key].as_str().map(str::to_string));
+                        // A change, or a desired bundle or payload at first sight (it may have been set while the
+                        // node was not watching): a pass now.
+                        if desired.as_ref().map_or(now.iter().any(Option::is_some), |before| *before != now) {
                             changed();
                         }
                         desired = Some(now);

@@ -22,6 +22,7 @@
 //! and says why on the Node's `wmrender.dev/BundlePulled` condition; a registry that cannot be reached is tried
 //! again at the next pass, with the run loop's back-off.
 
+pub mod payload;
 mod registry;
 pub mod stage;
 
@@ -59,6 +60,31 @@ pub struct PulledState {
     /// finish.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub staging: Option<String>,
+    /// The payload last staged (`wmrender.dev/desired-payload`, [`payload`]).
+    #[serde(default, skip_serializing_if = "PulledPayload::is_none")]
+    pub payload: PulledPayload,
+}
+
+/// The pulled payload in `pulled.json`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PulledPayload {
+    /// The reference last staged.
+    #[serde(default)]
+    pub reference: String,
+    /// Its signed version: the floor for the next payload (a sequence of its own, apart from the bundle's).
+    #[serde(default)]
+    pub version: u64,
+    /// The node manifest's payload digest once it was staged: while the node holds these programs, the pulled
+    /// payload is the one on the node.
+    #[serde(default)]
+    pub digest: String,
+}
+
+impl PulledPayload {
+    fn is_none(&self) -> bool {
+        self.reference.is_empty()
+    }
 }
 
 impl PulledState {
@@ -111,9 +137,9 @@ impl Puller {
     }
 }
 
-/// The pull before a pass; `None` when there is nothing to pull from (the node has not joined, its name is not
-/// known yet, or its Node names no desired bundle).
-pub fn pull(sys: &dyn Files, cached: Option<&serde_json::Value>, puller: &Puller) -> Option<PullReport> {
+/// The node's own Node: `cached` (the service's watch) when it is this node's, else read with the node's
+/// credentials; `None` before the node joined (no kubeconfig, or its name not known yet).
+pub fn node(sys: &dyn Files, cached: Option<&serde_json::Value>) -> Option<Result<serde_json::Value, String>> {
     let kubeconfig = sys.local(&NodePath::known(paths::KUBECONFIG));
     let node_name = crate::state::AppliedState::load(&sys.local(&NodePath::known(paths::APPLIED_STATE)))
         .map(|s| s.node_name)
@@ -121,17 +147,23 @@ pub fn pull(sys: &dyn Files, cached: Option<&serde_json::Value>, puller: &Puller
     if node_name.is_empty() || !kubeconfig.exists() {
         return None;
     }
+    Some(match cached.filter(|n| n["metadata"]["name"] == node_name.as_str()) {
+        Some(node) => Ok(node.clone()),
+        None => Client::from_kubeconfig(&kubeconfig)
+            .and_then(|c| c.request("GET", &format!("/api/v1/nodes/{node_name}"), "application/json", None)),
+    })
+}
+
+/// The pull before a pass; `None` when there is nothing to pull from (the node has not joined, its name is not
+/// known yet, or its Node names no desired bundle).
+pub fn pull(sys: &dyn Files, cached: Option<&serde_json::Value>, puller: &Puller) -> Option<PullReport> {
+    let read = node(sys, cached)?;
     let pulled = PulledState::load(sys);
     // The pulled bundle is on the node while the node's bundle files are the ones it staged (a sync may have
     // delivered another since): only then is it reported on the Node.
     let on_node = |p: &PulledState| {
         let holding = stage::node_manifest(sys).map(|m| m.bundle_digest()).unwrap_or_default();
         (!p.reference.is_empty() && p.bundle == holding).then(|| p.reference.clone())
-    };
-    let read = match cached.filter(|n| n["metadata"]["name"] == node_name.as_str()) {
-        Some(node) => Ok(node.clone()),
-        None => Client::from_kubeconfig(&kubeconfig)
-            .and_then(|c| c.request("GET", &format!("/api/v1/nodes/{node_name}"), "application/json", None)),
     };
     let desired = match read {
         Ok(node) => node["metadata"]["annotations"][DESIRED_BUNDLE_ANNOTATION].as_str()?.to_string(),
@@ -191,59 +223,11 @@ fn pull_desired(
     if pulled.reference == desired && pulled.staging.is_none() {
         return Ok((PullOutcome::Current, format!("the bundle {desired} is on the node"), pulled.clone()));
     }
-    let settings = Desired::read(sys).map_err(|e| retrying(e.to_string()))?.settings;
-    let mut keys = Vec::new();
-    for (i, pem) in settings.bundle_keys.iter().enumerate() {
-        keys.extend(PublicKey::parse_pem(pem).map_err(|e| refused(format!("node.json's bundle key {}: {e}", i + 1)))?);
-    }
-    if keys.is_empty() {
-        return Err(refused(
-            "this node trusts no bundle signing key: list them under bundleSigning.publicKeys in the inputs, render and sync",
-        ));
-    }
-    let endpoints = endpoints(sys, &reference.registry)?;
-    let ca = std::fs::read(sys.local(&NodePath::known(paths::TRUSTED_CA_BUNDLE))).ok();
-    let registry = puller.registry(ca).map_err(retrying)?;
-    let repo = &reference.repository;
-
-    let manifest = registry
-        .by_digest(&endpoints, repo, "manifests", &reference.digest, MANIFEST_MAX)
-        .map_err(|e| fetch_failure("the manifest", e))?;
-    let layers = bundle_artifact::read_manifest(&manifest, Kind::NodeBundle).map_err(refused)?;
-
+    let source = Source::new(sys, &reference.registry, puller)?;
     let applied = (!pulled.reference.is_empty()).then_some(pulled.version);
-    let tag = signed_bundle::tag_for(&reference.digest);
-    let mut seen: Vec<signed_bundle::Layer> = Vec::new();
-    match registry.by_tag(&endpoints, repo, &tag, MANIFEST_MAX) {
-        Ok(Some(bytes)) => {
-            for layer in signed_bundle::stored_layers(&bytes) {
-                if !seen.contains(&layer) {
-                    seen.push(layer);
-                }
-            }
-        }
-        Ok(None) => {}
-        Err(e) => return Err(fetch_failure("the signatures", e)),
-    }
-    let mut stored = payloads(&registry, &endpoints, repo, &seen, SIGNATURES_MAX)?;
-    let mut judged = signed_bundle::judge(&reference.digest, &stored, &keys, applied);
-    if judged.is_err() {
-        // Those stored as OCI 1.1 referrers (cosign's `--registry-referrers-mode=oci-1-1`), asked for only when the
-        // tag's do not do: a bundle signed under the tag, as wmrender and cosign sign by default, costs no request
-        // more.
-        let room = SIGNATURES_MAX.saturating_sub(stored.len());
-        let (more, trouble) = referrer_signatures(&registry, &endpoints, repo, &reference.digest, &mut seen, room);
-        if !more.is_empty() {
-            stored.extend(more);
-            judged = signed_bundle::judge(&reference.digest, &stored, &keys, applied);
-        }
-        if let (Err(refusal), Some(trouble)) = (&judged, trouble) {
-            return Err(refused(format!(
-                "{refusal} (the signatures stored as OCI referrers were not all read: {trouble})"
-            )));
-        }
-    }
-    let accepted = judged.map_err(|r| refused(r.to_string()))?;
+    let (layers, accepted) =
+        source.verified(&reference, applied, |m| bundle_artifact::read_manifest(m, Kind::NodeBundle))?;
+    let (registry, endpoints, repo) = (&source.registry, &source.endpoints, &reference.repository);
 
     // Files the node holds already, by content: read from the node, checked again, not fetched. A hosts.toml
     // that carries credentials is the rendered one with them taken out.
@@ -271,7 +255,7 @@ fn pull_desired(
             None => {
                 fetched += 1;
                 registry
-                    .by_digest(&endpoints, repo, "blobs", &layer.digest, layer.size)
+                    .by_digest(endpoints, repo, "blobs", &layer.digest, layer.size)
                     .map_err(|e| fetch_failure(&format!("{}", layer.path), e))?
             }
         };
@@ -295,8 +279,13 @@ fn pull_desired(
             return Err(failure);
         }
     };
-    state =
-        PulledState { reference: desired.to_string(), version: accepted.version, bundle: staged.bundle, staging: None };
+    state = PulledState {
+        reference: desired.to_string(),
+        version: accepted.version,
+        bundle: staged.bundle,
+        staging: None,
+        payload: pulled.payload.clone(),
+    };
     state.save(sys).map_err(retrying)?;
     let message = format!(
         "the bundle {desired} (version {}{}, signed by {}) is staged: {} of {} files fetched ({} bytes read), {} written, {} removed",
@@ -310,6 +299,84 @@ fn pull_desired(
         staged.removed.len(),
     );
     Ok((PullOutcome::Staged, message, state))
+}
+
+/// Where a pull fetches from, read from the node: the keys it trusts, the hosts of the registry (its hosts.toml)
+/// and the registry client.
+struct Source {
+    keys: Vec<PublicKey>,
+    endpoints: Vec<Endpoint>,
+    registry: Rc<Registry>,
+}
+
+impl Source {
+    fn new(sys: &dyn Files, registry: &str, puller: &Puller) -> Result<Source, Failure> {
+        let settings = Desired::read(sys).map_err(|e| retrying(e.to_string()))?.settings;
+        let mut keys = Vec::new();
+        for (i, pem) in settings.bundle_keys.iter().enumerate() {
+            keys.extend(
+                PublicKey::parse_pem(pem).map_err(|e| refused(format!("node.json's bundle key {}: {e}", i + 1)))?,
+            );
+        }
+        if keys.is_empty() {
+            return Err(refused(
+                "this node trusts no bundle signing key: list them under bundleSigning.publicKeys in the inputs, render and sync",
+            ));
+        }
+        let endpoints = endpoints(sys, registry)?;
+        let ca = std::fs::read(sys.local(&NodePath::known(paths::TRUSTED_CA_BUNDLE))).ok();
+        let registry = puller.registry(ca).map_err(retrying)?;
+        Ok(Source { keys, endpoints, registry })
+    }
+
+    /// The manifest of `reference`, fetched by its digest and read by `read` (what kind of artifact it must be),
+    /// and the signature of a trusted key that accepts it: one under cosign's `sha256-<hex>.sig` tag, else among
+    /// its OCI 1.1 referrers, naming this digest with a version not older than `applied` (or a signed downgrade).
+    fn verified<T>(
+        &self,
+        reference: &Reference,
+        applied: Option<u64>,
+        read: impl FnOnce(&[u8]) -> Result<T, String>,
+    ) -> Result<(T, signed_bundle::Accepted), Failure> {
+        let (registry, endpoints, repo) = (&self.registry, &self.endpoints, &reference.repository);
+        let manifest = registry
+            .by_digest(endpoints, repo, "manifests", &reference.digest, MANIFEST_MAX)
+            .map_err(|e| fetch_failure("the manifest", e))?;
+        let read = read(&manifest).map_err(refused)?;
+        let tag = signed_bundle::tag_for(&reference.digest);
+        let mut seen: Vec<signed_bundle::Layer> = Vec::new();
+        match registry.by_tag(endpoints, repo, &tag, MANIFEST_MAX) {
+            Ok(Some(bytes)) => {
+                for layer in signed_bundle::stored_layers(&bytes) {
+                    if !seen.contains(&layer) {
+                        seen.push(layer);
+                    }
+                }
+            }
+            Ok(None) => {}
+            Err(e) => return Err(fetch_failure("the signatures", e)),
+        }
+        let mut stored = payloads(registry, endpoints, repo, &seen, SIGNATURES_MAX)?;
+        let mut judged = signed_bundle::judge(&reference.digest, &stored, &self.keys, applied);
+        if judged.is_err() {
+            // Those stored as OCI 1.1 referrers (cosign's `--registry-referrers-mode=oci-1-1`), asked for only when the
+            // tag's do not do: a bundle signed under the tag, as wmrender and cosign sign by default, costs no request
+            // more.
+            let room = SIGNATURES_MAX.saturating_sub(stored.len());
+            let (more, trouble) = referrer_signatures(registry, endpoints, repo, &reference.digest, &mut seen, room);
+            if !more.is_empty() {
+                stored.extend(more);
+                judged = signed_bundle::judge(&reference.digest, &stored, &self.keys, applied);
+            }
+            if let (Err(refusal), Some(trouble)) = (&judged, trouble) {
+                return Err(refused(format!(
+                    "{refusal} (the signatures stored as OCI referrers were not all read: {trouble})"
+                )));
+            }
+        }
+        let accepted = judged.map_err(|r| refused(r.to_string()))?;
+        Ok((read, accepted))
+    }
 }
 
 /// The signatures of a signature image's layers, each payload fetched by its digest: at most `room` of them.

@@ -185,23 +185,113 @@ impl Registry {
         Err(FetchError::Unavailable(unavailable.join("; ")))
     }
 
-    /// GET `<url>/<path>`: the body (up to `max` bytes), or 404; an error for anything else.
-    fn get(&self, e: &Endpoint, path: &str, max: u64, accept: Option<&str>) -> Result<Answer, String> {
+    /// A blob by its digest, `size` bytes, streamed into `dest` from the first host that can pull and serves
+    /// exactly those bytes (a host that serves other bytes is passed over, and `dest` written again from the next).
+    /// The bound on the whole answer grows with its size (30 s and a second per MiB: a program of 120 MB gets
+    /// 150 s), so a large program is not cut off where a manifest would be.
+    pub fn blob_to_file(
+        &self,
+        endpoints: &[Endpoint],
+        repository: &str,
+        digest: &str,
+        size: u64,
+        dest: &std::path::Path,
+    ) -> Result<(), FetchError> {
+        let timeout = TIMEOUT + Duration::from_secs(size >> 20);
+        let mut tampered = Vec::new();
+        let mut unavailable = Vec::new();
+        for e in endpoints.iter().filter(|e| e.pull) {
+            let response = match self.open(e, &format!("{repository}/blobs/{digest}"), None, timeout) {
+                Ok(Some(response)) => response,
+                Ok(None) => {
+                    unavailable.push(format!("{}: blob {digest} is not there", e.url));
+                    continue;
+                }
+                Err(why) => {
+                    unavailable.push(format!("{}: {why}", e.url));
+                    continue;
+                }
+            };
+            match self.stream(response, size, dest) {
+                Ok((read, found)) if read == size && found == digest => return Ok(()),
+                Ok((read, _)) if read > size => {
+                    tampered.push(format!("{} served more than the {size} bytes of {digest}", e.url))
+                }
+                Ok(_) => tampered.push(format!("{} served other content for {digest}", e.url)),
+                Err(why) => unavailable.push(format!("{}: {why}", e.url)),
+            }
+        }
+        if !tampered.is_empty() {
+            return Err(FetchError::Tampered(tampered.join("; ")));
+        }
+        Err(FetchError::Unavailable(if unavailable.is_empty() {
+            "no host of the registry may pull (hosts.toml's capabilities)".into()
+        } else {
+            unavailable.join("; ")
+        }))
+    }
+
+    /// Writes an answer's body into `dest` (created or truncated), at most `size + 1` bytes: how many were read
+    /// and their digest.
+    fn stream(
+        &self,
+        mut response: ureq::http::Response<ureq::Body>,
+        size: u64,
+        dest: &std::path::Path,
+    ) -> Result<(u64, String), String> {
+        use sha2::Digest;
+        use std::io::{Read, Write};
+        let mut file = std::fs::File::create(dest).map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
+        let mut body = response.body_mut().with_config().limit(size.saturating_add(1)).reader();
+        let mut hasher = sha2::Sha256::new();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut read = 0u64;
+        loop {
+            let n = match body.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                // Past the bound: more than the blob's size, which is not the blob.
+                Err(_) if read >= size => return Ok((read + 1, String::new())),
+                Err(e) => return Err(format!("the answer could not be read: {e}")),
+            };
+            read += n as u64;
+            *self.bytes_read.borrow_mut() += n as u64;
+            hasher.update(&buf[..n]);
+            file.write_all(&buf[..n]).map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
+        }
+        file.sync_all().map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
+        Ok((read, format!("sha256:{}", hex(&hasher.finalize()))))
+    }
+
+    /// GET `<url>/<path>`: the answer, `None` for a 404, an error for anything but a 200. A Bearer challenge is
+    /// answered with a token from its realm, once.
+    fn open(
+        &self,
+        e: &Endpoint,
+        path: &str,
+        accept: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Option<ureq::http::Response<ureq::Body>>, String> {
         let url = format!("{}/{path}", e.url);
-        let mut response = self.send(&url, e, self.tokens.borrow().get(&e.url).cloned(), accept)?;
+        let mut response = self.send(&url, e, self.tokens.borrow().get(&e.url).cloned(), accept, timeout)?;
         if response.status() == 401 {
             let challenge = response.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).unwrap_or("");
             if let Some(token) = self.token(challenge, e)? {
                 self.tokens.borrow_mut().insert(e.url.clone(), token.clone());
-                response = self.send(&url, e, Some(token), accept)?;
+                response = self.send(&url, e, Some(token), accept, timeout)?;
             }
         }
         match response.status().as_u16() {
-            200 => {}
-            404 => return Ok(Answer::NotFound),
-            401 | 403 => return Err(format!("refused the node's credentials ({})", response.status().as_u16())),
-            s => return Err(format!("answered {s}")),
+            200 => Ok(Some(response)),
+            404 => Ok(None),
+            401 | 403 => Err(format!("refused the node's credentials ({})", response.status().as_u16())),
+            s => Err(format!("answered {s}")),
         }
+    }
+
+    /// GET `<url>/<path>`: the body (up to `max` bytes), or 404; an error for anything else.
+    fn get(&self, e: &Endpoint, path: &str, max: u64, accept: Option<&str>) -> Result<Answer, String> {
+        let Some(mut response) = self.open(e, path, accept, TIMEOUT)? else { return Ok(Answer::NotFound) };
         let bytes = match response.body_mut().with_config().limit(max).read_to_vec() {
             Ok(bytes) => bytes,
             Err(ureq::Error::BodyExceedsLimit(_)) => return Ok(Answer::TooLarge),
@@ -217,6 +307,7 @@ impl Registry {
         e: &Endpoint,
         bearer: Option<String>,
         accept: Option<&str>,
+        timeout: Duration,
     ) -> Result<ureq::http::Response<ureq::Body>, String> {
         let mut request = ureq::http::Request::builder().method("GET").uri(url);
         if let Some(accept) = accept {
@@ -228,6 +319,7 @@ impl Registry {
             (None, None) => {}
         }
         let request = request.body(()).map_err(|_| format!("`{url}` is not a URL"))?;
+        let request = self.agent.configure_request(request).timeout_global(Some(timeout)).build();
         self.agent.run(request).map_err(|e| connection_words(&e))
     }
 
@@ -261,6 +353,10 @@ impl Registry {
         let token = value["token"].as_str().or_else(|| value["access_token"].as_str());
         token.map(|t| Some(t.to_string())).ok_or_else(|| "the token realm gave no token".into())
     }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `sha256:<hex>` of bytes.

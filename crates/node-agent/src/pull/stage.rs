@@ -151,6 +151,74 @@ pub fn stage(sys: &dyn Files, files: Vec<(NodePath, Vec<u8>)>, own_journal: bool
     Ok(Staged { written: write.iter().map(|(f, _)| f.path.clone()).collect(), removed: remove, bundle })
 }
 
+/// What staging a pulled payload takes: the programs to stage, and the node manifest once they are.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PayloadPlan {
+    /// New or changed programs: each written to `<path>.wmrender-staged`, then swapped in by the pass with the
+    /// services that run it stopped (as sync stages a binary under a running service).
+    pub stage: Vec<NodeFile>,
+    /// The node manifest listing them `staged`, not yet applied; `None` when nothing changes.
+    pub manifest: Option<NodeManifest>,
+}
+
+/// Plans staging a payload's programs (`files`, checked against its payload.json): a program the node holds at
+/// that path with that content stays as it is; the node's other payload files stay too, as a sync without
+/// `--prune-payload` leaves them. Refused, before anything is written, when a program's path is a file of the
+/// bundle, a credential, the node's identity or the agent's own; held back while a sync's journal is open.
+pub fn plan_payload(sys: &dyn Files, files: Vec<NodeFile>) -> Result<PayloadPlan, StageError> {
+    let on_node = node_manifest(sys).map_err(StageError::NotNow)?;
+    if on_node.pending.is_some() {
+        return Err(StageError::NotNow(format!(
+            "{} has an open journal: a sync is delivering files or was cut off; the pull waits for it",
+            paths::NODE_MANIFEST
+        )));
+    }
+    let mut result = on_node.files.clone();
+    let mut stage = Vec::new();
+    for file in files {
+        let lower = file.path.as_str().to_ascii_lowercase();
+        let held = result.iter().position(|f| f.path.as_str().eq_ignore_ascii_case(&lower));
+        if AGENT_FILES.iter().any(|a| a.eq_ignore_ascii_case(&lower))
+            || held.is_some_and(|i| result[i].kind != FileKind::Payload)
+        {
+            return Err(StageError::Refused(format!(
+                "the payload names {}, which is the agent's or came with the bundle or a credential: a payload may not replace it",
+                file.path
+            )));
+        }
+        let entry = NodeFile { kind: FileKind::Payload, staged: true, ..file };
+        match held {
+            Some(i) if result[i].sha256 == entry.sha256 => {}
+            Some(i) => {
+                stage.push(entry.clone());
+                result[i] = entry;
+            }
+            None => {
+                stage.push(entry.clone());
+                result.push(entry);
+            }
+        }
+    }
+    if stage.is_empty() {
+        return Ok(PayloadPlan { stage, manifest: None });
+    }
+    result.sort_by(|a, b| a.path.cmp(&b.path));
+    let manifest = NodeManifest { files: result, pending: None, applied: false, ..on_node };
+    Ok(PayloadPlan { stage, manifest: Some(manifest) })
+}
+
+/// Writes the node manifest a [`PayloadPlan`] made, once every program it stages is in place. A one-file sync's
+/// update was folded into it (it was read with the manifest), and is removed after: over the manifest written
+/// now it is ignored.
+pub fn commit_payload(sys: &dyn Files, manifest: &NodeManifest) -> Result<(), StageError> {
+    write_atomically(sys, &NodePath::known(paths::NODE_MANIFEST), &manifest.to_json())?;
+    match std::fs::remove_file(sys.local(&NodePath::known(paths::NODE_MANIFEST_UPDATE))) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StageError::NotNow(format!("cannot remove {}: {e}", paths::NODE_MANIFEST_UPDATE))),
+    }
+}
+
 /// `<path>.wmrender-tmp`, then a rename over `path`: a reader sees the old file or the new one, never half.
 fn write_atomically(sys: &dyn Files, path: &NodePath, bytes: &[u8]) -> Result<(), StageError> {
     let local = sys.local(path);
@@ -243,6 +311,80 @@ mod tests {
             assert!(matches!(&e, StageError::Refused(why) if why.contains("may not replace")), "{e:?}");
             assert_eq!(std::fs::read(f.local(&np(paths::NODE_MANIFEST))).unwrap(), before, "{path}");
         }
+    }
+
+    fn program(path: &str, bytes: &str) -> NodeFile {
+        NodeFile {
+            path: np(path),
+            sha256: sha256_hex(bytes.as_bytes()),
+            size: bytes.len() as u64,
+            kind: FileKind::Payload,
+            staged: true,
+        }
+    }
+
+    #[test]
+    fn a_payload_stages_only_what_changed_keeps_the_rest_and_may_not_replace_the_bundle_or_a_credential() {
+        let (_dir, f) = node();
+        let before = node_manifest(&f).unwrap();
+        // The kubelet the node holds: nothing to stage, nothing written.
+        let same = plan_payload(&f, vec![program(r"C:\k\kubelet.exe", "MZ")]).unwrap();
+        assert_eq!(same, PayloadPlan { stage: vec![], manifest: None });
+
+        let plan = plan_payload(
+            &f,
+            vec![program(r"C:\k\kubelet.exe", "MZ new"), program(r"C:\k\containerd\containerd.exe", "MZ c")],
+        )
+        .unwrap();
+        let staged: Vec<&str> = plan.stage.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(staged, [r"C:\k\kubelet.exe", r"C:\k\containerd\containerd.exe"]);
+        let m = plan.manifest.unwrap();
+        assert!(!m.applied && m.pending.is_none());
+        for e in &m.files {
+            let was = before.files.iter().find(|b| b.path == e.path);
+            match e.kind {
+                FileKind::Payload => assert!(e.staged, "{e:?}"),
+                // The bundle and the credentials are the manifest's as they were.
+                _ => assert_eq!(Some(e), was),
+            }
+        }
+        assert_eq!(m.files.len(), before.files.len() + 1);
+        // Nothing was written by planning.
+        assert_eq!(node_manifest(&f).unwrap(), before);
+
+        for path in [r"C:\k\kubelet.conf", r"C:\k\BOOTSTRAP-kubeconfig", r"C:\k\wmrender\manifest.json"] {
+            let e = plan_payload(&f, vec![program(path, "MZ evil")]).unwrap_err();
+            assert!(matches!(&e, StageError::Refused(why) if why.contains("may not replace")), "{path}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn a_payload_waits_for_a_syncs_journal_and_its_manifest_replaces_a_one_file_syncs_update() {
+        let (_dir, f) = node();
+        let mut m = node_manifest(&f).unwrap();
+        m.pending = Some(Journal { files: vec![], remove: vec![] });
+        write_atomically(&f, &np(paths::NODE_MANIFEST), &m.to_json()).unwrap();
+        let e = plan_payload(&f, vec![program(r"C:\k\kubelet.exe", "MZ new")]).unwrap_err();
+        assert!(matches!(&e, StageError::NotNow(why) if why.contains("journal")), "{e:?}");
+
+        let (_dir, f) = node();
+        let base = std::fs::read(f.local(&np(paths::NODE_MANIFEST))).unwrap();
+        std::fs::write(f.local(&np(r"C:\k\kubelet.conf")), "synced conf").unwrap();
+        let entry = NodeFile {
+            path: np(r"C:\k\kubelet.conf"),
+            sha256: sha256_hex(b"synced conf"),
+            size: 11,
+            kind: FileKind::Bundle,
+            staged: false,
+        };
+        let update = wmrender_contract::ManifestUpdate::over(&base, vec![entry.clone()], true);
+        write_atomically(&f, &np(paths::NODE_MANIFEST_UPDATE), &update.to_json()).unwrap();
+        let plan = plan_payload(&f, vec![program(r"C:\k\kubelet.exe", "MZ new")]).unwrap();
+        commit_payload(&f, plan.manifest.as_ref().unwrap()).unwrap();
+        assert!(!f.local(&np(paths::NODE_MANIFEST_UPDATE)).exists());
+        let m = node_manifest(&f).unwrap();
+        assert!(m.files.contains(&entry), "the update's entry is kept in the manifest written");
+        assert!(m.files.iter().any(|e| e.path == np(r"C:\k\kubelet.exe") && e.staged));
     }
 
     #[test]

@@ -1,0 +1,209 @@
+//! The payload pulled: the programs a node runs (kubelet, containerd, …), published with `wmrender publish
+//! --payload` and named on the Node by `wmrender.dev/desired-payload`. The same rules as the bundle's pull
+//! ([`super`]): the manifest by its digest through the registry's mirrors, a trusted key's signature with a version
+//! not older than the payload last pulled (a sequence of its own, apart from the bundle's) unless signed as a
+//! downgrade; then
+//!
+//! 1. the payload's `payload.json`, which must list exactly its programs, each with the digest and size of its
+//!    layer;
+//! 2. each program the node does not hold at its path with that content, streamed to `<path>.wmrender-staged` and
+//!    checked against its digest (a program of 120 MB is never held in memory; one staged by a pull that was cut
+//!    off, and whole, is not fetched again);
+//! 3. the node manifest, listing them staged: the pass that follows stops the services that run each, swaps it in
+//!    and starts them again, as for a binary sync staged.
+//!
+//! The agent's own executable is not pulled (it comes with sync, at first contact); the node's other payload files
+//! stay, as a sync without `--prune-payload` leaves them. A payload that names a file of the bundle, a credential or
+//! the agent's own files is refused before anything is written.
+
+use super::stage::{self, StageError};
+use super::{Failure, PulledPayload, PulledState, Puller, Source, fetch_failure, refused, retrying};
+use crate::digest::sha256_file;
+use crate::system::Files;
+use wmrender_contract::bundle_artifact::{self, PAYLOAD_LIST_MAX, Reference};
+use wmrender_contract::node_status::DESIRED_PAYLOAD_ANNOTATION;
+use wmrender_contract::payload::{PAYLOAD_LIST, PayloadList};
+use wmrender_contract::{FileKind, NodeFile, NodePath, PullOutcome, PullReport, STAGED_SUFFIX, TEMP_SUFFIX, paths};
+
+/// The payload pull before a pass; `None` when there is nothing to pull (the node has not joined, or its Node names
+/// no desired payload).
+pub fn pull(sys: &dyn Files, cached: Option<&serde_json::Value>, puller: &Puller) -> Option<PullReport> {
+    let read = super::node(sys, cached)?;
+    let pulled = PulledState::load(sys).payload;
+    let on_node = |p: &PulledPayload| {
+        let holding = stage::node_manifest(sys).map(|m| m.payload_digest()).unwrap_or_default();
+        (!p.reference.is_empty() && p.digest == holding).then(|| p.reference.clone())
+    };
+    let desired = match read {
+        Ok(node) => node["metadata"]["annotations"][DESIRED_PAYLOAD_ANNOTATION].as_str()?.to_string(),
+        Err(_) if pulled.reference.is_empty() => return None,
+        Err(e) => {
+            return Some(PullReport {
+                desired: String::new(),
+                outcome: PullOutcome::Retrying,
+                message: format!("cannot read the node's desired payload: {e}"),
+                on_node: on_node(&pulled),
+            });
+        }
+    };
+    let (outcome, message, on_node) = match pull_desired(sys, &desired, &pulled, puller) {
+        Ok((PullOutcome::Current, _, after)) if on_node(&after).is_none() => (
+            PullOutcome::Current,
+            format!(
+                "the payload {desired} was pulled, and a sync has delivered other programs since: it is pulled again \
+                 when the annotation changes"
+            ),
+            None,
+        ),
+        Ok((outcome, message, after)) => (outcome, message, on_node(&after)),
+        Err((outcome, message)) => (outcome, message, on_node(&pulled)),
+    };
+    Some(PullReport { desired, outcome, message, on_node })
+}
+
+fn pull_desired(
+    sys: &dyn Files,
+    desired: &str,
+    pulled: &PulledPayload,
+    puller: &Puller,
+) -> Result<(PullOutcome, String, PulledPayload), Failure> {
+    let reference = Reference::parse(desired)
+        .map_err(|e| refused(format!("the annotation {DESIRED_PAYLOAD_ANNOTATION} does not name a payload: {e}")))?;
+    if pulled.reference == desired {
+        return Ok((PullOutcome::Current, format!("the payload {desired} is on the node"), pulled.clone()));
+    }
+    let source = Source::new(sys, &reference.registry, puller)?;
+    let applied = (!pulled.reference.is_empty()).then_some(pulled.version);
+    let (layers, accepted) = source
+        .verified(&reference, applied, bundle_artifact::read_payload_manifest)
+        .map_err(|(outcome, why)| (outcome, format!("the payload {desired}: {why}")))?;
+    let (registry, endpoints, repo) = (&source.registry, &source.endpoints, &reference.repository);
+
+    let list = registry
+        .by_digest(endpoints, repo, "blobs", &layers.list.digest, layers.list.size.min(PAYLOAD_LIST_MAX))
+        .map_err(|e| fetch_failure(PAYLOAD_LIST, e))?;
+    let list = PayloadList::parse(&list).map_err(|e| refused(format!("the payload's {PAYLOAD_LIST}: {e}")))?;
+    let programs = listed_programs(&list, &layers.files).map_err(refused)?;
+
+    // The agent's own executable comes with sync (first contact), never from a pull.
+    let agent = NodePath::known(paths::AGENT_EXE);
+    let (skipped, programs): (Vec<NodeFile>, Vec<NodeFile>) =
+        programs.into_iter().partition(|f| f.path.as_str().eq_ignore_ascii_case(agent.as_str()));
+    let plan = stage::plan_payload(sys, programs).map_err(|e| match e {
+        StageError::Refused(why) => refused(why),
+        StageError::NotNow(why) => retrying(why),
+    })?;
+
+    let mut fetched = 0usize;
+    for file in &plan.stage {
+        let staged = file.path.with_suffix(STAGED_SUFFIX).map_err(|e| refused(e.to_string()))?;
+        let local = sys.local(&staged);
+        // A program a pull cut off staged whole already.
+        if sha256_file(&local).is_ok_and(|sha| sha == file.sha256) {
+            continue;
+        }
+        let tmp = staged.with_suffix(TEMP_SUFFIX).map_err(|e| refused(e.to_string()))?;
+        if let Some(dir) = local.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| retrying(format!("cannot create the folder of {}: {e}", file.path)))?;
+        }
+        fetched += 1;
+        let digest = format!("sha256:{}", file.sha256);
+        let got = registry.blob_to_file(endpoints, repo, &digest, file.size, &sys.local(&tmp));
+        if let Err(e) = got {
+            let _ = std::fs::remove_file(sys.local(&tmp));
+            return Err(fetch_failure(&file.path.to_string(), e));
+        }
+        std::fs::rename(sys.local(&tmp), &local)
+            .map_err(|e| retrying(format!("cannot move {tmp} to {staged}: {e}")))?;
+    }
+    if let Some(manifest) = &plan.manifest {
+        stage::commit_payload(sys, manifest).map_err(|e| match e {
+            StageError::Refused(why) => refused(why),
+            StageError::NotNow(why) => retrying(why),
+        })?;
+    }
+    let digest = stage::node_manifest(sys).map_err(retrying)?.payload_digest();
+    let state = PulledPayload { reference: desired.to_string(), version: accepted.version, digest };
+    let mut record = PulledState::load(sys);
+    record.payload = state.clone();
+    record.save(sys).map_err(retrying)?;
+    let message = format!(
+        "the payload {desired} (version {}{}, signed by {}) is staged: {} of {} programs fetched ({} bytes read), {} to \
+         swap in{}",
+        accepted.version,
+        if accepted.downgrade { ", a signed downgrade" } else { "" },
+        accepted.key,
+        fetched,
+        layers.files.len(),
+        *registry.bytes_read.borrow(),
+        plan.stage.len(),
+        if skipped.is_empty() { "" } else { "; the agent's own executable in it is not pulled (sync delivers it)" },
+    );
+    Ok((PullOutcome::Staged, message, state))
+}
+
+/// The payload's programs as its `payload.json` lists them, which must be exactly its layers: the same paths, each
+/// with its layer's digest and size. The list is what a review of an upgrade reads; a payload whose layers say
+/// otherwise is not the one reviewed.
+fn listed_programs(list: &PayloadList, layers: &[bundle_artifact::Layer]) -> Result<Vec<NodeFile>, String> {
+    let mut out = Vec::new();
+    for f in &list.files {
+        let path = f.node_path().map_err(|e| format!("the payload's {PAYLOAD_LIST}: {e}"))?;
+        let layer = layers.iter().find(|l| l.path == path).ok_or_else(|| {
+            format!("the payload's {PAYLOAD_LIST} lists {} and the payload has no layer for it", f.path)
+        })?;
+        if layer.digest != format!("sha256:{}", f.sha256) || layer.size != f.size {
+            return Err(format!(
+                "the payload's {PAYLOAD_LIST} lists {} as sha256:{} ({} bytes) and its layer is {} ({} bytes)",
+                f.path, f.sha256, f.size, layer.digest, layer.size
+            ));
+        }
+        out.push(NodeFile { path, sha256: f.sha256.clone(), size: f.size, kind: FileKind::Payload, staged: true });
+    }
+    if let Some(extra) = layers.iter().find(|l| !out.iter().any(|f| f.path == l.path)) {
+        return Err(format!("the payload has a layer for {} that its {PAYLOAD_LIST} does not list", extra.path));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wmrender_contract::payload::PayloadFile;
+
+    fn layer(path: &str, sha: char, size: u64) -> bundle_artifact::Layer {
+        bundle_artifact::Layer {
+            path: NodePath::known(path),
+            digest: format!("sha256:{}", sha.to_string().repeat(64)),
+            size,
+        }
+    }
+
+    fn listed(path: &str, sha: char, size: u64) -> PayloadFile {
+        PayloadFile { path: path.into(), sha256: sha.to_string().repeat(64), size, version: None }
+    }
+
+    #[test]
+    fn the_list_must_say_exactly_what_the_layers_are() {
+        let layers = [layer(r"C:\k\kubelet.exe", 'a', 10), layer(r"C:\k\hns.psm1", 'b', 5)];
+        let list = |files: Vec<PayloadFile>| PayloadList { source: None, files };
+        let ok =
+            listed_programs(&list(vec![listed("C/k/hns.psm1", 'b', 5), listed("C/k/kubelet.exe", 'a', 10)]), &layers);
+        let ok = ok.unwrap();
+        assert!(ok.iter().all(|f| f.kind == FileKind::Payload && f.staged));
+        assert_eq!(ok[1].path.as_str(), r"C:\k\kubelet.exe");
+        for (files, why) in [
+            (vec![listed("C/k/kubelet.exe", 'a', 10)], "does not list"),
+            (vec![listed("C/k/kubelet.exe", 'a', 10), listed("C/k/hns.psm1", 'c', 5)], "its layer is"),
+            (vec![listed("C/k/kubelet.exe", 'a', 11), listed("C/k/hns.psm1", 'b', 5)], "its layer is"),
+            (
+                vec![listed("C/k/kubelet.exe", 'a', 10), listed("C/k/hns.psm1", 'b', 5), listed("C/k/x.exe", 'a', 10)],
+                "has no layer",
+            ),
+        ] {
+            let e = listed_programs(&list(files), &layers).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
+    }
+}
