@@ -668,8 +668,31 @@ fn a_signed_payload_is_pulled_verified_and_staged_for_the_pass_to_swap_in_and_ev
     // The bundle and the credentials are as sync left them.
     assert_eq!(m.bundle_digest(), NodeManifest::parse(&before["k/wmrender/manifest.json"]).unwrap().bundle_digest());
     // Named again: current, nothing fetched.
+    f.mirror.take();
     let r = pull_payload();
     assert_eq!(r.outcome, PullOutcome::Current, "{r:?}");
+    assert_eq!(f.mirror.take(), 0, "nothing asked of the registry");
+    // Before the pass swapped kubelet in, another payload for it waits: the staged program is not overwritten.
+    let v2b = payload_dir(&f, "payload-v2b", &[("C/k/kubelet.exe", "MZ kubelet v1.36.3 rebuilt")]);
+    want_payload(&f.publish_payload(&v2b, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "3"]));
+    let r = pull_payload();
+    assert_eq!(r.outcome, PullOutcome::Retrying, "{r:?}");
+    assert!(r.message.contains("waits for the pass to swap it in"), "{}", r.message);
+    assert_eq!(std::fs::read(f.node.join("k/kubelet.exe.wmrender-staged")).unwrap(), b"MZ kubelet v1.36.3");
+    want_payload(&v2_ref);
+    let r = pull_payload();
+    assert_eq!(r.outcome, PullOutcome::Current, "{r:?}");
+    // The pass swaps the staged programs in (played here: the agent's pass does it, tests/wine_cluster.rs under Wine).
+    let swap_in = || {
+        for e in f.manifest().files.iter().filter(|e| e.staged) {
+            let local = f.node.join(e.path.relative_slash());
+            let name = format!("{}.wmrender-staged", local.file_name().unwrap().to_str().unwrap());
+            if local.with_file_name(&name).exists() {
+                std::fs::rename(local.with_file_name(&name), local).unwrap();
+            }
+        }
+    };
+    swap_in();
 
     // The pass converged: the Node says so, with the node's own credentials.
     let result = ApplyResult {
@@ -712,17 +735,30 @@ fn a_signed_payload_is_pulled_verified_and_staged_for_the_pass_to_swap_in_and_ev
     let evil = payload_dir(&f, "payload-evil", &[("C/k/kubelet.conf", &format!("{bundle_file}# changed"))]);
     refused(
         &f.publish_payload(&evil, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "4"]),
-        "may not replace",
+        "may not hold it",
+    );
+    // Nor kubelet's kubeconfig, which the node holds without a manifest entry.
+    let kubeconfig = payload_dir(&f, "payload-kubeconfig", &[("C/k/kubeconfig", "apiVersion: v1\n")]);
+    refused(
+        &f.publish_payload(&kubeconfig, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "4"]),
+        "a credential, a CA or the node's kubeconfig",
     );
     // A bundle named as the payload: not a payload, whoever signed it.
     let bundle = f.publish(&v1, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "5"]);
     refused(&f.desired(&bundle), "other than a wmrender payload");
-    // A program changed at rest in the registry.
-    let v4 = payload_dir(&f, "payload-v4", &[("C/k/kubelet.exe", "MZ kubelet v1.36.4")]);
+    // A program changed at rest in the registry, after another was fetched whole: nothing of either stays.
+    let v4 = payload_dir(
+        &f,
+        "payload-v4",
+        &[("C/k/csi-proxy.exe", "MZ csi-proxy"), ("C/k/kubelet.exe", "MZ kubelet v1.36.4")],
+    );
     let v4_ref = f.publish_payload(&v4, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "6"]);
     let blob = f.registry.blob(&format!("sha256:{}", wmrender_contract::sha256_hex(b"MZ kubelet v1.36.4")));
-    for (tampered, says) in [(&b"MZ kubelet v1.36.4 "[..], "served more than"), (b"MZ kubelet v1.36.X", "served other")]
-    {
+    for (tampered, says) in [
+        (&b"MZ kubelet v1.36.4 and more"[..], "served more than"),
+        (b"MZ kubelet v1.36.4 ", "served more than"),
+        (b"MZ kubelet v1.36.X", "served other"),
+    ] {
         std::fs::write(&blob, tampered).unwrap();
         want_payload(&v4_ref);
         let r = pull_payload();
@@ -737,4 +773,10 @@ fn a_signed_payload_is_pulled_verified_and_staged_for_the_pass_to_swap_in_and_ev
     let r = pull_payload();
     assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
     assert!(r.message.contains("a signed downgrade"), "{}", r.message);
+    assert_eq!(std::fs::read(f.node.join("k/kubelet.exe.wmrender-staged")).unwrap(), b"MZ the payload's kubelet");
+    // The floor is the downgrade's now: once swapped in, version 2 is taken again.
+    swap_in();
+    want_payload(&v2_ref);
+    let r = pull_payload();
+    assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
 }

@@ -18,7 +18,9 @@
 //! - **Pulled** afterwards: a bundle published and signed by `wmrender publish` to Debian's `docker-registry` (TLS
 //!   from a CA the cluster's proxy trusts, which sync delivers), named on the Node, pulled by the agent under Wine
 //!   through the rendered mirror, verified and applied by the agent service, which watches its Node and starts a
-//!   pass as soon as the desired bundle changes; each bad bundle refused with nothing changed.
+//!   pass as soon as the desired bundle changes; each bad bundle refused with nothing changed. Then a payload
+//!   published and signed the same way (kubelet changed): fetched alone, swapped in by the agent's pass with the
+//!   kubelet service stopped and started again; an unsigned one refused with nothing changed.
 //!
 //! Needs root, openssh-server, Wine and the Windows target (`bash tests/setup.sh`).
 #![cfg(all(feature = "cluster", feature = "registry"))]
@@ -40,8 +42,8 @@ use support::wine::{Wine, rig};
 use support::wine_bundle::write_whole;
 use support::{code, stderr, wmrender};
 use wmrender_contract::node_status::{
-    BUNDLE_ANNOTATION, CONDITION_TYPE, DESIRED_BUNDLE_ANNOTATION, PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION,
-    TAINT_KEY,
+    BUNDLE_ANNOTATION, CONDITION_TYPE, DESIRED_BUNDLE_ANNOTATION, DESIRED_PAYLOAD_ANNOTATION, PAYLOAD_ANNOTATION,
+    PAYLOAD_PULL_CONDITION_TYPE, PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION, PULLED_PAYLOAD_ANNOTATION, TAINT_KEY,
 };
 use wmrender_contract::{ApplyResult, ApplyStatus, NodePath, PullOutcome, ServicesFile, paths};
 
@@ -307,17 +309,21 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     let pulled = |node: &Value| {
         node["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == PULL_CONDITION_TYPE).cloned()
     };
-    // The agent service watches its Node: a new desired bundle starts its pass at once (its interval here is an hour).
-    let service_pass = |reference: &str| -> ApplyResult {
+    // The agent service watches its Node: a new desired bundle or payload starts its pass at once (its interval here
+    // is an hour).
+    let pass_where = |what: &str, found: &dyn Fn(&ApplyResult) -> bool| -> ApplyResult {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let passes = wine.agent_passes();
-            if let Some(p) = passes.iter().rev().find(|p| p.pull.as_ref().is_some_and(|p| p.desired == reference)) {
+            if let Some(p) = passes.iter().rev().find(|p| found(p)) {
                 return p.clone();
             }
-            assert!(Instant::now() < deadline, "no pass of the agent service pulled {reference}: {passes:?}");
+            assert!(Instant::now() < deadline, "no pass of the agent service pulled {what}: {passes:?}");
             std::thread::sleep(Duration::from_millis(500));
         }
+    };
+    let service_pass = |reference: &str| -> ApplyResult {
+        pass_where(reference, &|p| p.pull.as_ref().is_some_and(|p| p.desired == reference))
     };
     want(&desired);
     let result = service_pass(&desired);
@@ -381,6 +387,80 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
         assert_eq!(node["metadata"]["annotations"][PULLED_BUNDLE_ANNOTATION], desired.as_str(), "{node}");
     }
     want(&desired);
+
+    // The payload pulled: CI publishes the next programs (kubelet changed, the rest as sync delivered them, the agent
+    // beside them as in every payload), signed; the Node names it. The agent under Wine fetches kubelet alone, stages
+    // it, and its pass stops the kubelet service, swaps the program in and starts it again; the Node says so.
+    let next_payload = path("payload-next");
+    for e in walkdir::WalkDir::new(path("payload")).into_iter().map(|e| e.unwrap()) {
+        if e.file_type().is_file() {
+            let rel = e.path().strip_prefix(path("payload")).unwrap();
+            write_whole(&next_payload.join(rel), &std::fs::read(e.path()).unwrap());
+        }
+    }
+    let kubelet = r"C:\k\kubelet.exe";
+    let mut next_kubelet = std::fs::read(next_payload.join("C/k/kubelet.exe")).unwrap();
+    // Bytes after a program's image (an overlay) are not loaded: the fake service still runs, as another build.
+    next_kubelet.extend_from_slice(b"kubelet v1.36.4");
+    write_whole(&next_payload.join("C/k/kubelet.exe"), &next_kubelet);
+    let publish_payload = |dir: &Path, extra: &[&str]| -> String {
+        let listed = wmrender(&["payload", "list", dir.to_str().unwrap()]);
+        assert_eq!(code(&listed), 0, "payload list: {}", stderr(&listed));
+        let to = format!("{}/fleet/windows-payload:main", registry.addr);
+        let mut args = vec!["publish", "--payload", dir.to_str().unwrap(), "--to", &to];
+        let ca = scratch.ca.pem();
+        args.extend(["--registry-ca", ca.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let o = wmrender(&args);
+        assert_eq!(code(&o), 0, "publish --payload: {}", stderr(&o));
+        let published = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        format!("bundles.example.com/fleet/windows-payload@{}", published.split_once('@').unwrap().1)
+    };
+    let want_payload = |reference: &str| {
+        let patch = json!({"metadata": {"annotations": {DESIRED_PAYLOAD_ANNOTATION: reference}}});
+        cp.admin().merge_patch(&format!("/api/v1/nodes/{NODE}"), &patch).unwrap();
+    };
+    let payload_pass = |reference: &str| -> ApplyResult {
+        pass_where(reference, &|p| p.payload_pull.as_ref().is_some_and(|p| p.desired == reference))
+    };
+    let programs = walkdir::WalkDir::new(next_payload.join("C"))
+        .into_iter()
+        .filter(|e| e.as_ref().unwrap().file_type().is_file())
+        .count();
+    let payload_ref = publish_payload(&next_payload, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "1"]);
+    let kubelet_starts =
+        || wine.service_events().iter().filter(|e| e.event == "start" && e.service == "kubelet").count();
+    let starts_before = kubelet_starts();
+    want_payload(&payload_ref);
+    let result = payload_pass(&payload_ref);
+    let pull = result.payload_pull.clone().unwrap();
+    assert_eq!((pull.outcome, result.status), (PullOutcome::Staged, ApplyStatus::Converged), "{result:?}");
+    // Every program is a layer (the list, payload.json, beside them); the agent's own is not pulled.
+    assert!(pull.message.contains(&format!("1 of {programs} programs fetched")), "{}", pull.message);
+    assert_eq!(std::fs::read(wine.c(kubelet)).unwrap(), next_kubelet, "swapped in by the pass");
+    assert!(!wine.c(r"C:\k\kubelet.exe.wmrender-staged").exists());
+    assert!(kubelet_starts() > starts_before, "the kubelet service was started again: {:?}", wine.service_events());
+    assert_eq!(wine.services(&["kubelet"])["kubelet"]["state"], "running");
+    let node = cp.admin().get(&format!("/api/v1/nodes/{NODE}")).unwrap();
+    let c = node["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == PAYLOAD_PULL_CONDITION_TYPE);
+    assert_eq!(c.map(|c| (c["status"].clone(), c["reason"].clone())), Some((json!("True"), json!("Pulled"))), "{node}");
+    assert_eq!(node["metadata"]["annotations"][PULLED_PAYLOAD_ANNOTATION], payload_ref.as_str(), "{node}");
+    assert_eq!(node["metadata"]["annotations"][PAYLOAD_ANNOTATION], result.payload.as_str(), "{node}");
+    // An unsigned payload is refused by the agent under Wine, with nothing changed.
+    let mut unsigned_kubelet = next_kubelet.clone();
+    unsigned_kubelet.extend_from_slice(b" unsigned");
+    write_whole(&next_payload.join("C/k/kubelet.exe"), &unsigned_kubelet);
+    let unsigned_payload = publish_payload(&next_payload, &[]);
+    let before = std::fs::read(wine.c(r"C:\k\wmrender\manifest.json")).unwrap();
+    want_payload(&unsigned_payload);
+    let result = payload_pass(&unsigned_payload);
+    let pull = result.payload_pull.clone().unwrap();
+    assert_eq!((pull.outcome, result.status), (PullOutcome::Refused, ApplyStatus::Converged), "{result:?}");
+    assert!(pull.message.contains("not signed"), "{}", pull.message);
+    assert_eq!(std::fs::read(wine.c(kubelet)).unwrap(), next_kubelet);
+    assert_eq!(std::fs::read(wine.c(r"C:\k\wmrender\manifest.json")).unwrap(), before);
+    assert!(!wine.c(r"C:\k\kubelet.exe.wmrender-staged").exists());
+    want_payload(&payload_ref);
 
     // Later, after a reboot, the agent service's pass fails (the AWS routes, which every boot needs): its report
     // turns the Node's condition False at once, and the next sync, with nothing to deliver, fails and taints it.

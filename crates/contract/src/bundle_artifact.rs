@@ -51,6 +51,8 @@ pub const MANIFEST_MAX: u64 = 4 << 20;
 pub const BUNDLE_FILE_MAX: u64 = 64 << 20;
 /// The largest program a node takes from a payload (WMCO's largest is about 120 MB; `payload pull`'s bound too).
 pub const PAYLOAD_FILE_MAX: u64 = 1 << 30;
+/// The most a payload's programs may add up to (WMCO's payload is about 400 MB): what a node writes to its disk.
+pub const PAYLOAD_TOTAL_MAX: u64 = 4 << 30;
 /// The largest `payload.json` a node reads (one line per program: a few KiB).
 pub const PAYLOAD_LIST_MAX: u64 = 1 << 20;
 
@@ -246,6 +248,10 @@ pub struct Blob {
 pub fn read_payload_manifest(bytes: &[u8]) -> Result<PayloadLayers, String> {
     let (files, list) = read_layers(bytes, Kind::Payload)?;
     let list = list.ok_or_else(|| format!("the payload has no {} layer", crate::payload::PAYLOAD_LIST))?;
+    let total: u64 = files.iter().map(|f| f.size).sum();
+    if total > PAYLOAD_TOTAL_MAX {
+        return Err(format!("its programs add up to {total} bytes, over the {PAYLOAD_TOTAL_MAX} a payload may have"));
+    }
     Ok(PayloadLayers { files, list })
 }
 
@@ -389,6 +395,11 @@ mod tests {
         // A program may be larger than a bundle file; never past the payload's bound.
         let huge = [entry("C/k/kubelet.exe", PAYLOAD_FILE_MAX + 1), entry("payload.json", 400)];
         assert!(read_payload_manifest(&super::manifest(Kind::Payload, &huge)).unwrap_err().contains("over the"));
+        let many: Vec<Entry> = (0..5)
+            .map(|i| entry(&format!("C/k/p{i}.exe"), PAYLOAD_FILE_MAX))
+            .chain([entry("payload.json", 400)])
+            .collect();
+        assert!(read_payload_manifest(&super::manifest(Kind::Payload, &many)).unwrap_err().contains("add up to"));
         let no_list = [entry("C/k/kubelet.exe", 1)];
         assert!(
             read_payload_manifest(&super::manifest(Kind::Payload, &no_list)).unwrap_err().contains("no payload.json")
@@ -398,7 +409,11 @@ mod tests {
         let bundle = super::manifest(Kind::NodeBundle, &[entry("C/k/kubelet.conf", 3)]);
         assert!(read_payload_manifest(&bundle).unwrap_err().contains("other than a wmrender payload"));
         let a_list_in_a_bundle = super::manifest(Kind::NodeBundle, &[entry("payload.json", 3)]);
-        assert!(read_manifest(&a_list_in_a_bundle, Kind::NodeBundle).is_err());
+        let e = read_manifest(&a_list_in_a_bundle, Kind::NodeBundle).unwrap_err();
+        assert!(e.contains("`payload.json` is not a path below"), "{e}");
+        // A payload read as a bundle of its kind: its list is no file of it.
+        let e = read_manifest(&super::manifest(Kind::Payload, &programs), Kind::Payload).unwrap_err();
+        assert!(e.contains("a bundle has no such file"), "{e}");
     }
 
     trait ReplaceWith {

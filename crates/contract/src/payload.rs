@@ -77,6 +77,45 @@ impl PayloadList {
     }
 }
 
+/// The node files a payload can never be: the cluster's credentials and CAs sync delivers, kubelet's own
+/// kubeconfig.
+const NOT_PROGRAMS: &[&str] = &[
+    crate::paths::TRUSTED_CA_BUNDLE,
+    crate::paths::BOOTSTRAP_KUBECONFIG,
+    crate::paths::KUBELET_CA,
+    crate::paths::BOOTSTRAP_CA,
+    crate::paths::EXPORTER_TLS_CERT,
+    crate::paths::EXPORTER_TLS_KEY,
+    crate::paths::CLOUD_NODE_MANAGER_KUBECONFIG,
+    crate::paths::CLOUD_NODE_MANAGER_TOKEN,
+    crate::paths::KUBECONFIG,
+];
+
+/// Whether a payload pulled from a registry may put a file at `path`: a program or module below `C:\k`, and none
+/// of what only sync or the agent writes — wmrender's folder (the agent's own files, the manifest, the settings;
+/// the agent's executable comes with sync), containerd's registry configuration, the credentials and CAs, kubelet's
+/// kubeconfig, a name with one of wmrender's working suffixes, or an 8.3 short name (`KUBELE~1.CON`), which
+/// Windows resolves to another file's long name. Compared without case, as Windows does. The reason, if not.
+pub fn pulled_program_refusal(path: &NodePath) -> Option<String> {
+    let under = |dir: &str| path.is_within(&NodePath::known(dir));
+    let name = path.file_name().to_ascii_lowercase();
+    let why = if under(crate::paths::WMRENDER_DIR) {
+        "it is in wmrender's own folder"
+    } else if under(crate::paths::CONTAINERD_REGISTRIES) {
+        "it is containerd's registry configuration, which comes with the bundle"
+    } else if NOT_PROGRAMS.iter().any(|p| p.eq_ignore_ascii_case(path.as_str())) {
+        "it is a credential, a CA or the node's kubeconfig"
+    } else if [crate::TEMP_SUFFIX, crate::STAGED_SUFFIX, crate::ASIDE_SUFFIX].iter().any(|s| name.ends_with(s)) {
+        "its name ends in one of wmrender's working suffixes"
+    } else if path.components().any(|c| c.split('~').skip(1).any(|rest| rest.starts_with(|c: char| c.is_ascii_digit())))
+    {
+        "it has an 8.3 short name (`~` and a digit), which Windows may resolve to another file"
+    } else {
+        return None;
+    };
+    Some(why.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,6 +130,31 @@ mod tests {
             PayloadList { source: Some("r.example/wmco@sha256:00".into()), files: vec![file("C/k/kubelet.exe")] };
         assert_eq!(PayloadList::parse(&list.to_json()).unwrap(), list);
         assert_eq!(list.files[0].node_path().unwrap().to_string(), r"C:\k\kubelet.exe");
+    }
+
+    #[test]
+    fn a_pulled_payload_holds_programs_and_nothing_only_sync_or_the_agent_writes() {
+        for ok in
+            [r"C:\k\kubelet.exe", r"C:\k\containerd\containerd.exe", r"C:\k\cni\win-overlay.exe", r"C:\k\hns.psm1"]
+        {
+            assert_eq!(pulled_program_refusal(&NodePath::known(ok)), None, "{ok}");
+        }
+        for bad in [
+            r"C:\k\wmrender\services.json",
+            r"C:\k\WMRENDER\node.json",
+            r"C:\k\containerd\registries\quay.io\hosts.toml",
+            r"C:\k\kubeconfig",
+            r"C:\k\Bootstrap-Kubeconfig",
+            r"C:\k\ca-bundle.crt",
+            r"C:\k\tls\certs\tls.key",
+            r"C:\k\kubelet.exe.wmrender-staged",
+            r"C:\k\kubelet.exe.WMRENDER-TMP",
+            r"C:\k\KUBELE~1.CON",
+            r"C:\k\BOOTST~1",
+            r"C:\k\CONTAI~1\x.exe",
+        ] {
+            assert!(pulled_program_refusal(&NodePath::known(bad)).is_some(), "{bad}");
+        }
     }
 
     #[test]

@@ -47,7 +47,7 @@ pub fn apply_watched(
         Err(e) => return failed(e.to_string()),
     };
     // The Node's desired bundle and payload, when it names them, are pulled and staged before the pass that
-    // applies them. The Node is read once for both.
+    // applies them. The Node is read once for both (a read that fails is tried again by each, to say why).
     let node = crate::pull::node(sys, watch.and_then(|w| w.node()).as_ref()).and_then(Result::ok);
     let pull = crate::pull::pull(sys, node.as_ref(), puller);
     let payload_pull = crate::pull::payload::pull(sys, node.as_ref(), puller);

@@ -46,6 +46,11 @@ pub fn check(sys: &dyn System, manifest: &NodeManifest, digests: &mut DigestCach
         if local_staged.exists() {
             match sha256_file(&local_staged) {
                 Ok(sha) if sha == entry.sha256 => out.ready.push(Staged { path: entry.path.clone(), staged }),
+                // Swapped in already, and another file staged beside it since that the manifest does not name yet
+                // (a pull cut off before it wrote the manifest): not this entry's to swap.
+                Ok(_)
+                    if digests.digest(&entry.path, &sys.local(&entry.path)).ok().flatten().as_ref()
+                        == Some(&entry.sha256) => {}
                 Ok(sha) => out.problems.push(problem(
                     false,
                     format!(

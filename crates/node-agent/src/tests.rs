@@ -407,6 +407,27 @@ fn a_staged_binary_that_does_not_match_the_manifest_is_refused_before_anything_s
 }
 
 #[test]
+fn a_stray_staged_file_beside_a_program_already_swapped_in_is_passed_over() {
+    // A pull cut off after it staged a program and before it wrote the manifest: the manifest's entry is staged and
+    // in place already; the staged file beside it is not this entry's.
+    let mut node = Node::new().converged();
+    node.write(r"C:\k\kubelet.exe", "kubelet v2");
+    node.write(&format!(r"C:\k\kubelet.exe{STAGED_SUFFIX}"), "kubelet v3");
+    let entry = NodeFile {
+        path: np(r"C:\k\kubelet.exe"),
+        sha256: sha256_hex(b"kubelet v2"),
+        size: 10,
+        kind: FileKind::Payload,
+        staged: true,
+    };
+    node.manifest.files.retain(|f| f.path != entry.path);
+    node.manifest.files.push(entry);
+    let r = node.apply();
+    assert!(r.errors.is_empty() && r.missing.is_empty(), "{r:#?}");
+    assert_eq!(node.read(r"C:\k\kubelet.exe"), "kubelet v2");
+}
+
+#[test]
 fn a_stalled_service_is_killed_after_the_bounded_wait_and_a_slow_one_is_not() {
     let mut node = Node::new().converged();
     node.sys.set_stop_behaviour("kube-proxy", StopBehaviour::Never);

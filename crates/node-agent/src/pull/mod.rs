@@ -75,15 +75,19 @@ pub struct PulledPayload {
     /// Its signed version: the floor for the next payload (a sequence of its own, apart from the bundle's).
     #[serde(default)]
     pub version: u64,
-    /// The node manifest's payload digest once it was staged: while the node holds these programs, the pulled
-    /// payload is the one on the node.
+    /// The programs it put on the node (node path → sha256; the agent's own executable is never among them): while
+    /// the node's manifest lists each with that content, the pulled payload is the one on the node.
     #[serde(default)]
-    pub digest: String,
+    pub programs: BTreeMap<String, String>,
+    /// The payload a pull was putting on the node when it was cut off (written before the node manifest is): the
+    /// next pull finishes its manifest's journal, and takes it as pulled if the manifest lists its programs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staging: Option<Box<PulledPayload>>,
 }
 
 impl PulledPayload {
     fn is_none(&self) -> bool {
-        self.reference.is_empty()
+        self.reference.is_empty() && self.staging.is_none()
     }
 }
 

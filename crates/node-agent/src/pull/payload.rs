@@ -23,16 +23,28 @@ use crate::system::Files;
 use wmrender_contract::bundle_artifact::{self, PAYLOAD_LIST_MAX, Reference};
 use wmrender_contract::node_status::DESIRED_PAYLOAD_ANNOTATION;
 use wmrender_contract::payload::{PAYLOAD_LIST, PayloadList};
-use wmrender_contract::{FileKind, NodeFile, NodePath, PullOutcome, PullReport, STAGED_SUFFIX, TEMP_SUFFIX, paths};
+use wmrender_contract::{
+    FileKind, NodeFile, NodeManifest, NodePath, PullOutcome, PullReport, STAGED_SUFFIX, TEMP_SUFFIX, paths,
+};
 
 /// The payload pull before a pass; `None` when there is nothing to pull (the node has not joined, or its Node names
 /// no desired payload).
 pub fn pull(sys: &dyn Files, cached: Option<&serde_json::Value>, puller: &Puller) -> Option<PullReport> {
     let read = super::node(sys, cached)?;
-    let pulled = PulledState::load(sys).payload;
+    let pulled = match settle(sys) {
+        Ok(pulled) => pulled,
+        Err(why) => {
+            return Some(PullReport {
+                desired: String::new(),
+                outcome: PullOutcome::Retrying,
+                message: format!("the last payload pull cannot be finished: {why}"),
+                on_node: None,
+            });
+        }
+    };
     let on_node = |p: &PulledPayload| {
-        let holding = stage::node_manifest(sys).map(|m| m.payload_digest()).unwrap_or_default();
-        (!p.reference.is_empty() && p.digest == holding).then(|| p.reference.clone())
+        let manifest = stage::node_manifest(sys).unwrap_or_default();
+        (!p.reference.is_empty() && held_by(p, &manifest)).then(|| p.reference.clone())
     };
     let desired = match read {
         Ok(node) => node["metadata"]["annotations"][DESIRED_PAYLOAD_ANNOTATION].as_str()?.to_string(),
@@ -89,43 +101,58 @@ fn pull_desired(
     let agent = NodePath::known(paths::AGENT_EXE);
     let (skipped, programs): (Vec<NodeFile>, Vec<NodeFile>) =
         programs.into_iter().partition(|f| f.path.as_str().eq_ignore_ascii_case(agent.as_str()));
-    let plan = stage::plan_payload(sys, programs).map_err(|e| match e {
-        StageError::Refused(why) => refused(why),
-        StageError::NotNow(why) => retrying(why),
-    })?;
+    let pulled_programs = programs.iter().map(|f| (f.path.to_string(), f.sha256.clone())).collect();
+    let plan = stage::plan_payload(sys, programs).map_err(stage_failure)?;
 
-    let mut fetched = 0usize;
-    for file in &plan.stage {
-        let staged = file.path.with_suffix(STAGED_SUFFIX).map_err(|e| refused(e.to_string()))?;
-        let local = sys.local(&staged);
-        // A program a pull cut off staged whole already.
-        if sha256_file(&local).is_ok_and(|sha| sha == file.sha256) {
-            continue;
+    // Every program fetched and checked before anything is put in place: a refused or unreachable one leaves the
+    // node as it was.
+    let mut fetched: Vec<(NodePath, NodePath)> = Vec::new();
+    let fetch_all = |fetched: &mut Vec<(NodePath, NodePath)>| -> Result<(), Failure> {
+        for file in &plan.stage {
+            let staged = file.path.with_suffix(STAGED_SUFFIX).map_err(|e| refused(e.to_string()))?;
+            // Staged whole by a pull that was cut off before its manifest: not fetched again.
+            if sha256_file(&sys.local(&staged)).is_ok_and(|sha| sha == file.sha256) {
+                continue;
+            }
+            let tmp = staged.with_suffix(TEMP_SUFFIX).map_err(|e| refused(e.to_string()))?;
+            if let Some(dir) = sys.local(&tmp).parent() {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| retrying(format!("cannot create the folder of {}: {e}", file.path)))?;
+            }
+            fetched.push((tmp.clone(), staged));
+            let digest = format!("sha256:{}", file.sha256);
+            registry
+                .blob_to_file(endpoints, repo, &digest, file.size, &sys.local(&tmp))
+                .map_err(|e| fetch_failure(&file.path.to_string(), e))?;
         }
-        let tmp = staged.with_suffix(TEMP_SUFFIX).map_err(|e| refused(e.to_string()))?;
-        if let Some(dir) = local.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| retrying(format!("cannot create the folder of {}: {e}", file.path)))?;
+        Ok(())
+    };
+    let remove_fetched = |fetched: &[(NodePath, NodePath)]| {
+        for (tmp, _) in fetched {
+            let _ = std::fs::remove_file(sys.local(tmp));
         }
-        fetched += 1;
-        let digest = format!("sha256:{}", file.sha256);
-        let got = registry.blob_to_file(endpoints, repo, &digest, file.size, &sys.local(&tmp));
-        if let Err(e) = got {
-            let _ = std::fs::remove_file(sys.local(&tmp));
-            return Err(fetch_failure(&file.path.to_string(), e));
-        }
-        std::fs::rename(sys.local(&tmp), &local)
-            .map_err(|e| retrying(format!("cannot move {tmp} to {staged}: {e}")))?;
+    };
+    if let Err(failure) = fetch_all(&mut fetched) {
+        remove_fetched(&fetched);
+        return Err(failure);
     }
-    if let Some(manifest) = &plan.manifest {
-        stage::commit_payload(sys, manifest).map_err(|e| match e {
-            StageError::Refused(why) => refused(why),
-            StageError::NotNow(why) => retrying(why),
-        })?;
-    }
-    let digest = stage::node_manifest(sys).map_err(retrying)?.payload_digest();
-    let state = PulledPayload { reference: desired.to_string(), version: accepted.version, digest };
+    let state = PulledPayload {
+        reference: desired.to_string(),
+        version: accepted.version,
+        programs: pulled_programs,
+        staging: None,
+    };
+    // The record first: a pull cut off from here on is settled by the next ([`settle`]).
     let mut record = PulledState::load(sys);
+    record.payload.staging = Some(Box::new(state.clone()));
+    if let Err(why) = record.save(sys) {
+        remove_fetched(&fetched);
+        return Err(retrying(why));
+    }
+    if let Err(e) = stage::commit_payload(sys, &plan, &fetched) {
+        remove_fetched(&fetched);
+        return Err(settle(sys).err().map(retrying).unwrap_or_else(|| stage_failure(e)));
+    }
     record.payload = state.clone();
     record.save(sys).map_err(retrying)?;
     let message = format!(
@@ -134,13 +161,43 @@ fn pull_desired(
         accepted.version,
         if accepted.downgrade { ", a signed downgrade" } else { "" },
         accepted.key,
-        fetched,
+        fetched.len(),
         layers.files.len(),
         *registry.bytes_read.borrow(),
         plan.stage.len(),
         if skipped.is_empty() { "" } else { "; the agent's own executable in it is not pulled (sync delivers it)" },
     );
     Ok((PullOutcome::Staged, message, state))
+}
+
+/// The pulled payload as the node has it, after settling a pull that was cut off (or failed) after it recorded
+/// what it was putting on the node: its manifest's own journal finished, and that payload taken as pulled when the
+/// manifest lists each of its programs with its content, else dropped (the manifest was not written).
+fn settle(sys: &dyn Files) -> Result<PulledPayload, String> {
+    let mut record = PulledState::load(sys);
+    let Some(staging) = record.payload.staging.take() else { return Ok(record.payload) };
+    stage::finish_payload_journal(sys).map_err(|e| match e {
+        StageError::Refused(why) | StageError::NotNow(why) => why,
+    })?;
+    if held_by(&staging, &stage::node_manifest(sys)?) {
+        record.payload = *staging;
+    }
+    record.save(sys)?;
+    Ok(record.payload)
+}
+
+/// Whether the node manifest lists each program of a pulled payload with its content.
+fn held_by(pulled: &PulledPayload, manifest: &NodeManifest) -> bool {
+    pulled.programs.iter().all(|(path, sha)| {
+        manifest.files.iter().any(|f| f.kind == FileKind::Payload && f.path.as_str() == path && &f.sha256 == sha)
+    })
+}
+
+fn stage_failure(e: StageError) -> Failure {
+    match e {
+        StageError::Refused(why) => refused(why),
+        StageError::NotNow(why) => retrying(why),
+    }
 }
 
 /// The payload's programs as its `payload.json` lists them, which must be exactly its layers: the same paths, each

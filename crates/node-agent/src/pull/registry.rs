@@ -187,8 +187,8 @@ impl Registry {
 
     /// A blob by its digest, `size` bytes, streamed into `dest` from the first host that can pull and serves
     /// exactly those bytes (a host that serves other bytes is passed over, and `dest` written again from the next).
-    /// The bound on the whole answer grows with its size (30 s and a second per MiB: a program of 120 MB gets
-    /// 150 s), so a large program is not cut off where a manifest would be.
+    /// The bound on the whole answer grows with its size (30 s and a second per MiB: a program of 100 MiB gets
+    /// 130 s), so a large program is not cut off where a manifest would be.
     pub fn blob_to_file(
         &self,
         endpoints: &[Endpoint],
@@ -231,8 +231,8 @@ impl Registry {
         }))
     }
 
-    /// Writes an answer's body into `dest` (created or truncated), at most `size + 1` bytes: how many were read
-    /// and their digest.
+    /// Writes an answer's body into `dest` (created or truncated), up to `size` bytes: how many were read (one more
+    /// than `size` when the answer is longer) and their digest.
     fn stream(
         &self,
         mut response: ureq::http::Response<ureq::Body>,
@@ -242,7 +242,7 @@ impl Registry {
         use sha2::Digest;
         use std::io::{Read, Write};
         let mut file = std::fs::File::create(dest).map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
-        let mut body = response.body_mut().with_config().limit(size.saturating_add(1)).reader();
+        let mut body = response.body_mut().with_config().limit(size).reader();
         let mut hasher = sha2::Sha256::new();
         let mut buf = vec![0u8; 1 << 16];
         let mut read = 0u64;
@@ -250,9 +250,11 @@ impl Registry {
             let n = match body.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => n,
-                // Past the bound: more than the blob's size, which is not the blob.
-                Err(_) if read >= size => return Ok((read + 1, String::new())),
-                Err(e) => return Err(format!("the answer could not be read: {e}")),
+                Err(e) => match ureq::Error::from(e) {
+                    // More than the blob's size: not the blob.
+                    ureq::Error::BodyExceedsLimit(_) => return Ok((read + 1, String::new())),
+                    e => return Err(format!("the answer could not be read: {}", connection_words(&e))),
+                },
             };
             read += n as u64;
             *self.bytes_read.borrow_mut() += n as u64;

@@ -11,7 +11,10 @@
 use crate::system::Files;
 use std::collections::{BTreeMap, BTreeSet};
 use wmrender_contract::hosts_toml::{credentials, is_hosts_toml, merge_credentials};
-use wmrender_contract::{FileKind, Journal, NodeFile, NodeManifest, NodePath, TEMP_SUFFIX, paths, sha256_hex};
+use wmrender_contract::payload::pulled_program_refusal;
+use wmrender_contract::{
+    FileKind, Journal, NodeFile, NodeManifest, NodePath, STAGED_SUFFIX, TEMP_SUFFIX, paths, sha256_hex,
+};
 
 /// Files only the agent or sync writes: never from a bundle.
 const AGENT_FILES: &[&str] = &[
@@ -159,13 +162,24 @@ pub struct PayloadPlan {
     pub stage: Vec<NodeFile>,
     /// The node manifest listing them `staged`, not yet applied; `None` when nothing changes.
     pub manifest: Option<NodeManifest>,
+    /// The manifest's and its update's bytes the plan was made from: a sync that writes either while the programs
+    /// are fetched holds the commit back.
+    read: (Option<Vec<u8>>, Option<Vec<u8>>),
+}
+
+fn manifest_bytes(sys: &dyn Files) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    let read = |p: &str| std::fs::read(sys.local(&NodePath::known(p))).ok();
+    (read(paths::NODE_MANIFEST), read(paths::NODE_MANIFEST_UPDATE))
 }
 
 /// Plans staging a payload's programs (`files`, checked against its payload.json): a program the node holds at
 /// that path with that content stays as it is; the node's other payload files stay too, as a sync without
-/// `--prune-payload` leaves them. Refused, before anything is written, when a program's path is a file of the
-/// bundle, a credential, the node's identity or the agent's own; held back while a sync's journal is open.
+/// `--prune-payload` leaves them. Refused, before anything is written, for a path a pulled payload may not hold
+/// ([`pulled_program_refusal`]) or that the node holds as a file of the bundle, a credential or its identity. Held
+/// back while a sync's journal is open, and while a program staged before still waits for the pass to swap it in
+/// (its staged file is never overwritten).
 pub fn plan_payload(sys: &dyn Files, files: Vec<NodeFile>) -> Result<PayloadPlan, StageError> {
+    let read = manifest_bytes(sys);
     let on_node = node_manifest(sys).map_err(StageError::NotNow)?;
     if on_node.pending.is_some() {
         return Err(StageError::NotNow(format!(
@@ -176,13 +190,14 @@ pub fn plan_payload(sys: &dyn Files, files: Vec<NodeFile>) -> Result<PayloadPlan
     let mut result = on_node.files.clone();
     let mut stage = Vec::new();
     for file in files {
-        let lower = file.path.as_str().to_ascii_lowercase();
-        let held = result.iter().position(|f| f.path.as_str().eq_ignore_ascii_case(&lower));
-        if AGENT_FILES.iter().any(|a| a.eq_ignore_ascii_case(&lower))
-            || held.is_some_and(|i| result[i].kind != FileKind::Payload)
-        {
+        let held = result.iter().position(|f| f.path.as_str().eq_ignore_ascii_case(file.path.as_str()));
+        let refusal = pulled_program_refusal(&file.path).or_else(|| {
+            held.filter(|&i| result[i].kind != FileKind::Payload)
+                .map(|_| "the node holds it as a file of the bundle, a credential or its identity".to_string())
+        });
+        if let Some(why) = refusal {
             return Err(StageError::Refused(format!(
-                "the payload names {}, which is the agent's or came with the bundle or a credential: a payload may not replace it",
+                "the payload names {}: a payload may not hold it: {why}",
                 file.path
             )));
         }
@@ -190,6 +205,12 @@ pub fn plan_payload(sys: &dyn Files, files: Vec<NodeFile>) -> Result<PayloadPlan
         match held {
             Some(i) if result[i].sha256 == entry.sha256 => {}
             Some(i) => {
+                if waits_for_its_swap(sys, &result[i]) {
+                    return Err(StageError::NotNow(format!(
+                        "{} staged before waits for the pass to swap it in; the pull comes after",
+                        entry.path
+                    )));
+                }
                 stage.push(entry.clone());
                 result[i] = entry;
             }
@@ -200,23 +221,60 @@ pub fn plan_payload(sys: &dyn Files, files: Vec<NodeFile>) -> Result<PayloadPlan
         }
     }
     if stage.is_empty() {
-        return Ok(PayloadPlan { stage, manifest: None });
+        return Ok(PayloadPlan { stage, manifest: None, read });
     }
     result.sort_by(|a, b| a.path.cmp(&b.path));
     let manifest = NodeManifest { files: result, pending: None, applied: false, ..on_node };
-    Ok(PayloadPlan { stage, manifest: Some(manifest) })
+    Ok(PayloadPlan { stage, manifest: Some(manifest), read })
 }
 
-/// Writes the node manifest a [`PayloadPlan`] made, once every program it stages is in place. A one-file sync's
-/// update was folded into it (it was read with the manifest), and is removed after: over the manifest written
-/// now it is ignored.
-pub fn commit_payload(sys: &dyn Files, manifest: &NodeManifest) -> Result<(), StageError> {
-    write_atomically(sys, &NodePath::known(paths::NODE_MANIFEST), &manifest.to_json())?;
-    match std::fs::remove_file(sys.local(&NodePath::known(paths::NODE_MANIFEST_UPDATE))) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(StageError::NotNow(format!("cannot remove {}: {e}", paths::NODE_MANIFEST_UPDATE))),
+/// A manifest entry staged whose staged file is there with its content: the pass has not swapped it in yet.
+fn waits_for_its_swap(sys: &dyn Files, entry: &NodeFile) -> bool {
+    entry.staged
+        && entry
+            .path
+            .with_suffix(STAGED_SUFFIX)
+            .is_ok_and(|staged| crate::digest::sha256_file(&sys.local(&staged)).is_ok_and(|sha| sha == entry.sha256))
+}
+
+/// Puts a [`PayloadPlan`]'s programs in place, each fetched and checked into its `fetched` file (a
+/// `<path>.wmrender-staged.wmrender-tmp`), and writes its manifest: the staged files first (the manifest does not
+/// name them yet, so a pass passes them over), then the manifest with an empty journal, so that a one-file sync's
+/// update, folded into it, no longer counts and can be removed ([`wmrender_contract::ManifestUpdate`]), then the
+/// manifest without it. Held back, with nothing written, when the manifest or its update changed since the plan
+/// (a sync while the programs were fetched).
+pub fn commit_payload(sys: &dyn Files, plan: &PayloadPlan, fetched: &[(NodePath, NodePath)]) -> Result<(), StageError> {
+    let Some(manifest) = &plan.manifest else { return Ok(()) };
+    if manifest_bytes(sys) != plan.read {
+        return Err(StageError::NotNow(format!(
+            "{} changed while the payload was fetched (a sync): the pull plans again",
+            paths::NODE_MANIFEST
+        )));
     }
+    for (tmp, staged) in fetched {
+        std::fs::rename(sys.local(tmp), sys.local(staged))
+            .map_err(|e| StageError::NotNow(format!("cannot move {tmp} to {staged}: {e}")))?;
+    }
+    let journal = NodeManifest { pending: Some(Journal::default()), ..manifest.clone() };
+    write_atomically(sys, &NodePath::known(paths::NODE_MANIFEST), &journal.to_json())?;
+    match std::fs::remove_file(sys.local(&NodePath::known(paths::NODE_MANIFEST_UPDATE))) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(StageError::NotNow(format!("cannot remove {}: {e}", paths::NODE_MANIFEST_UPDATE))),
+    }
+    write_atomically(sys, &NodePath::known(paths::NODE_MANIFEST), &manifest.to_json())
+}
+
+/// Finishes what a payload pull cut off after it wrote the manifest with its empty journal: the manifest without
+/// it (a sync's journal, which lists what it writes, is left for sync). Returns whether one was finished.
+pub fn finish_payload_journal(sys: &dyn Files) -> Result<bool, StageError> {
+    let on_node = node_manifest(sys).map_err(StageError::NotNow)?;
+    if on_node.pending.as_ref().is_none_or(|j| !j.files.is_empty() || !j.remove.is_empty()) {
+        return Ok(false);
+    }
+    let done = NodeManifest { pending: None, ..on_node };
+    write_atomically(sys, &NodePath::known(paths::NODE_MANIFEST), &done.to_json())?;
+    Ok(true)
 }
 
 /// `<path>.wmrender-tmp`, then a rename over `path`: a reader sees the old file or the new one, never half.
@@ -329,7 +387,7 @@ mod tests {
         let before = node_manifest(&f).unwrap();
         // The kubelet the node holds: nothing to stage, nothing written.
         let same = plan_payload(&f, vec![program(r"C:\k\kubelet.exe", "MZ")]).unwrap();
-        assert_eq!(same, PayloadPlan { stage: vec![], manifest: None });
+        assert_eq!((same.stage.len(), same.manifest), (0, None));
 
         let plan = plan_payload(
             &f,
@@ -352,10 +410,74 @@ mod tests {
         // Nothing was written by planning.
         assert_eq!(node_manifest(&f).unwrap(), before);
 
-        for path in [r"C:\k\kubelet.conf", r"C:\k\BOOTSTRAP-kubeconfig", r"C:\k\wmrender\manifest.json"] {
+        for path in [
+            r"C:\k\kubelet.conf",
+            r"C:\k\BOOTSTRAP-kubeconfig",
+            r"C:\k\wmrender\manifest.json",
+            r"C:\k\kubeconfig",
+            r"C:\k\containerd\registries\quay.io\hosts.toml",
+            r"C:\k\kubelet.exe.wmrender-staged",
+        ] {
             let e = plan_payload(&f, vec![program(path, "MZ evil")]).unwrap_err();
-            assert!(matches!(&e, StageError::Refused(why) if why.contains("may not replace")), "{path}: {e:?}");
+            assert!(matches!(&e, StageError::Refused(why) if why.contains("may not hold it")), "{path}: {e:?}");
         }
+    }
+
+    /// Stages `plan` as the pull does: each program written to its temporary file, then the commit.
+    fn commit(f: &Folder, plan: &PayloadPlan, bytes: &[(&str, &str)]) -> Result<(), StageError> {
+        let mut fetched = Vec::new();
+        for (path, content) in bytes {
+            let staged = np(path).with_suffix(STAGED_SUFFIX).unwrap();
+            let tmp = staged.with_suffix(TEMP_SUFFIX).unwrap();
+            std::fs::create_dir_all(f.local(&tmp).parent().unwrap()).unwrap();
+            std::fs::write(f.local(&tmp), content).unwrap();
+            fetched.push((tmp, staged));
+        }
+        commit_payload(f, plan, &fetched)
+    }
+
+    #[test]
+    fn a_program_staged_before_is_not_overwritten_until_the_pass_swapped_it_in() {
+        let (_dir, f) = node();
+        let plan = plan_payload(&f, vec![program(r"C:\k\kubelet.exe", "MZ new")]).unwrap();
+        commit(&f, &plan, &[(r"C:\k\kubelet.exe", "MZ new")]).unwrap();
+        assert_eq!(std::fs::read(f.local(&np(r"C:\k\kubelet.exe.wmrender-staged"))).unwrap(), b"MZ new");
+        // Another payload before the pass swapped it in: held back, the staged program kept.
+        let e = plan_payload(&f, vec![program(r"C:\k\kubelet.exe", "MZ newer")]).unwrap_err();
+        assert!(matches!(&e, StageError::NotNow(why) if why.contains("waits for the pass")), "{e:?}");
+        // Swapped in (the staged file moved over the program): the next payload is staged.
+        std::fs::rename(f.local(&np(r"C:\k\kubelet.exe.wmrender-staged")), f.local(&np(r"C:\k\kubelet.exe"))).unwrap();
+        assert_eq!(plan_payload(&f, vec![program(r"C:\k\kubelet.exe", "MZ newer")]).unwrap().stage.len(), 1);
+    }
+
+    #[test]
+    fn a_sync_while_the_programs_are_fetched_holds_the_commit_back_with_nothing_written() {
+        let (_dir, f) = node();
+        let plan = plan_payload(&f, vec![program(r"C:\k\kubelet.exe", "MZ new")]).unwrap();
+        // A sync writes the manifest meanwhile.
+        let mut m = node_manifest(&f).unwrap();
+        m.applied = false;
+        write_atomically(&f, &np(paths::NODE_MANIFEST), &m.to_json()).unwrap();
+        let before = std::fs::read(f.local(&np(paths::NODE_MANIFEST))).unwrap();
+        let e = commit(&f, &plan, &[(r"C:\k\kubelet.exe", "MZ new")]).unwrap_err();
+        assert!(matches!(&e, StageError::NotNow(why) if why.contains("changed while")), "{e:?}");
+        assert_eq!(std::fs::read(f.local(&np(paths::NODE_MANIFEST))).unwrap(), before);
+        assert!(!f.local(&np(r"C:\k\kubelet.exe.wmrender-staged")).exists());
+    }
+
+    #[test]
+    fn a_payload_pulls_empty_journal_is_finished_and_a_syncs_is_not() {
+        let (_dir, f) = node();
+        let mut m = node_manifest(&f).unwrap();
+        m.pending = Some(Journal::default());
+        write_atomically(&f, &np(paths::NODE_MANIFEST), &m.to_json()).unwrap();
+        assert_eq!(finish_payload_journal(&f), Ok(true));
+        assert!(node_manifest(&f).unwrap().pending.is_none());
+        assert_eq!(finish_payload_journal(&f), Ok(false));
+        m.pending = Some(Journal { files: vec![], remove: vec![np(r"C:\k\gone.ps1")] });
+        write_atomically(&f, &np(paths::NODE_MANIFEST), &m.to_json()).unwrap();
+        assert_eq!(finish_payload_journal(&f), Ok(false));
+        assert!(node_manifest(&f).unwrap().pending.is_some(), "a sync's journal is sync's to finish");
     }
 
     #[test]
@@ -380,7 +502,7 @@ mod tests {
         let update = wmrender_contract::ManifestUpdate::over(&base, vec![entry.clone()], true);
         write_atomically(&f, &np(paths::NODE_MANIFEST_UPDATE), &update.to_json()).unwrap();
         let plan = plan_payload(&f, vec![program(r"C:\k\kubelet.exe", "MZ new")]).unwrap();
-        commit_payload(&f, plan.manifest.as_ref().unwrap()).unwrap();
+        commit(&f, &plan, &[(r"C:\k\kubelet.exe", "MZ new")]).unwrap();
         assert!(!f.local(&np(paths::NODE_MANIFEST_UPDATE)).exists());
         let m = node_manifest(&f).unwrap();
         assert!(m.files.contains(&entry), "the update's entry is kept in the manifest written");
