@@ -35,6 +35,21 @@ pub fn payload(dir: &Path) -> Result<Vec<File>, Error> {
         )));
     }
     let list = crate::payload::list::checked(dir)?;
+    // What nodes would refuse to pull is refused here, in CI, before anything is sent. The agent's own executable
+    // may ride along (sync delivers a payload with it); nodes leave it out of a pull.
+    for f in &list.files {
+        let Ok(path) = f.node_path() else { continue };
+        if path.as_str().eq_ignore_ascii_case(wmrender_contract::paths::AGENT_EXE) {
+            continue;
+        }
+        if let Some(why) = wmrender_contract::payload::pulled_program_refusal(&path) {
+            return Err(Error::Usage(format!(
+                "{}: {} may not be in a published payload: {why}; nodes would refuse to pull it",
+                dir.join(PAYLOAD_LIST).display(),
+                f.path
+            )));
+        }
+    }
     let listed = list.files.iter().map(|f| (f.path.as_str(), Some(f.sha256.as_str())));
     let mut files = Vec::new();
     for (path, sha256) in listed.chain([(PAYLOAD_LIST, None)]) {
