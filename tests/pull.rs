@@ -730,22 +730,23 @@ fn a_signed_payload_is_pulled_verified_and_staged_for_the_pass_to_swap_in_and_ev
         &f.publish_payload(&v0, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "1"]),
         "older than version 2",
     );
-    // A payload may not replace a file of the bundle.
+    // A payload may hold programs only: not a file of the bundle, nor kubelet's kubeconfig, which the node holds
+    // without a manifest entry. Publish refuses them already, in CI (the node's own refusal of each is the agent's
+    // unit tests').
     let bundle_file = std::fs::read_to_string(f.node.join("k/kubelet.conf")).unwrap();
-    let evil = payload_dir(&f, "payload-evil", &[("C/k/kubelet.conf", &format!("{bundle_file}# changed"))]);
-    refused(
-        &f.publish_payload(&evil, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "4"]),
-        "may not hold it",
-    );
-    // Nor kubelet's kubeconfig, which the node holds without a manifest entry: publish refuses it already, in CI
-    // (the node's own refusal of it is the agent's unit tests').
-    let kubeconfig = payload_dir(&f, "payload-kubeconfig", &[("C/k/kubeconfig", "apiVersion: v1\n")]);
-    assert_eq!(code(&wmrender(&["payload", "list", kubeconfig.to_str().unwrap()])), 0);
-    let to = format!("{}/fleet/windows-payload:main", f.registry.addr);
-    let r = wmrender(&["publish", "--payload", kubeconfig.to_str().unwrap(), "--to", &to]);
-    assert_eq!(code(&r), 2, "{}", stderr(&r));
-    assert!(stderr(&r).contains("C/k/kubeconfig may not be in a published payload"), "{}", stderr(&r));
-    assert!(stderr(&r).contains("a credential, a CA or the node's kubeconfig"), "{}", stderr(&r));
+    for (path, bytes, why) in [
+        ("C/k/kubelet.conf", format!("{bundle_file}# changed"), "not a program"),
+        ("C/k/kubeconfig", "apiVersion: v1\n".to_string(), "not a program"),
+        ("C/k/wmrender/services.exe", "MZ".to_string(), "wmrender's own folder"),
+    ] {
+        let dir = payload_dir(&f, &format!("payload-{}", path.replace('/', "-")), &[(path, &bytes)]);
+        assert_eq!(code(&wmrender(&["payload", "list", dir.to_str().unwrap()])), 0);
+        let to = format!("{}/fleet/windows-payload:main", f.registry.addr);
+        let r = wmrender(&["publish", "--payload", dir.to_str().unwrap(), "--to", &to]);
+        assert_eq!(code(&r), 2, "{}", stderr(&r));
+        assert!(stderr(&r).contains(&format!("{path} may not be in a published payload")), "{}", stderr(&r));
+        assert!(stderr(&r).contains(why), "{}", stderr(&r));
+    }
     // A bundle named as the payload: not a payload, whoever signed it.
     let bundle = f.publish(&v1, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "5"]);
     refused(&f.desired(&bundle), "other than a wmrender payload");

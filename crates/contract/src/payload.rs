@@ -91,15 +91,24 @@ const NOT_PROGRAMS: &[&str] = &[
     crate::paths::KUBECONFIG,
 ];
 
-/// Whether a payload pulled from a registry may put a file at `path`: a program or module below `C:\k`, and none
-/// of what only sync or the agent writes — wmrender's folder (the agent's own files, the manifest, the settings;
-/// the agent's executable comes with sync), containerd's registry configuration, the credentials and CAs, kubelet's
-/// kubeconfig, a name with one of wmrender's working suffixes, or an 8.3 short name (`KUBELE~1.CON`), which
-/// Windows resolves to another file's long name. Compared without case, as Windows does. The reason, if not.
+/// What a pulled payload may hold: programs, their libraries and PowerShell modules (WMCO's payload is `.exe` files
+/// and `hns.psm1`).
+const PROGRAM_EXTENSIONS: &[&str] = &[".exe", ".dll", ".psm1"];
+
+/// Whether a payload pulled from a registry may put a file at `path`: a program, library or PowerShell module below
+/// `C:\k` with a plain ASCII name, and none of what only sync or the agent writes — wmrender's folder (the agent's
+/// own files; its executable comes with sync), containerd's registry configuration, the credentials and CAs,
+/// kubelet's kubeconfig, a name with one of wmrender's working suffixes, or an 8.3 short name (`KUBELE~1.EXE`),
+/// which Windows may resolve to another file's long name. Compared without case, as Windows does. The reason, if
+/// not.
 pub fn pulled_program_refusal(path: &NodePath) -> Option<String> {
     let under = |dir: &str| path.is_within(&NodePath::known(dir));
     let name = path.file_name().to_ascii_lowercase();
-    let why = if under(crate::paths::WMRENDER_DIR) {
+    let why = if !path.as_str().is_ascii() {
+        "its name is not plain ASCII"
+    } else if !PROGRAM_EXTENSIONS.iter().any(|e| name.ends_with(e)) {
+        "it is not a program, a library or a PowerShell module (.exe, .dll, .psm1)"
+    } else if under(crate::paths::WMRENDER_DIR) {
         "it is in wmrender's own folder"
     } else if under(crate::paths::CONTAINERD_REGISTRIES) {
         "it is containerd's registry configuration, which comes with the bundle"
@@ -149,9 +158,13 @@ mod tests {
             r"C:\k\tls\certs\tls.key",
             r"C:\k\kubelet.exe.wmrender-staged",
             r"C:\k\kubelet.exe.WMRENDER-TMP",
-            r"C:\k\KUBELE~1.CON",
-            r"C:\k\BOOTST~1",
+            r"C:\k\KUBELE~1.EXE",
             r"C:\k\CONTAI~1\x.exe",
+            r"C:\k\wmrender\wmrender-node.exe",
+            r"C:\k\containerd\registries\quay.io\x.exe",
+            r"C:\k\kubelet.conf",
+            r"C:\k\cni\config\ovnkube-client.pem",
+            r"C:\k\kubélet.exe",
         ] {
             assert!(pulled_program_refusal(&NodePath::known(bad)).is_some(), "{bad}");
         }

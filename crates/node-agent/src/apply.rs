@@ -49,8 +49,10 @@ pub fn apply_watched(
     // The Node's desired bundle and payload, when it names them, are pulled and staged before the pass that
     // applies them. The Node is read once for both (a read that fails is tried again by each, to say why).
     let node = crate::pull::node(sys, watch.and_then(|w| w.node()).as_ref()).and_then(Result::ok);
-    let pull = crate::pull::pull(sys, node.as_ref(), puller);
+    // The payload first: it settles a payload pull cut off with its journal open, which would hold the bundle's
+    // back.
     let payload_pull = crate::pull::payload::pull(sys, node.as_ref(), puller);
+    let pull = crate::pull::pull(sys, node.as_ref(), puller);
     let mut result = apply_locked(sys, timing);
     result.pull = pull;
     result.payload_pull = payload_pull;

@@ -6,15 +6,18 @@
 //!
 //! 1. the payload's `payload.json`, which must list exactly its programs, each with the digest and size of its
 //!    layer;
-//! 2. each program the node does not hold at its path with that content, streamed to `<path>.wmrender-staged` and
-//!    checked against its digest (a program of 120 MB is never held in memory; one staged by a pull that was cut
-//!    off, and whole, is not fetched again);
-//! 3. the node manifest, listing them staged: the pass that follows stops the services that run each, swaps it in
-//!    and starts them again, as for a binary sync staged.
+//! 2. each program the node does not hold at its path with that content, streamed to
+//!    `<path>.wmrender-staged.wmrender-tmp` and checked against its digest (a program of 120 MB is never held in
+//!    memory; one staged whole by a pull that was cut off is not fetched again); all of them before any is put in
+//!    place, and what was fetched removed when one fails;
+//! 3. the commit ([`stage::commit_payload`]): each moved to `<path>.wmrender-staged` and the node manifest listing
+//!    them staged; the pass that follows stops the services that run each, swaps it in and starts them again, as for
+//!    a binary sync staged. A pull cut off is settled by the next ([`settle`]).
 //!
 //! The agent's own executable is not pulled (it comes with sync, at first contact); the node's other payload files
-//! stay, as a sync without `--prune-payload` leaves them. A payload that names a file of the bundle, a credential or
-//! the agent's own files is refused before anything is written.
+//! stay, as a sync without `--prune-payload` leaves them. A payload that names what a pulled payload may not hold
+//! ([`wmrender_contract::payload::pulled_program_refusal`]) or a file of the bundle is refused before anything is
+//! fetched.
 
 use super::stage::{self, StageError};
 use super::{Failure, PulledPayload, PulledState, Puller, Source, fetch_failure, refused, retrying};
@@ -101,7 +104,6 @@ fn pull_desired(
     let agent = NodePath::known(paths::AGENT_EXE);
     let (skipped, programs): (Vec<NodeFile>, Vec<NodeFile>) =
         programs.into_iter().partition(|f| f.path.as_str().eq_ignore_ascii_case(agent.as_str()));
-    let pulled_programs = programs.iter().map(|f| (f.path.to_string(), f.sha256.clone())).collect();
     let plan = stage::plan_payload(sys, programs).map_err(stage_failure)?;
 
     // Every program fetched and checked before anything is put in place: a refused or unreachable one leaves the
@@ -139,7 +141,7 @@ fn pull_desired(
     let state = PulledPayload {
         reference: desired.to_string(),
         version: accepted.version,
-        programs: pulled_programs,
+        programs: plan.programs.clone(),
         staging: None,
     };
     // The record first: a pull cut off from here on is settled by the next ([`settle`]).

@@ -162,6 +162,9 @@ pub struct PayloadPlan {
     pub stage: Vec<NodeFile>,
     /// The node manifest listing them `staged`, not yet applied; `None` when nothing changes.
     pub manifest: Option<NodeManifest>,
+    /// Every program of the payload as the node names it (a path the node holds keeps the node's spelling, which
+    /// services.json uses), with its sha256.
+    pub programs: BTreeMap<String, String>,
     /// The manifest's and its update's bytes the plan was made from: a sync that writes either while the programs
     /// are fetched holds the commit back.
     read: (Option<Vec<u8>>, Option<Vec<u8>>),
@@ -189,6 +192,7 @@ pub fn plan_payload(sys: &dyn Files, files: Vec<NodeFile>) -> Result<PayloadPlan
     }
     let mut result = on_node.files.clone();
     let mut stage = Vec::new();
+    let mut programs = BTreeMap::new();
     for file in files {
         let held = result.iter().position(|f| f.path.as_str().eq_ignore_ascii_case(file.path.as_str()));
         let refusal = pulled_program_refusal(&file.path).or_else(|| {
@@ -201,7 +205,9 @@ pub fn plan_payload(sys: &dyn Files, files: Vec<NodeFile>) -> Result<PayloadPlan
                 file.path
             )));
         }
-        let entry = NodeFile { kind: FileKind::Payload, staged: true, ..file };
+        let path = held.map_or(file.path.clone(), |i| result[i].path.clone());
+        let entry = NodeFile { path, kind: FileKind::Payload, staged: true, ..file };
+        programs.insert(entry.path.to_string(), entry.sha256.clone());
         match held {
             Some(i) if result[i].sha256 == entry.sha256 => {}
             Some(i) => {
@@ -221,11 +227,11 @@ pub fn plan_payload(sys: &dyn Files, files: Vec<NodeFile>) -> Result<PayloadPlan
         }
     }
     if stage.is_empty() {
-        return Ok(PayloadPlan { stage, manifest: None, read });
+        return Ok(PayloadPlan { stage, manifest: None, programs, read });
     }
     result.sort_by(|a, b| a.path.cmp(&b.path));
     let manifest = NodeManifest { files: result, pending: None, applied: false, ..on_node };
-    Ok(PayloadPlan { stage, manifest: Some(manifest), read })
+    Ok(PayloadPlan { stage, manifest: Some(manifest), programs, read })
 }
 
 /// A manifest entry staged whose staged file is there with its content: the pass has not swapped it in yet.
@@ -245,16 +251,23 @@ fn waits_for_its_swap(sys: &dyn Files, entry: &NodeFile) -> bool {
 /// (a sync while the programs were fetched).
 pub fn commit_payload(sys: &dyn Files, plan: &PayloadPlan, fetched: &[(NodePath, NodePath)]) -> Result<(), StageError> {
     let Some(manifest) = &plan.manifest else { return Ok(()) };
-    if manifest_bytes(sys) != plan.read {
-        return Err(StageError::NotNow(format!(
+    let unchanged = || {
+        if manifest_bytes(sys) == plan.read {
+            return Ok(());
+        }
+        Err(StageError::NotNow(format!(
             "{} changed while the payload was fetched (a sync): the pull plans again",
             paths::NODE_MANIFEST
-        )));
-    }
+        )))
+    };
+    unchanged()?;
     for (tmp, staged) in fetched {
         std::fs::rename(sys.local(tmp), sys.local(staged))
             .map_err(|e| StageError::NotNow(format!("cannot move {tmp} to {staged}: {e}")))?;
     }
+    // Again just before the manifest is written (sync takes no lock on the node; what it writes in the instant
+    // between is repaired by its next run, as after any cut).
+    unchanged()?;
     let journal = NodeManifest { pending: Some(Journal::default()), ..manifest.clone() };
     write_atomically(sys, &NodePath::known(paths::NODE_MANIFEST), &journal.to_json())?;
     match std::fs::remove_file(sys.local(&NodePath::known(paths::NODE_MANIFEST_UPDATE))) {
@@ -265,12 +278,18 @@ pub fn commit_payload(sys: &dyn Files, plan: &PayloadPlan, fetched: &[(NodePath,
     write_atomically(sys, &NodePath::known(paths::NODE_MANIFEST), &manifest.to_json())
 }
 
-/// Finishes what a payload pull cut off after it wrote the manifest with its empty journal: the manifest without
-/// it (a sync's journal, which lists what it writes, is left for sync). Returns whether one was finished.
+/// Finishes what a payload pull cut off after it wrote the manifest with its empty journal: a one-file sync's
+/// update removed (it was folded in before the journal was written), then the manifest without the journal. A
+/// journal that lists files is a sync's, left for sync. Returns whether one was finished.
 pub fn finish_payload_journal(sys: &dyn Files) -> Result<bool, StageError> {
     let on_node = node_manifest(sys).map_err(StageError::NotNow)?;
     if on_node.pending.as_ref().is_none_or(|j| !j.files.is_empty() || !j.remove.is_empty()) {
         return Ok(false);
+    }
+    match std::fs::remove_file(sys.local(&NodePath::known(paths::NODE_MANIFEST_UPDATE))) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(StageError::NotNow(format!("cannot remove {}: {e}", paths::NODE_MANIFEST_UPDATE))),
     }
     let done = NodeManifest { pending: None, ..on_node };
     write_atomically(sys, &NodePath::known(paths::NODE_MANIFEST), &done.to_json())?;
@@ -434,6 +453,19 @@ mod tests {
             fetched.push((tmp, staged));
         }
         commit_payload(f, plan, &fetched)
+    }
+
+    #[test]
+    fn a_program_the_node_holds_under_another_spelling_keeps_the_nodes() {
+        let (_dir, f) = node();
+        // services.json names C:\k\kubelet.exe; the payload spells it otherwise.
+        let plan = plan_payload(&f, vec![program(r"C:\k\KUBELET.exe", "MZ new")]).unwrap();
+        assert_eq!(plan.stage[0].path, np(r"C:\k\kubelet.exe"));
+        assert_eq!(plan.programs.keys().collect::<Vec<_>>(), [r"C:\k\kubelet.exe"]);
+        let m = plan.manifest.unwrap();
+        assert_eq!(m.files.iter().filter(|e| e.path.as_str().eq_ignore_ascii_case(r"C:\k\kubelet.exe")).count(), 1);
+        let same = plan_payload(&f, vec![program(r"C:\k\Kubelet.EXE", "MZ")]).unwrap();
+        assert_eq!(same.programs.keys().collect::<Vec<_>>(), [r"C:\k\kubelet.exe"]);
     }
 
     #[test]
