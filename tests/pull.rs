@@ -103,35 +103,31 @@ impl Fleet {
 
     /// `wmrender publish` of a render to the registry at `addr` (the test registry's credentials given).
     fn publish_to(&self, addr: &str, rendered: &Path, extra: &[&str]) -> String {
-        let secret = self.scratch.path("auth.json");
-        let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", USER.0, USER.1));
-        std::fs::write(&secret, json!({"auths": {self.registry.addr.clone(): {"auth": auth}}}).to_string()).unwrap();
-        let to = format!("{addr}/fleet/windows-bundle:main");
-        let mut args = vec!["publish", "--rendered", rendered.to_str().unwrap(), "--to", &to];
-        let ca = self.scratch.ca.pem();
-        args.extend(["--registry-ca", ca.to_str().unwrap(), "--registry-config", secret.to_str().unwrap()]);
-        args.extend_from_slice(extra);
-        let r = wmrender(&args);
-        assert_eq!(code(&r), 0, "publish: {}", stderr(&r));
-        String::from_utf8_lossy(&r.stdout).trim().to_string()
+        self.publish_from(&format!("{addr}/fleet/windows-bundle:main"), "--rendered", rendered, extra)
     }
 
-    /// `wmrender publish --payload` of a payload directory (listed first) to the test registry.
+    /// `wmrender publish --payload` of a payload directory (listed first) to the test registry; the reference by
+    /// the mirrored source's name.
     fn publish_payload(&self, dir: &Path, extra: &[&str]) -> String {
         let listed = wmrender(&["payload", "list", dir.to_str().unwrap()]);
         assert_eq!(code(&listed), 0, "payload list: {}", stderr(&listed));
+        let to = format!("{}/fleet/windows-payload:main", self.registry.addr);
+        let published = self.publish_from(&to, "--payload", dir, extra);
+        format!("bundles.example.com/fleet/windows-payload@{}", published.split_once('@').unwrap().1)
+    }
+
+    /// `wmrender publish <what> DIR --to to` with the test registry's credentials and CA; what it prints.
+    fn publish_from(&self, to: &str, what: &str, dir: &Path, extra: &[&str]) -> String {
         let secret = self.scratch.path("auth.json");
         let auth = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", USER.0, USER.1));
         std::fs::write(&secret, json!({"auths": {self.registry.addr.clone(): {"auth": auth}}}).to_string()).unwrap();
-        let to = format!("{}/fleet/windows-payload:main", self.registry.addr);
-        let mut args = vec!["publish", "--payload", dir.to_str().unwrap(), "--to", &to];
+        let mut args = vec!["publish", what, dir.to_str().unwrap(), "--to", to];
         let ca = self.scratch.ca.pem();
         args.extend(["--registry-ca", ca.to_str().unwrap(), "--registry-config", secret.to_str().unwrap()]);
         args.extend_from_slice(extra);
         let r = wmrender(&args);
-        assert_eq!(code(&r), 0, "publish --payload: {}", stderr(&r));
-        let published = String::from_utf8_lossy(&r.stdout).trim().to_string();
-        format!("bundles.example.com/fleet/windows-payload@{}", published.split_once('@').unwrap().1)
+        assert_eq!(code(&r), 0, "publish {what}: {}", stderr(&r));
+        String::from_utf8_lossy(&r.stdout).trim().to_string()
     }
 
     /// The reference by the mirrored source's name, as a user writes it on the Node.

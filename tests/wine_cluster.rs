@@ -290,17 +290,19 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     // name. The agent under Wine reads its Node with its own credentials, pulls through the rendered mirror over TLS,
     // verifies, stages and applies it, and says so on its Node.
     let next = render("rendered-next", &[&ci_public, &next_public]);
-    let publish = |rendered: &Path, extra: &[&str]| -> String {
-        let to = format!("{}/fleet/windows-bundle:main", registry.addr);
-        let mut args = vec!["publish", "--rendered", rendered.to_str().unwrap(), "--to", &to];
+    // `wmrender publish <what> DIR` to the registry's `repository`; the reference by the mirrored source's name.
+    let publish_as = |what: &str, dir: &Path, repository: &str, extra: &[&str]| -> String {
+        let to = format!("{}/fleet/{repository}:main", registry.addr);
+        let mut args = vec!["publish", what, dir.to_str().unwrap(), "--to", &to];
         let ca = scratch.ca.pem();
         args.extend(["--registry-ca", ca.to_str().unwrap()]);
         args.extend_from_slice(extra);
         let o = wmrender(&args);
-        assert_eq!(code(&o), 0, "publish: {}", stderr(&o));
+        assert_eq!(code(&o), 0, "publish {what}: {}", stderr(&o));
         let published = String::from_utf8_lossy(&o.stdout).trim().to_string();
-        format!("bundles.example.com/fleet/windows-bundle@{}", published.split_once('@').unwrap().1)
+        format!("bundles.example.com/fleet/{repository}@{}", published.split_once('@').unwrap().1)
     };
+    let publish = |rendered: &Path, extra: &[&str]| publish_as("--rendered", rendered, "windows-bundle", extra);
     let desired = publish(&next, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "2"]);
     let want = |reference: &str| {
         let patch = json!({"metadata": {"annotations": {DESIRED_BUNDLE_ANNOTATION: reference}}});
@@ -406,15 +408,7 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     let publish_payload = |dir: &Path, extra: &[&str]| -> String {
         let listed = wmrender(&["payload", "list", dir.to_str().unwrap()]);
         assert_eq!(code(&listed), 0, "payload list: {}", stderr(&listed));
-        let to = format!("{}/fleet/windows-payload:main", registry.addr);
-        let mut args = vec!["publish", "--payload", dir.to_str().unwrap(), "--to", &to];
-        let ca = scratch.ca.pem();
-        args.extend(["--registry-ca", ca.to_str().unwrap()]);
-        args.extend_from_slice(extra);
-        let o = wmrender(&args);
-        assert_eq!(code(&o), 0, "publish --payload: {}", stderr(&o));
-        let published = String::from_utf8_lossy(&o.stdout).trim().to_string();
-        format!("bundles.example.com/fleet/windows-payload@{}", published.split_once('@').unwrap().1)
+        publish_as("--payload", dir, "windows-payload", extra)
     };
     let want_payload = |reference: &str| {
         let patch = json!({"metadata": {"annotations": {DESIRED_PAYLOAD_ANNOTATION: reference}}});

@@ -169,30 +169,54 @@ pub fn pull(sys: &dyn Files, cached: Option<&serde_json::Value>, puller: &Puller
         let holding = stage::node_manifest(sys).map(|m| m.bundle_digest()).unwrap_or_default();
         (!p.reference.is_empty() && p.bundle == holding).then(|| p.reference.clone())
     };
+    report(
+        read,
+        DESIRED_BUNDLE_ANNOTATION,
+        "bundle",
+        &pulled,
+        &pulled.reference,
+        &on_node,
+        "a sync has delivered another since",
+        |desired| pull_desired(sys, desired, &pulled, puller),
+    )
+}
+
+/// The report of a pull of what the Node's `annotation` names (a `what`: bundle or payload), from the Node as
+/// `read`, the record of the last pull (`last`, whose reference is `last_reference`) and `pull` of the desired one.
+/// `None` when the Node names none, or cannot be read and nothing was ever pulled (a node that never pulled is
+/// pushed to: an API server it cannot ask is the report's to say). `on_node`: the pulled one still on the node;
+/// `since`: why a current one no longer is.
+#[allow(clippy::too_many_arguments)]
+fn report<S>(
+    read: Result<serde_json::Value, String>,
+    annotation: &str,
+    what: &str,
+    last: &S,
+    last_reference: &str,
+    on_node: &dyn Fn(&S) -> Option<String>,
+    since: &str,
+    pull: impl FnOnce(&str) -> Result<(PullOutcome, String, S), Failure>,
+) -> Option<PullReport> {
     let desired = match read {
-        Ok(node) => node["metadata"]["annotations"][DESIRED_BUNDLE_ANNOTATION].as_str()?.to_string(),
-        // A node that never pulled is pushed to: an API server it cannot ask is the report's to say.
-        Err(_) if pulled.reference.is_empty() => return None,
+        Ok(node) => node["metadata"]["annotations"][annotation].as_str()?.to_string(),
+        Err(_) if last_reference.is_empty() => return None,
         Err(e) => {
             return Some(PullReport {
                 desired: String::new(),
                 outcome: PullOutcome::Retrying,
-                message: format!("cannot read the node's desired bundle: {e}"),
-                on_node: on_node(&pulled),
+                message: format!("cannot read the node's desired {what}: {e}"),
+                on_node: on_node(last),
             });
         }
     };
-    let (outcome, message, on_node) = match pull_desired(sys, &desired, &pulled, puller) {
+    let (outcome, message, on_node) = match pull(&desired) {
         Ok((PullOutcome::Current, _, after)) if on_node(&after).is_none() => (
             PullOutcome::Current,
-            format!(
-                "the bundle {desired} was pulled, and a sync has delivered another since: it is pulled again when the \
-                 annotation changes"
-            ),
+            format!("the {what} {desired} was pulled, and {since}: it is pulled again when the annotation changes"),
             None,
         ),
         Ok((outcome, message, after)) => (outcome, message, on_node(&after)),
-        Err((outcome, message)) => (outcome, message, on_node(&pulled)),
+        Err((outcome, message)) => (outcome, message, on_node(last)),
     };
     Some(PullReport { desired, outcome, message, on_node })
 }

@@ -49,31 +49,16 @@ pub fn pull(sys: &dyn Files, cached: Option<&serde_json::Value>, puller: &Puller
         let manifest = stage::node_manifest(sys).unwrap_or_default();
         (!p.reference.is_empty() && held_by(p, &manifest)).then(|| p.reference.clone())
     };
-    let desired = match read {
-        Ok(node) => node["metadata"]["annotations"][DESIRED_PAYLOAD_ANNOTATION].as_str()?.to_string(),
-        Err(_) if pulled.reference.is_empty() => return None,
-        Err(e) => {
-            return Some(PullReport {
-                desired: String::new(),
-                outcome: PullOutcome::Retrying,
-                message: format!("cannot read the node's desired payload: {e}"),
-                on_node: on_node(&pulled),
-            });
-        }
-    };
-    let (outcome, message, on_node) = match pull_desired(sys, &desired, &pulled, puller) {
-        Ok((PullOutcome::Current, _, after)) if on_node(&after).is_none() => (
-            PullOutcome::Current,
-            format!(
-                "the payload {desired} was pulled, and a sync has delivered other programs since: it is pulled again \
-                 when the annotation changes"
-            ),
-            None,
-        ),
-        Ok((outcome, message, after)) => (outcome, message, on_node(&after)),
-        Err((outcome, message)) => (outcome, message, on_node(&pulled)),
-    };
-    Some(PullReport { desired, outcome, message, on_node })
+    super::report(
+        read,
+        DESIRED_PAYLOAD_ANNOTATION,
+        "payload",
+        &pulled,
+        &pulled.reference,
+        &on_node,
+        "a sync has delivered other programs since",
+        |desired| pull_desired(sys, desired, &pulled, puller),
+    )
 }
 
 fn pull_desired(

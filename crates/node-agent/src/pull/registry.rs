@@ -105,14 +105,7 @@ impl Registry {
                 Err(why) => unavailable.push(format!("{}: {why}", e.url)),
             }
         }
-        if !tampered.is_empty() {
-            return Err(FetchError::Tampered(tampered.join("; ")));
-        }
-        Err(FetchError::Unavailable(if unavailable.is_empty() {
-            "no host of the registry may pull (hosts.toml's capabilities)".into()
-        } else {
-            unavailable.join("; ")
-        }))
+        Err(no_host_served(tampered, unavailable))
     }
 
     /// The manifest under a tag from the first host that may resolve and has it; `None` when every host that
@@ -221,14 +214,7 @@ impl Registry {
                 Err(why) => unavailable.push(format!("{}: {why}", e.url)),
             }
         }
-        if !tampered.is_empty() {
-            return Err(FetchError::Tampered(tampered.join("; ")));
-        }
-        Err(FetchError::Unavailable(if unavailable.is_empty() {
-            "no host of the registry may pull (hosts.toml's capabilities)".into()
-        } else {
-            unavailable.join("; ")
-        }))
+        Err(no_host_served(tampered, unavailable))
     }
 
     /// Writes an answer's body into `dest` (created or truncated), up to `size` bytes: how many were read (one more
@@ -361,6 +347,19 @@ impl Registry {
         let token = value["token"].as_str().or_else(|| value["access_token"].as_str());
         token.map(|t| Some(t.to_string())).ok_or_else(|| "the token realm gave no token".into())
     }
+}
+
+/// Why no host served content by digest: tampering, where a host served other bytes, before any host that could
+/// not be asked.
+fn no_host_served(tampered: Vec<String>, unavailable: Vec<String>) -> FetchError {
+    if !tampered.is_empty() {
+        return FetchError::Tampered(tampered.join("; "));
+    }
+    FetchError::Unavailable(if unavailable.is_empty() {
+        "no host of the registry may pull (hosts.toml's capabilities)".into()
+    } else {
+        unavailable.join("; ")
+    })
 }
 
 fn hex(bytes: &[u8]) -> String {
