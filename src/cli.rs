@@ -97,7 +97,10 @@ runs it (inputs `controller`)\n  \
 wmrender controller --kubeconfig kc --rendered out --identity key.pem --once --dry-run   # the fleet, and what it \
 would do (wmrender status)\n  \
 wmrender controller --kubeconfig kc --rendered out --identity key.pem --pull-from registry.example.com/fleet/bundle \
---max-unavailable 10   # nodes pull each render CI publishes, 10 at a time (docs/pull.md)\n\n\
+--max-unavailable 10   # nodes pull each render CI publishes, 10 at a time (docs/pull.md)\n  \
+wmrender controller --kubeconfig kc --rendered out --identity key.pem --payload payload \\\n      \
+--pull-from registry.example.com/fleet/bundle --pull-payload-from registry.example.com/fleet/payload   # the \
+programs too\n\n\
 It watches the Windows Machines, Nodes and CSRs and, on every change and at least every --resync, judges each \
 Windows instance from the cluster's state alone: an instance without a Node or whose agent applied another bundle \
 is synced (as `sync` syncs it: first contact, first boot's reboot, CSRs), a node whose agent reports failing is \
@@ -505,6 +508,13 @@ pub struct ControllerArgs {
     /// node that fails.
     #[arg(long, value_name = "REPOSITORY")]
     pub pull_from: Option<String>,
+    /// The pull model for the programs (docs/pull.md): the repository CI publishes --payload DIR to (`wmrender
+    /// publish --payload DIR --to`). A node whose agent runs another payload is not synced but pointed at
+    /// REPOSITORY@<the payload's digest> (its `wmrender.dev/desired-payload` annotation), in the same waves of
+    /// --max-unavailable, and its agent pulls it; with --pull-from, a node that needs both is pointed at both at
+    /// once. DIR must have its payload.json (`wmrender payload list`); first contact still delivers it over SSH.
+    #[arg(long, value_name = "REPOSITORY", requires = "payload")]
+    pub pull_payload_from: Option<String>,
     #[command(flatten)]
     pub drain: DrainArgs,
     /// Seconds between two full reconciles when nothing changes; the cluster's credentials are fetched again then.

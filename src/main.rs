@@ -424,7 +424,18 @@ fn controller(args: ControllerArgs, status: bool) -> Result<u8, Error> {
         replica: args.replica.unwrap_or_else(controller::default_replica),
         once,
         prune: (!args.no_prune).then_some(args.max_prune),
-        pull_from: args.pull_from.as_deref().map(controller::pull_from).transpose().map_err(Error::Usage)?,
+        pull_from: args
+            .pull_from
+            .as_deref()
+            .map(|r| controller::pull_from("--pull-from", r))
+            .transpose()
+            .map_err(Error::Usage)?,
+        pull_payload_from: args
+            .pull_payload_from
+            .as_deref()
+            .map(|r| controller::pull_from("--pull-payload-from", r))
+            .transpose()
+            .map_err(Error::Usage)?,
     };
     let fleet = runtime()?.block_on(controller::run(opts))?;
     if !once {

@@ -6,7 +6,8 @@
 //! drained, deconfigured and its Node deleted. And faults: the API server stopped and started again (every call and
 //! watch fails, then resumes), and a host whose SSH is down when its Machine appears (an Event on the Machine;
 //! configured once it is back). With `--pull-from`, a new bundle reaches configured nodes by their
-//! `wmrender.dev/desired-bundle` annotation, one wave of `--max-unavailable` after another, and not over SSH.
+//! `wmrender.dev/desired-bundle` annotation, one wave of `--max-unavailable` after another, and not over SSH; with
+//! `--pull-payload-from`, a new payload the same way (`wmrender.dev/desired-payload`).
 //!
 //! Played (tests/support/played.rs): the Machine API (the MachineSet controller's Machines, provisioned at the
 //! nodes' addresses; nodelink), kubelet on each host (its TLS bootstrap with the bootstrap kubeconfig the controller
@@ -25,7 +26,8 @@ use support::controller_rig::{Rig, StopOnDrop, configured, free_port, inputs, ku
 use support::played::MachineApi;
 use wmrender_contract::NodeManifest;
 use wmrender_contract::node_status::{
-    BUNDLE_ANNOTATION, CONDITION_TYPE, DESIRED_BUNDLE_ANNOTATION, PAYLOAD_ANNOTATION, TAINT_KEY,
+    BUNDLE_ANNOTATION, CONDITION_TYPE, DESIRED_BUNDLE_ANNOTATION, DESIRED_PAYLOAD_ANNOTATION, PAYLOAD_ANNOTATION,
+    PULLED_PAYLOAD_ANNOTATION, TAINT_KEY,
 };
 
 /// The hosts (inventory name = Node name): three for the Machines, one BYOH.
@@ -332,7 +334,7 @@ fn with_pull_from_nodes_are_pointed_at_the_published_bundle_in_waves_of_max_unav
         // A new payload (a new controller image): the bundle is pulled, but programs come over SSH, to every node.
         drop(controller);
         std::fs::write(&probe, "probe 2\n").unwrap();
-        let _controller = rig.controller_with("b", free_port(), &flags);
+        let controller = rig.controller_with("b", free_port(), &flags);
         // Delivered: the file there, and the sync that brought it done (its manifest says so, applied; no journal).
         let delivered = |name: &str| {
             let (probe, journal) = (
@@ -353,6 +355,58 @@ fn with_pull_from_nodes_are_pointed_at_the_published_bundle_in_waves_of_max_unav
         let now = manifests();
         std::thread::sleep(Duration::from_secs(5));
         assert_eq!(manifests(), now, "no sync once every agent runs the payload\n{}", rig.logs());
+
+        // The programs pulled too (`--pull-payload-from`): a payload with its payload.json, as CI publishes it. The
+        // controller points one Node at a time at it as published (`wmrender.dev/desired-payload`); none is synced.
+        drop(controller);
+        const PAYLOAD_REPOSITORY: &str = "registry.example.com/fleet/windows-payload";
+        let published = rig.path("published-payload");
+        std::fs::create_dir_all(published.join("C/k")).unwrap();
+        std::fs::write(published.join("C/k/probe.exe"), "probe 3\n").unwrap();
+        let listed = support::wmrender(&["payload", "list", published.to_str().unwrap()]);
+        assert!(listed.status.success(), "payload list: {}", String::from_utf8_lossy(&listed.stderr));
+        let payload_reference =
+            wmrender::controller::published_payload_reference(&published, PAYLOAD_REPOSITORY).unwrap();
+        let flags = [
+            "--accept-new",
+            "--pull-from",
+            REPOSITORY,
+            "--pull-payload-from",
+            PAYLOAD_REPOSITORY,
+            "--max-unavailable",
+            "1",
+            "--payload",
+            published.to_str().unwrap(),
+        ];
+        let _controller = rig.controller_with("c", free_port(), &flags);
+        let pointed = || -> Vec<String> {
+            BYOH.iter()
+                .filter(|n| {
+                    rig.node(n).is_some_and(|node| {
+                        node["metadata"]["annotations"][DESIRED_PAYLOAD_ANNOTATION] == payload_reference.as_str()
+                    })
+                })
+                .map(|n| n.to_string())
+                .collect()
+        };
+        let mut done: Vec<String> = Vec::new();
+        for wave in 1..=BYOH.len() {
+            rig.wait(&format!("payload wave {wave}"), Duration::from_secs(60), || pointed().len() == wave);
+            std::thread::sleep(Duration::from_secs(3));
+            let now = pointed();
+            assert_eq!(now.len(), wave, "at most --max-unavailable 1 on the way: {now:?}\n{}", rig.logs());
+            let newest = now.iter().find(|n| !done.contains(n)).unwrap().clone();
+            // Its agent pulls it and converges (played): it names the payload pulled, and its programs' digest stays
+            // another (a pull leaves the programs the payload does not hold, as a sync does).
+            let patch = json!({"metadata": {"annotations": {PULLED_PAYLOAD_ANNOTATION: payload_reference}}});
+            agent(&newest).merge_patch(&format!("/api/v1/nodes/{newest}"), &patch).unwrap();
+            done.push(newest);
+        }
+        std::thread::sleep(Duration::from_secs(5));
+        assert_eq!(manifests(), now, "the payload pulled, not synced: no host got a delivery over SSH\n{}", rig.logs());
+        let events = rig.cp.admin().list("/api/v1/namespaces/default/events");
+        let pulls = events.iter().filter(|e| e["reason"] == "PullPayload").count();
+        assert_eq!(pulls, BYOH.len(), "an Event for each Node pointed at the payload");
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
     });
     let refused: Vec<String> =

@@ -113,6 +113,10 @@ impl Fleet {
         assert_eq!(code(&listed), 0, "payload list: {}", stderr(&listed));
         let to = format!("{}/fleet/windows-payload:main", self.registry.addr);
         let published = self.publish_from(&to, "--payload", dir, extra);
+        // The controller names the same payload without publishing (`--pull-payload-from`).
+        let repository = to.rsplit_once(':').unwrap().0;
+        let named = wmrender::controller::published_payload_reference(dir, repository).unwrap();
+        assert_eq!(named, published, "the controller points nodes at the digest publish pushed");
         format!("bundles.example.com/fleet/windows-payload@{}", published.split_once('@').unwrap().1)
     }
 

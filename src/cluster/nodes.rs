@@ -74,13 +74,16 @@ pub async fn set_taint(cluster: &Cluster, node: &str, on: bool) -> Result<bool, 
     Ok(found.is_some())
 }
 
-/// Sets the Node's `wmrender.dev/desired-bundle` annotation (the bundle its agent pulls); `false` when the Node is
-/// gone.
-pub async fn set_desired_bundle(cluster: &Cluster, node: &str, reference: &str) -> Result<bool, ClusterError> {
-    let key = wmrender_contract::node_status::DESIRED_BUNDLE_ANNOTATION;
+/// Sets the Node's annotations `wanted` (`wmrender.dev/desired-bundle`, `wmrender.dev/desired-payload`: what its
+/// agent pulls) in one patch, those it does not have already; `false` when the Node is gone.
+pub async fn set_desired(cluster: &Cluster, node: &str, wanted: &[(&str, &str)]) -> Result<bool, ClusterError> {
     let found = patch(cluster, node, Instant::now() + API_TIMEOUT, |current| {
-        (current["metadata"]["annotations"][key].as_str() != Some(reference))
-            .then(|| json!({ "metadata": { "annotations": { key: reference } } }))
+        let changed: serde_json::Map<String, Value> = wanted
+            .iter()
+            .filter(|(key, value)| current["metadata"]["annotations"][*key].as_str() != Some(*value))
+            .map(|(key, value)| (key.to_string(), Value::from(*value)))
+            .collect();
+        (!changed.is_empty()).then(|| json!({ "metadata": { "annotations": changed } }))
     })
     .await?;
     Ok(found.is_some())

@@ -10,14 +10,17 @@
 //!    ([`token_due`]: half its life gone): sync it;
 //! 3. the taint's one rule ([`crate::lifecycle::taint::verdict`]): failing → taint it (nothing new lands there, its
 //!    pods stay) and sync it again after a back-off; otherwise, its agent runs another payload than the
-//!    controller's (`wmrender.dev/payload`, `payload_behind`; programs always come over SSH) → sync it after the
-//!    back-off; configured → untaint it if it is tainted, else nothing; not known yet → sync it again after a
-//!    back-off (its agent's service also goes on by itself).
+//!    controller's (`wmrender.dev/payload`, `payload_behind`) → sync it after the back-off; configured → untaint it
+//!    if it is tainted, else nothing; not known yet → sync it again after a back-off (its agent's service also goes
+//!    on by itself).
 //!
 //! With `--pull-from` (the pull model, docs/pull.md), step 2 points the Node at the published bundle instead
-//! (annotation `wmrender.dev/desired-bundle`, [`Next::Pull`]) and its agent pulls it; at most `--max-unavailable`
-//! Nodes are on their way to it at once (pointed, not yet applied), the others wait for the wave. SSH stays for first
-//! contact and for a node that fails.
+//! (annotation `wmrender.dev/desired-bundle`, [`Next::Pull`]) and its agent pulls it; with `--pull-payload-from`,
+//! step 3 points it at the published payload (`wmrender.dev/desired-payload`) instead of syncing it, and a Node
+//! pointed at a new bundle while it runs another payload is pointed at both at once (the agent pulls the payload
+//! first, and one pass swaps the programs and applies the bundle). At most `--max-unavailable` Nodes are on their
+//! way at once (pointed, not yet applied or pulled), the others wait for the wave. SSH stays for first contact and
+//! for a node that fails.
 //!
 //! A target whose step is still running is left to it. Then the hosts that left ([`crate::lifecycle::prune::plan`]),
 //! within `--max-prune`: over the budget, none.
@@ -33,7 +36,10 @@ use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
-use wmrender_contract::node_status::{DESIRED_BUNDLE_ANNOTATION, PULL_CONDITION_TYPE};
+use wmrender_contract::node_status::{
+    DESIRED_BUNDLE_ANNOTATION, DESIRED_PAYLOAD_ANNOTATION, PAYLOAD_PULL_CONDITION_TYPE, PULL_CONDITION_TYPE,
+    PULLED_PAYLOAD_ANNOTATION,
+};
 
 /// The first pause before the same target is synced again while it is not configured; it doubles up to
 /// [`BACKOFF_MAX`].
@@ -102,8 +108,28 @@ pub enum Next {
     Taint(String),
     /// Not configured, synced recently: wait for the back-off (or for the agent's service, which goes on by itself).
     Wait(String),
-    /// Point the Node at the published bundle: its agent pulls it (`--pull-from`).
-    Pull(String),
+    /// Point the Node at the published bundle, payload or both: its agent pulls them (`--pull-from`,
+    /// `--pull-payload-from`).
+    Pull(Point),
+}
+
+/// What a Node is pointed at (the annotations the controller sets), and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Point {
+    /// `wmrender.dev/desired-bundle`: the rendered bundle as published.
+    pub bundle: Option<String>,
+    /// `wmrender.dev/desired-payload`: the controller's payload as published.
+    pub payload: Option<String>,
+    pub why: String,
+}
+
+/// Where the controller's bundle and payload are published, for the Nodes to pull them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Published<'a> {
+    /// `--pull-from`: the rendered bundle, `registry/repository@sha256:…`.
+    pub bundle: Option<&'a str>,
+    /// `--pull-payload-from`: the payload (`--payload`), `registry/repository@sha256:…`.
+    pub payload: Option<&'a str>,
 }
 
 /// The bundle the Node is pointed at (`wmrender.dev/desired-bundle`), if any.
@@ -111,28 +137,51 @@ pub fn desired_bundle(node: &Value) -> Option<&str> {
     node["metadata"]["annotations"][DESIRED_BUNDLE_ANNOTATION].as_str()
 }
 
-/// What a Node pointed at `reference` says of its pull, for the line and the log.
-fn pulling(node: &Value, reference: &str) -> String {
+/// The payload the Node is pointed at (`wmrender.dev/desired-payload`), if any.
+pub fn desired_payload(node: &Value) -> Option<&str> {
+    node["metadata"]["annotations"][DESIRED_PAYLOAD_ANNOTATION].as_str()
+}
+
+/// The payload the Node's agent last pulled and converged on (`wmrender.dev/pulled-payload`), if any.
+fn pulled_payload(node: &Value) -> Option<&str> {
+    node["metadata"]["annotations"][PULLED_PAYLOAD_ANNOTATION].as_str()
+}
+
+/// Whether the Node is on its way to what is published: pointed at the bundle and not yet applied it, or at the
+/// payload and not yet converged on it (failing ones too: a pull that goes wrong holds the wave, as a drain holds a
+/// rollout).
+fn on_its_way(node: &Value, desired: &str, published: Published) -> bool {
+    let bundle = published
+        .bundle
+        .is_some_and(|r| desired_bundle(node) == Some(r) && configured(node).is_none_or(|c| c.bundle != desired));
+    let payload =
+        published.payload.is_some_and(|r| desired_payload(node) == Some(r) && pulled_payload(node) != Some(r));
+    bundle || payload
+}
+
+/// What a Node pointed at `reference` (`what`: "bundle" or "payload") says of its pull (its condition
+/// `condition_type`), for the line and the log.
+fn pulling(node: &Value, condition_type: &str, what: &str, reference: &str) -> String {
     let c = node["status"]["conditions"]
         .as_array()
-        .and_then(|l| l.iter().find(|c| c["type"] == PULL_CONDITION_TYPE))
+        .and_then(|l| l.iter().find(|c| c["type"] == condition_type))
         .filter(|c| c["message"].as_str().is_some_and(|m| m.contains(reference)) || c["status"] != "True");
     let message = c.and_then(|c| c["message"].as_str()).unwrap_or("");
     match c.and_then(|c| c["status"].as_str()) {
-        Some("False") => format!("the node refused {reference}: {message}"),
-        Some("Unknown") => format!("the node retries {reference}: {message}"),
-        _ => format!("the node is pulling {reference}"),
+        Some("False") => format!("the node refused the {what} {reference}: {message}"),
+        Some("Unknown") => format!("the node retries the {what} {reference}: {message}"),
+        _ => format!("the node is pulling the {what} {reference}"),
     }
 }
 
 /// The decision for a target whose Node is `node` (none yet), the rendered bundle being `desired` (its digest) and
-/// the controller's payload `payload` (its digest, if it has one), `token_due` when its credentials must be renewed
-/// now.
+/// the controller's payload `payload` (its digest, if it has one), either published as `published` for the Node to
+/// pull, `token_due` when its credentials must be renewed now.
 pub fn decide(
     node: Option<&Value>,
     desired: &str,
     payload: Option<&str>,
-    pull: Option<&str>,
+    published: Published,
     token_due: bool,
     memory: &Memory,
     now: Instant,
@@ -149,12 +198,21 @@ pub fn decide(
     }
     let agent = configured(node);
     let applied = agent.as_ref().map(|c| c.bundle.as_str()).unwrap_or("");
+    let behind = payload_behind(agent.as_ref().map(|c| c.payload.as_str()), payload, memory);
+    // The published payload the Node runs another of and has not pulled: a Node that pulled it may still keep
+    // programs the payload no longer holds (a pull, like a sync, leaves them), or the agent's own executable, which
+    // comes over SSH.
+    let payload_to_pull = published.payload.filter(|r| behind.is_some() && pulled_payload(node) != Some(*r));
     if !applied.is_empty() && applied != desired {
-        return match pull {
-            Some(reference) if desired_bundle(node) == Some(reference) => Next::Wait(pulling(node, reference)),
-            Some(reference) => Next::Pull(format!(
-                "the agent applied {applied}; the rendered bundle is {desired}, published as {reference}"
-            )),
+        return match published.bundle {
+            Some(reference) if desired_bundle(node) == Some(reference) => {
+                Next::Wait(pulling(node, PULL_CONDITION_TYPE, "bundle", reference))
+            }
+            Some(reference) => Next::Pull(Point {
+                bundle: Some(reference.to_string()),
+                payload: payload_to_pull.map(str::to_string),
+                why: format!("the agent applied {applied}; the rendered bundle is {desired}, published as {reference}"),
+            }),
             None => Next::Sync(format!("the agent applied {applied}; the rendered bundle is {desired}")),
         };
     }
@@ -169,13 +227,29 @@ pub fn decide(
     }
     let fresh = memory.fresh.clone().unwrap_or(Fresh::Unknown);
     let verdict = verdict(node, desired, &fresh, memory.converged.as_deref() == Some(desired));
-    // Programs come over SSH, pulled bundle or not; a failing node is tainted first (its sync after the back-off
-    // delivers the payload too).
+    // A failing node is tainted first (its sync after the back-off delivers the payload too).
     if !matches!(verdict, Verdict::On(_))
-        && memory.due(now)
-        && let Some(why) = payload_behind(agent.as_ref().map(|c| c.payload.as_str()), payload, memory)
+        && let Some(why) = behind
     {
-        return Next::Sync(why);
+        match (published.payload, payload_to_pull) {
+            // Pulled: what the node runs besides is its own.
+            (Some(_), None) => {}
+            // On its way; a configured Node that is tainted is untainted all the same.
+            (Some(r), Some(_)) if desired_payload(node) == Some(r) => {
+                if !(matches!(verdict, Verdict::Off) && tainted(node)) {
+                    return Next::Wait(pulling(node, PAYLOAD_PULL_CONDITION_TYPE, "payload", r));
+                }
+            }
+            (Some(r), Some(_)) => {
+                return Next::Pull(Point {
+                    bundle: None,
+                    payload: Some(r.to_string()),
+                    why: format!("{why}, published as {r}"),
+                });
+            }
+            (None, _) if memory.due(now) => return Next::Sync(why),
+            (None, _) => {}
+        }
     }
     match verdict {
         Verdict::On(why) if !tainted(node) => Next::Taint(why),
@@ -220,7 +294,7 @@ pub enum Action {
     Prune,
     /// Not contacted, and why: a hostile or missing address, an unknown platform, a conflict, no record.
     Refused,
-    /// Point the Node at the published bundle, for its agent to pull.
+    /// Point the Node at the published bundle or payload, for its agent to pull.
     Pull,
     /// The desired state could not be read: nothing is done until it can.
     Blocked,
@@ -339,7 +413,7 @@ pub struct Plan {
     /// Nodes to taint (with why) or untaint, by target index.
     pub taint: Vec<(usize, Verdict)>,
     /// Nodes to point at the published bundle, by target index (within `--max-unavailable`).
-    pub pull: Vec<(usize, String)>,
+    pub pull: Vec<(usize, Point)>,
     /// Hosts to prune.
     pub prune: Vec<Leaving>,
     /// Records to drop: a Machine's whose Machine and Node are gone.
@@ -367,17 +441,18 @@ pub struct Fleet<'a> {
     pub token: Option<MintedToken>,
     /// Prune the hosts that left, within this budget (`None`: `--no-prune`).
     pub prune: Option<MaxPrune>,
-    /// Nodes pull the bundle: where it is published, and how many may be on their way to it at once.
+    /// Nodes pull the bundle, the payload or both: where they are published, and how many Nodes may be on their way
+    /// at once.
     pub pull: Option<Wave<'a>>,
     pub now: Instant,
 }
 
-/// The pull model's rollout (`--pull-from`, `--max-unavailable`).
+/// The pull model's rollout (`--pull-from`, `--pull-payload-from`, `--max-unavailable`).
 #[derive(Clone, Copy, Debug)]
 pub struct Wave<'a> {
-    /// The rendered bundle as `wmrender publish` names it: `registry/repository@sha256:…`.
-    pub reference: &'a str,
-    /// How many Nodes may be pointed at it and not have applied it yet.
+    /// What is published, as `wmrender publish` names it: `registry/repository@sha256:…`.
+    pub published: Published<'a>,
+    /// How many Nodes may be pointed at it and not have applied (or pulled) it yet.
     pub max_unavailable: usize,
 }
 
@@ -390,17 +465,14 @@ pub fn node_of<'a>(nodes: &'a [Value], target: &Target) -> Option<&'a Value> {
 pub fn fleet(f: &Fleet) -> Plan {
     let mut plan = Plan::default();
     let none = Memory::default();
-    // The Nodes on their way to the published bundle: pointed at it, not applied yet (failing ones too: a pull that
-    // goes wrong holds the wave, as a drain holds a rollout).
-    let mut on_the_way = f.pull.map_or(0, |w| {
-        f.targets
-            .targets
-            .iter()
-            .filter_map(|t| node_of(f.nodes, t))
-            .filter(|n| desired_bundle(n) == Some(w.reference))
-            .filter(|n| configured(n).is_none_or(|c| c.bundle != f.desired))
-            .count()
-    });
+    let published = f.pull.map(|w| w.published).unwrap_or_default();
+    let mut on_the_way = f
+        .targets
+        .targets
+        .iter()
+        .filter_map(|t| node_of(f.nodes, t))
+        .filter(|n| on_its_way(n, f.desired, published))
+        .count();
     for (i, target) in f.targets.targets.iter().enumerate() {
         let node = node_of(f.nodes, target);
         let mut line = Line::of(&target.reach.name, target.machine().map(|m| m.name.clone()), node, f.desired);
@@ -412,8 +484,7 @@ pub fn fleet(f: &Fleet) -> Plan {
         }
         let memory = f.memories.get(&target.name).unwrap_or(&none);
         let renew = node.is_some() && token_due(memory, f.token, f.now);
-        let reference = f.pull.map(|w| w.reference);
-        let (next, why) = match decide(node, f.desired, f.payload, reference, renew, memory, f.now) {
+        let (next, why) = match decide(node, f.desired, f.payload, published, renew, memory, f.now) {
             Next::Nothing => (Action::Nothing, String::new()),
             Next::Sync(why) => {
                 plan.sync.push((i, node.is_some(), why.clone()));
@@ -428,10 +499,11 @@ pub fn fleet(f: &Fleet) -> Plan {
                 (Action::Taint, why)
             }
             Next::Wait(why) => (Action::Wait, why),
-            Next::Pull(why) => match f.pull {
+            Next::Pull(point) => match f.pull {
                 Some(w) if on_the_way < w.max_unavailable => {
                     on_the_way += 1;
-                    plan.pull.push((i, why.clone()));
+                    let why = point.why.clone();
+                    plan.pull.push((i, point));
                     (Action::Pull, why)
                 }
                 _ => {
@@ -439,7 +511,8 @@ pub fn fleet(f: &Fleet) -> Plan {
                     (
                         Action::Wait,
                         format!(
-                            "waiting for the wave: {on_the_way} node(s) on their way to the bundle (--max-unavailable {max})"
+                            "waiting for the wave: {on_the_way} node(s) on their way to what is published \
+                             (--max-unavailable {max})"
                         ),
                     )
                 }
@@ -503,6 +576,7 @@ mod tests {
     };
 
     const DESIRED: &str = "sha256:11";
+    const NOT_PUBLISHED: Published = Published { bundle: None, payload: None };
 
     fn node(status: Option<&str>, bundle: &str, taint: bool) -> Value {
         let mut n = json!({"metadata": {"name": "win-a", "annotations": {BUNDLE_ANNOTATION: bundle},
@@ -525,11 +599,11 @@ mod tests {
     #[test]
     fn a_target_without_a_node_is_synced_then_waited_for() {
         let now = Instant::now() + Duration::from_secs(3600);
-        assert!(matches!(decide(None, DESIRED, None, None, false, &Memory::default(), now), Next::Sync(_)));
-        assert!(matches!(decide(None, DESIRED, None, None, false, &synced(10, 0, now), now), Next::Wait(_)));
-        assert!(matches!(decide(None, DESIRED, None, None, false, &synced(31, 0, now), now), Next::Sync(_)));
+        assert!(matches!(decide(None, DESIRED, None, NOT_PUBLISHED, false, &Memory::default(), now), Next::Sync(_)));
+        assert!(matches!(decide(None, DESIRED, None, NOT_PUBLISHED, false, &synced(10, 0, now), now), Next::Wait(_)));
+        assert!(matches!(decide(None, DESIRED, None, NOT_PUBLISHED, false, &synced(31, 0, now), now), Next::Sync(_)));
         assert!(
-            matches!(decide(None, DESIRED, None, None, false, &synced(100, 3, now), now), Next::Wait(_)),
+            matches!(decide(None, DESIRED, None, NOT_PUBLISHED, false, &synced(100, 3, now), now), Next::Wait(_)),
             "back-off 240 s"
         );
     }
@@ -539,11 +613,11 @@ mod tests {
         let now = Instant::now();
         let m = Memory::default();
         assert_eq!(
-            decide(Some(&node(Some("True"), DESIRED, true)), DESIRED, None, None, false, &m, now),
+            decide(Some(&node(Some("True"), DESIRED, true)), DESIRED, None, NOT_PUBLISHED, false, &m, now),
             Next::Untaint
         );
         assert_eq!(
-            decide(Some(&node(Some("True"), DESIRED, false)), DESIRED, None, None, false, &m, now),
+            decide(Some(&node(Some("True"), DESIRED, false)), DESIRED, None, NOT_PUBLISHED, false, &m, now),
             Next::Nothing
         );
     }
@@ -558,8 +632,15 @@ mod tests {
         };
         let m = Memory::default();
         let want = Some("sha256:p2");
-        let sync = |n: &Value, pull: Option<&str>, m: &Memory| match decide(Some(n), DESIRED, want, pull, false, m, now)
-        {
+        let sync = |n: &Value, pull: Option<&str>, m: &Memory| match decide(
+            Some(n),
+            DESIRED,
+            want,
+            Published { bundle: pull, payload: None },
+            false,
+            m,
+            now,
+        ) {
             Next::Sync(why) => why,
             other => format!("{other:?}"),
         };
@@ -571,8 +652,8 @@ mod tests {
         let silent = node(Some("True"), DESIRED, false);
         assert!(sync(&silent, None, &m).contains("does not say"));
         // The same payload; no payload given to the controller: nothing to do.
-        assert_eq!(decide(Some(&on("sha256:p2")), DESIRED, want, None, false, &m, now), Next::Nothing);
-        assert_eq!(decide(Some(&old), DESIRED, None, None, false, &m, now), Next::Nothing);
+        assert_eq!(decide(Some(&on("sha256:p2")), DESIRED, want, NOT_PUBLISHED, false, &m, now), Next::Nothing);
+        assert_eq!(decide(Some(&old), DESIRED, None, NOT_PUBLISHED, false, &m, now), Next::Nothing);
         // Delivered by this controller's converged sync, after which the agent said what it says now (a node that
         // keeps programs the payload left; an agent that does not say): nothing to do. The agent saying another
         // since (drift) is synced again, after the back-off.
@@ -580,15 +661,15 @@ mod tests {
             payload: Some(PayloadSeen { delivered: "sha256:p2".into(), reported: reported.into() }),
             ..synced(60, 0, now)
         };
-        assert_eq!(decide(Some(&old), DESIRED, want, None, false, &seen("sha256:p1"), now), Next::Nothing);
-        assert_eq!(decide(Some(&silent), DESIRED, want, None, false, &seen(""), now), Next::Nothing);
+        assert_eq!(decide(Some(&old), DESIRED, want, NOT_PUBLISHED, false, &seen("sha256:p1"), now), Next::Nothing);
+        assert_eq!(decide(Some(&silent), DESIRED, want, NOT_PUBLISHED, false, &seen(""), now), Next::Nothing);
         assert!(sync(&on("sha256:p3"), None, &seen("sha256:p1")).contains("sha256:p3"));
         let recent = Memory { synced_at: Some(now), ..seen("sha256:p1") };
-        assert_eq!(decide(Some(&on("sha256:p3")), DESIRED, want, None, false, &recent, now), Next::Nothing);
+        assert_eq!(decide(Some(&on("sha256:p3")), DESIRED, want, NOT_PUBLISHED, false, &recent, now), Next::Nothing);
         // A failing node is tainted first.
         let mut failing = on("sha256:p1");
         failing["status"]["conditions"][1]["status"] = json!("False");
-        assert!(matches!(decide(Some(&failing), DESIRED, want, None, false, &m, now), Next::Taint(_)));
+        assert!(matches!(decide(Some(&failing), DESIRED, want, NOT_PUBLISHED, false, &m, now), Next::Taint(_)));
     }
 
     #[test]
@@ -597,14 +678,14 @@ mod tests {
         let recent = synced(1, 4, now);
         let old = node(Some("True"), "sha256:00", false);
         assert!(
-            matches!(decide(Some(&old), DESIRED, None, None, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
+            matches!(decide(Some(&old), DESIRED, None, NOT_PUBLISHED, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
         );
         let current = node(Some("True"), DESIRED, false);
         assert!(
-            matches!(decide(Some(&current), DESIRED, None, None, true, &synced(3600, 0, now), now), Next::Sync(w) if w.contains("token"))
+            matches!(decide(Some(&current), DESIRED, None, NOT_PUBLISHED, true, &synced(3600, 0, now), now), Next::Sync(w) if w.contains("token"))
         );
         // A renewal that just failed is not tried again on every change in the cluster.
-        assert_eq!(decide(Some(&current), DESIRED, None, None, true, &recent, now), Next::Nothing);
+        assert_eq!(decide(Some(&current), DESIRED, None, NOT_PUBLISHED, true, &recent, now), Next::Nothing);
     }
 
     #[test]
@@ -626,16 +707,22 @@ mod tests {
         let now = Instant::now() + Duration::from_secs(3600);
         let failing = node(Some("False"), DESIRED, false);
         assert!(
-            matches!(decide(Some(&failing), DESIRED, None, None, false, &synced(1, 0, now), now), Next::Taint(w) if w.contains("kube-proxy"))
+            matches!(decide(Some(&failing), DESIRED, None, NOT_PUBLISHED, false, &synced(1, 0, now), now), Next::Taint(w) if w.contains("kube-proxy"))
         );
         let tainted = node(Some("False"), DESIRED, true);
-        assert!(matches!(decide(Some(&tainted), DESIRED, None, None, false, &synced(1, 0, now), now), Next::Wait(_)));
-        assert!(matches!(decide(Some(&tainted), DESIRED, None, None, false, &synced(60, 0, now), now), Next::Sync(_)));
+        assert!(matches!(
+            decide(Some(&tainted), DESIRED, None, NOT_PUBLISHED, false, &synced(1, 0, now), now),
+            Next::Wait(_)
+        ));
+        assert!(matches!(
+            decide(Some(&tainted), DESIRED, None, NOT_PUBLISHED, false, &synced(60, 0, now), now),
+            Next::Sync(_)
+        ));
         // A sync whose agent pass just failed taints at once, whatever the Node says yet.
         let fresh = Memory { fresh: Some(Fresh::Failed("kubelet".into())), ..synced(1, 1, now) };
         let silent = node(None, "", false);
         assert!(
-            matches!(decide(Some(&silent), DESIRED, None, None, false, &fresh, now), Next::Taint(w) if w == "kubelet")
+            matches!(decide(Some(&silent), DESIRED, None, NOT_PUBLISHED, false, &fresh, now), Next::Taint(w) if w == "kubelet")
         );
     }
 
@@ -643,20 +730,26 @@ mod tests {
     fn a_node_whose_agent_has_not_reported_is_synced_again_only_after_the_back_off() {
         let now = Instant::now() + Duration::from_secs(3600);
         let silent = node(None, "", true);
-        assert!(matches!(decide(Some(&silent), DESIRED, None, None, false, &synced(5, 1, now), now), Next::Wait(_)));
-        assert!(matches!(decide(Some(&silent), DESIRED, None, None, false, &synced(61, 1, now), now), Next::Sync(_)));
+        assert!(matches!(
+            decide(Some(&silent), DESIRED, None, NOT_PUBLISHED, false, &synced(5, 1, now), now),
+            Next::Wait(_)
+        ));
+        assert!(matches!(
+            decide(Some(&silent), DESIRED, None, NOT_PUBLISHED, false, &synced(61, 1, now), now),
+            Next::Sync(_)
+        ));
         assert_eq!(Memory { failures: 30, ..Default::default() }.backoff(), BACKOFF_MAX);
         // Its last sync converged on the bundle: configured until the agent says otherwise.
         let converged = Memory { converged: Some(DESIRED.into()), ..synced(600, 0, now) };
-        assert_eq!(decide(Some(&silent), DESIRED, None, None, false, &converged, now), Next::Untaint);
+        assert_eq!(decide(Some(&silent), DESIRED, None, NOT_PUBLISHED, false, &converged, now), Next::Untaint);
         let untainted = node(None, "", false);
-        assert_eq!(decide(Some(&untainted), DESIRED, None, None, false, &converged, now), Next::Nothing);
+        assert_eq!(decide(Some(&untainted), DESIRED, None, NOT_PUBLISHED, false, &converged, now), Next::Nothing);
         let failing = node(Some("False"), DESIRED, true);
-        assert!(matches!(decide(Some(&failing), DESIRED, None, None, false, &converged, now), Next::Sync(_)));
+        assert!(matches!(decide(Some(&failing), DESIRED, None, NOT_PUBLISHED, false, &converged, now), Next::Sync(_)));
         // A new render: synced at once, not after the back-off.
         let recent = Memory { converged: Some("sha256:00".into()), ..synced(1, 0, now) };
         assert!(
-            matches!(decide(Some(&untainted), DESIRED, None, None, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
+            matches!(decide(Some(&untainted), DESIRED, None, NOT_PUBLISHED, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
         );
     }
 
@@ -773,7 +866,7 @@ mod tests {
                 desired: DESIRED,
                 payload: None,
                 token: None,
-                pull: Some(Wave { reference: REF, max_unavailable: max }),
+                pull: Some(Wave { published: Published { bundle: Some(REF), payload: None }, max_unavailable: max }),
                 prune: None,
                 now,
             })
@@ -799,5 +892,102 @@ mod tests {
         assert_eq!(actions(&plan), [Action::Nothing, Action::Wait, Action::Wait, Action::Wait]);
         assert!(plan.lines[1].why.contains("refused") && plan.lines[1].why.contains("older"), "{}", plan.lines[1].why);
         assert!(plan.pull.is_empty());
+    }
+
+    #[test]
+    fn with_pull_payload_from_nodes_are_pointed_at_the_published_payload_in_the_same_waves_and_at_both_at_once() {
+        let now = Instant::now();
+        const BUNDLE: &str = "registry.example.com/fleet/b@sha256:22";
+        const PAYLOAD: &str = "registry.example.com/fleet/p@sha256:33";
+        let targets = Targets {
+            targets: vec![target("a", "a"), target("b", "b"), target("c", "c"), target("d", "d")],
+            ..Default::default()
+        };
+        let annotate = |mut n: Value, pairs: &[(&str, &str)]| {
+            for (k, v) in pairs {
+                n["metadata"]["annotations"][*k] = json!(v);
+            }
+            n
+        };
+        // Configured on the rendered bundle, running the old payload.
+        let old = |name: &str| {
+            annotate(named(name, node(Some("True"), DESIRED, false)), &[(PAYLOAD_ANNOTATION, "sha256:p1")])
+        };
+        let plan_for = |nodes: &[Value], published: Published, max: usize| {
+            fleet(&Fleet {
+                targets: &targets,
+                nodes,
+                logins: &[],
+                memories: &BTreeMap::new(),
+                in_flight: &BTreeSet::new(),
+                desired: DESIRED,
+                payload: Some("sha256:p2"),
+                token: None,
+                pull: Some(Wave { published, max_unavailable: max }),
+                prune: None,
+                now,
+            })
+        };
+        let payload_only = Published { bundle: None, payload: Some(PAYLOAD) };
+        let actions = |plan: &Plan| plan.lines.iter().map(|l| l.next).collect::<Vec<_>>();
+
+        // Another payload on every node: pointed at the published one two at a time, none synced.
+        let plan = plan_for(&[old("a"), old("b"), old("c"), old("d")], payload_only, 2);
+        assert_eq!(actions(&plan), [Action::Pull, Action::Pull, Action::Wait, Action::Wait]);
+        assert!(plan.sync.is_empty(), "programs are pulled, not synced: {:?}", plan.sync);
+        let (_, point) = &plan.pull[0];
+        assert_eq!((point.bundle.as_deref(), point.payload.as_deref()), (None, Some(PAYLOAD)));
+        assert!(point.why.contains("sha256:p1") && point.why.contains(PAYLOAD), "{}", point.why);
+
+        // a pulled it (its own executable still another: it comes over SSH), b is on its way and c refused it: the
+        // wave is full.
+        let pulled = annotate(old("a"), &[(DESIRED_PAYLOAD_ANNOTATION, PAYLOAD), (PULLED_PAYLOAD_ANNOTATION, PAYLOAD)]);
+        let pulling = annotate(old("b"), &[(DESIRED_PAYLOAD_ANNOTATION, PAYLOAD)]);
+        let mut refused = annotate(old("c"), &[(DESIRED_PAYLOAD_ANNOTATION, PAYLOAD)]);
+        refused["status"]["conditions"].as_array_mut().unwrap().push(json!({
+            "type": PAYLOAD_PULL_CONDITION_TYPE, "status": "False", "reason": "Refused",
+            "message": format!("{PAYLOAD} is not signed")}));
+        let plan = plan_for(&[pulled.clone(), pulling.clone(), refused.clone(), old("d")], payload_only, 2);
+        assert_eq!(actions(&plan), [Action::Nothing, Action::Wait, Action::Wait, Action::Wait]);
+        assert!(plan.lines[1].why.contains("pulling the payload"), "{}", plan.lines[1].why);
+        assert!(plan.lines[2].why.contains("refused the payload") && plan.lines[2].why.contains("not signed"));
+        assert!(plan.lines[3].why.contains("waiting for the wave: 2"), "{}", plan.lines[3].why);
+        // With room for one more, d goes; a tainted node on its way is untainted all the same.
+        let mut tainted_pulling = pulling.clone();
+        tainted_pulling["spec"]["taints"] = json!([{"key": TAINT_KEY, "effect": TAINT_EFFECT}]);
+        let plan = plan_for(&[pulled.clone(), tainted_pulling, refused.clone(), old("d")], payload_only, 3);
+        assert_eq!(actions(&plan), [Action::Nothing, Action::Untaint, Action::Wait, Action::Pull]);
+
+        // A Node that runs the payload already (delivered at first contact) is not pointed; without
+        // --pull-payload-from, another payload is synced as before.
+        let current = annotate(old("a"), &[(PAYLOAD_ANNOTATION, "sha256:p2")]);
+        let plan = plan_for(&[current, old("b"), old("c"), old("d")], payload_only, 1);
+        assert_eq!(actions(&plan), [Action::Nothing, Action::Pull, Action::Wait, Action::Wait]);
+        let plan = plan_for(&[old("a")], Published { bundle: Some(BUNDLE), payload: None }, 1);
+        assert_eq!(actions(&plan)[0], Action::Sync);
+
+        // A new bundle and another payload: pointed at both in one step, one wave place; the bundle on its way holds
+        // the wave until it is applied, the payload until it is pulled.
+        let both = Published { bundle: Some(BUNDLE), payload: Some(PAYLOAD) };
+        let behind = |name: &str| {
+            annotate(named(name, node(Some("True"), "sha256:00", false)), &[(PAYLOAD_ANNOTATION, "sha256:p1")])
+        };
+        let plan = plan_for(&[behind("a"), behind("b"), behind("c"), behind("d")], both, 1);
+        assert_eq!(actions(&plan), [Action::Pull, Action::Wait, Action::Wait, Action::Wait]);
+        let (_, point) = &plan.pull[0];
+        assert_eq!((point.bundle.as_deref(), point.payload.as_deref()), (Some(BUNDLE), Some(PAYLOAD)));
+        let applied_not_pulled = annotate(
+            named("a", node(Some("True"), DESIRED, false)),
+            &[
+                (PAYLOAD_ANNOTATION, "sha256:p1"),
+                (DESIRED_BUNDLE_ANNOTATION, BUNDLE),
+                (DESIRED_PAYLOAD_ANNOTATION, PAYLOAD),
+            ],
+        );
+        let plan = plan_for(&[applied_not_pulled.clone(), behind("b"), behind("c"), behind("d")], both, 1);
+        assert_eq!(actions(&plan), [Action::Wait, Action::Wait, Action::Wait, Action::Wait]);
+        let done = annotate(applied_not_pulled, &[(PULLED_PAYLOAD_ANNOTATION, PAYLOAD)]);
+        let plan = plan_for(&[done, behind("b"), behind("c"), behind("d")], both, 1);
+        assert_eq!(actions(&plan), [Action::Nothing, Action::Pull, Action::Wait, Action::Wait]);
     }
 }

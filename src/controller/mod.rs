@@ -70,11 +70,13 @@ pub struct ControllerOptions {
     pub prune: Option<MaxPrune>,
     /// `--pull-from`: the repository the rendered bundle is published to (`registry/repository`); nodes pull it.
     pub pull_from: Option<String>,
+    /// `--pull-payload-from`: the repository the payload (`--payload`) is published to; nodes pull it.
+    pub pull_payload_from: Option<String>,
 }
 
-/// Checks `--pull-from`: a repository without a tag or digest.
-pub fn pull_from(text: &str) -> Result<String, String> {
-    wmrender_contract::bundle_artifact::parse_repository(text).map_err(|why| format!("--pull-from {why}"))
+/// Checks `--pull-from` or `--pull-payload-from` (`flag`): a repository without a tag or digest.
+pub fn pull_from(flag: &str, text: &str) -> Result<String, String> {
+    wmrender_contract::bundle_artifact::parse_repository(text).map_err(|why| format!("{flag} {why}"))
 }
 
 /// The rendered bundle as `wmrender publish --rendered` names it in `repository`: the digest of its artifact's
@@ -92,6 +94,16 @@ pub fn published_reference(rendered: &crate::delivery::Rendered, repository: &st
         .collect();
     let manifest = bundle_artifact::manifest(Kind::NodeBundle, &entries);
     format!("{repository}@sha256:{}", wmrender_contract::sha256_hex(&manifest))
+}
+
+/// The payload directory `dir` as `wmrender publish --payload` names it in `repository`: the digest of its
+/// artifact's manifest, from the same entries publish reads (refused as publish refuses it: no payload.json, files
+/// that differ from it, a file nodes refuse to pull).
+pub fn published_payload_reference(dir: &std::path::Path, repository: &str) -> Result<String, Error> {
+    use wmrender_contract::bundle_artifact::{self, Kind};
+    let entries = crate::publish::read::payload_entries(dir)?;
+    let manifest = bundle_artifact::manifest(Kind::Payload, &entries);
+    Ok(format!("{repository}@sha256:{}", wmrender_contract::sha256_hex(&manifest)))
 }
 
 /// The lines of one reconcile: what `--once` prints.
@@ -330,7 +342,15 @@ async fn prepare(opts: &ControllerOptions, cluster: &Cluster) -> Result<Prepared
     .await
     .map_err(|e| e.to_string())?;
     let pull = opts.pull_from.as_deref().map(|repository| published_reference(&rendered, repository));
-    Ok(Prepared { notes, rendered, session: Arc::new(session), platform, logins: Arc::new(logins), pull })
+    // The payload the session delivers at first contact, named as published: read again at each resync, as the
+    // session reads it.
+    let pull_payload = match (&opts.pull_payload_from, &opts.delivery.payload) {
+        (Some(repository), Some(dir)) => {
+            Some(published_payload_reference(dir, repository).map_err(|e| format!("--pull-payload-from: {e}"))?)
+        }
+        _ => None,
+    };
+    Ok(Prepared { notes, rendered, session: Arc::new(session), platform, logins: Arc::new(logins), pull, pull_payload })
 }
 
 /// The election: renews (or takes) the Lease every third of its term; says when this replica becomes leader and

@@ -36,6 +36,8 @@ pub struct Prepared {
     pub logins: Arc<Logins>,
     /// `--pull-from`: the rendered bundle as published (`registry/repository@sha256:…`), which nodes pull.
     pub pull: Option<String>,
+    /// `--pull-payload-from`: the payload as published, which nodes pull.
+    pub pull_payload: Option<String>,
 }
 
 /// What a finished task came to.
@@ -109,7 +111,7 @@ impl Leading {
         ctx.metrics.set_blocked(None);
         let Ok(prepared) = &self.prepared else { return vec![] };
         let (session, logins, notes) = (prepared.session.clone(), prepared.logins.clone(), prepared.notes.clone());
-        let reference = prepared.pull.clone();
+        let (bundle_reference, payload_reference) = (prepared.pull.clone(), prepared.pull_payload.clone());
         for note in notes.clone() {
             if self.news(&format!("-note {note}"), "") {
                 log("-", "note", &note);
@@ -131,9 +133,13 @@ impl Leading {
             payload: payload.as_deref(),
             token: session.token(),
             prune: ctx.opts.prune,
-            pull: reference
-                .as_deref()
-                .map(|reference| decide::Wave { reference, max_unavailable: ctx.opts.delivery.max_unavailable }),
+            pull: (bundle_reference.is_some() || payload_reference.is_some()).then_some(decide::Wave {
+                published: decide::Published {
+                    bundle: bundle_reference.as_deref(),
+                    payload: payload_reference.as_deref(),
+                },
+                max_unavailable: ctx.opts.delivery.max_unavailable,
+            }),
             now: Instant::now(),
         });
         for refusal in &desired.refused {
@@ -179,11 +185,9 @@ impl Leading {
                 self.set_taint(ctx, node, verdict).await;
             }
         }
-        if let Some(reference) = &reference {
-            for (i, why) in &plan.pull {
-                if let Some(node) = decide::node_of(&nodes, &desired.targets[*i]) {
-                    point(ctx, node, reference, why).await;
-                }
+        for (i, to) in &plan.pull {
+            if let Some(node) = decide::node_of(&nodes, &desired.targets[*i]) {
+                point(ctx, node, to).await;
             }
         }
         self.approve(ctx, &desired.targets, &nodes).await;
@@ -441,18 +445,34 @@ fn outcome(report: &NodeReport, desired: &str) -> (Kind, &'static str, String) {
     }
 }
 
-/// Points a Node at the published bundle (`wmrender.dev/desired-bundle`): its agent pulls it.
-async fn point(ctx: &Context<'_>, node: &Value, reference: &str, why: &str) {
+/// Points a Node at the published bundle (`wmrender.dev/desired-bundle`), payload (`wmrender.dev/desired-payload`)
+/// or both, in one patch: its agent pulls them.
+async fn point(ctx: &Context<'_>, node: &Value, to: &decide::Point) {
+    use wmrender_contract::node_status::{DESIRED_BUNDLE_ANNOTATION, DESIRED_PAYLOAD_ANNOTATION};
     let name = name_of(node).to_string();
-    match crate::cluster::nodes::set_desired_bundle(ctx.cluster, &name, reference).await {
+    let wanted: Vec<(&str, &str)> =
+        [(DESIRED_BUNDLE_ANNOTATION, &to.bundle), (DESIRED_PAYLOAD_ANNOTATION, &to.payload)]
+            .into_iter()
+            .filter_map(|(key, reference)| Some((key, reference.as_deref()?)))
+            .collect();
+    let what = match (&to.bundle, &to.payload) {
+        (Some(_), Some(_)) => "the published bundle and payload",
+        (None, Some(_)) => "the published payload",
+        _ => "the published bundle",
+    };
+    // One reason per kind of pull, for `kubectl get events --field-selector reason=…`.
+    let reason = if to.bundle.is_some() { "PullBundle" } else { "PullPayload" };
+    match crate::cluster::nodes::set_desired(ctx.cluster, &name, &wanted).await {
         Ok(_) => {
             ctx.metrics.step("pull", true);
-            log(&name, "pointed at the published bundle", why);
-            record_node(ctx, node, Kind::Normal, "PullBundle", &format!("pointed at {reference}: {why}")).await;
+            log(&name, &format!("pointed at {what}"), &to.why);
+            let references: Vec<&str> = wanted.iter().map(|(_, r)| *r).collect();
+            let message = format!("pointed at {}: {}", references.join(" and "), to.why);
+            record_node(ctx, node, Kind::Normal, reason, &message).await;
         }
         Err(e) => {
             ctx.metrics.step("pull", false);
-            log(&name, "not pointed at the published bundle", &e.to_string());
+            log(&name, &format!("not pointed at {what}"), &e.to_string());
         }
     }
 }

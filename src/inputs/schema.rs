@@ -392,6 +392,7 @@ schema! {
         payload_image: Option<Located<String>> = optional("payloadImage"),
         replicas: Option<Located<u32>> = optional("replicas"),
         pull_from: Option<Located<String>> = optional("pullFrom"),
+        pull_payload_from: Option<Located<String>> = optional("pullPayloadFrom"),
     }
 
     pub struct Aws {

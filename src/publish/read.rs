@@ -7,6 +7,7 @@ use super::artifact::File;
 use crate::error::Error;
 use std::collections::BTreeMap;
 use std::path::Path;
+use wmrender_contract::bundle_artifact::Entry;
 use wmrender_contract::payload::PAYLOAD_LIST;
 
 /// The node bundle of a rendered directory: the files under `node/`, by their path there (`C/k/kubelet.conf`).
@@ -27,6 +28,19 @@ pub fn node_bundle(dir: &Path) -> Result<Vec<File>, Error> {
 /// A payload directory's files: those its payload.json lists, checked against it, and the list itself (a node
 /// reads the versions there). A directory without a list is refused: what is published must be listed.
 pub fn payload(dir: &Path) -> Result<Vec<File>, Error> {
+    let mut files = Vec::new();
+    for Entry { path, sha256, .. } in payload_entries(dir)? {
+        let file = dir.join(&path);
+        let bytes = std::fs::read(&file).map_err(|source| crate::payload::PayloadError::Read { file, source })?;
+        files.push(File { path, bytes, sha256 });
+    }
+    Ok(files)
+}
+
+/// What a payload directory publishes, by path, sha256 and size: the files its payload.json lists, checked against
+/// it and against the rule of a pulled payload, and the list itself. The controller names the payload by the same
+/// entries (`controller::published_payload_reference`), without publishing.
+pub fn payload_entries(dir: &Path) -> Result<Vec<Entry>, Error> {
     if crate::payload::list::read_list(dir)?.is_none() {
         return Err(Error::Usage(format!(
             "{} has no {PAYLOAD_LIST}: run `wmrender payload list {}` first, so that what is published is listed",
@@ -50,13 +64,20 @@ pub fn payload(dir: &Path) -> Result<Vec<File>, Error> {
             )));
         }
     }
-    let listed = list.files.iter().map(|f| (f.path.as_str(), Some(f.sha256.as_str())));
-    let mut files = Vec::new();
-    for (path, sha256) in listed.chain([(PAYLOAD_LIST, None)]) {
-        let file = dir.join(path);
-        let bytes = std::fs::read(&file).map_err(|source| crate::payload::PayloadError::Read { file, source })?;
-        let sha256 = sha256.map(str::to_string).unwrap_or_else(|| wmrender_contract::sha256_hex(&bytes));
-        files.push(File { path: path.to_string(), bytes, sha256 });
+    let mut entries = Vec::new();
+    for f in &list.files {
+        // The size as the file has it (the list's own could be edited by hand; its digest was checked).
+        let file = dir.join(&f.path);
+        let size =
+            std::fs::metadata(&file).map_err(|source| crate::payload::PayloadError::Read { file, source })?.len();
+        entries.push(Entry { path: f.path.clone(), sha256: f.sha256.clone(), size });
     }
-    Ok(files)
+    let file = dir.join(PAYLOAD_LIST);
+    let bytes = std::fs::read(&file).map_err(|source| crate::payload::PayloadError::Read { file, source })?;
+    entries.push(Entry {
+        path: PAYLOAD_LIST.to_string(),
+        sha256: wmrender_contract::sha256_hex(&bytes),
+        size: bytes.len() as u64,
+    });
+    Ok(entries)
 }

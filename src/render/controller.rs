@@ -314,6 +314,9 @@ fn deployment(controller: &ControllerPlan, maps: &[(String, ConfigMap, Vec<KeyTo
     let mut init = Vec::new();
     if let Some(image) = &controller.payload_image {
         args.extend(["--payload".to_string(), payload.clone()]);
+        if let Some(repository) = &controller.pull_payload_from {
+            args.extend(["--pull-payload-from".to_string(), repository.clone()]);
+        }
         init.push(Container {
             name: "payload".into(),
             image: Some(image.clone()),

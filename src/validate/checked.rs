@@ -111,6 +111,8 @@ pub struct ControllerPlan {
     pub replicas: u32,
     /// The repository CI publishes the bundle to: the controller points nodes at it (`--pull-from`).
     pub pull_from: Option<String>,
+    /// The repository CI publishes the payload to: the controller points nodes at it (`--pull-payload-from`).
+    pub pull_payload_from: Option<String>,
 }
 
 /// Two: one leads, the other takes over within a Lease term when its node goes.
@@ -477,6 +479,7 @@ pub(super) fn resolve(
             image: c.image.value.clone(),
             payload_image: c.payload_image.as_ref().map(|p| p.value.clone()),
             pull_from: c.pull_from.as_ref().map(|p| p.value.clone()),
+            pull_payload_from: c.pull_payload_from.as_ref().map(|p| p.value.clone()),
             replicas: c.replicas.as_ref().map(|r| r.value).unwrap_or(DEFAULT_CONTROLLER_REPLICAS),
         }),
         node_logs: node_logs(spec.node_logs.as_ref()),

@@ -154,10 +154,26 @@ fn check_controller(controller: &schema::Controller, operator_install: bool, d: 
             );
         }
     }
-    if let Some(repository) = &controller.pull_from
-        && let Err(why) = wmrender_contract::bundle_artifact::parse_repository(&repository.value)
+    let repositories = [
+        (&controller.pull_from, "registry.example.com/fleet/windows-bundle"),
+        (&controller.pull_payload_from, "registry.example.com/fleet/windows-payload"),
+    ];
+    for (repository, example) in repositories {
+        if let Some(repository) = repository
+            && let Err(why) = wmrender_contract::bundle_artifact::parse_repository(&repository.value)
+        {
+            d.push(repository.error(why).expected(format!("registry/repository, e.g. {example}")));
+        }
+    }
+    // The payload nodes pull is the one the controller holds: without it, there is nothing to name.
+    if let Some(repository) = &controller.pull_payload_from
+        && controller.payload_image.is_none()
     {
-        d.push(repository.error(why).expected("registry/repository, e.g. registry.example.com/fleet/windows-bundle"));
+        d.push(
+            repository
+                .error("nodes pull the controller's payload, and it has none: `payloadImage` is not set")
+                .expected("`payloadImage` beside `pullPayloadFrom`: the image of the payload CI publishes there"),
+        );
     }
     if let Some(r) = &controller.replicas
         && !(1..=MAX_CONTROLLER_REPLICAS).contains(&r.value)
