@@ -765,11 +765,22 @@ fn a_signed_payload_is_pulled_verified_and_staged_for_the_pass_to_swap_in_and_ev
     ] {
         std::fs::write(&blob, tampered).unwrap();
         want_payload(&v4_ref);
-        let r = pull_payload();
+        // An agent that has not seen it served wrong before (the next is held back: below).
+        let r = wmrender_node::pull::payload::pull(&folder, None, &Puller::default()).expect("a desired payload");
         assert_eq!(r.outcome, PullOutcome::Refused, "{r:?}");
         assert!(r.message.contains("does not match its digest") && r.message.contains(says), "{}", r.message);
         assert!(f.files() == at_rest, "tampered: the node changed");
     }
+    // The agent that saw it served wrong does not download it again at the next pass: the same refusal, said as
+    // before, with the registry not asked for it (gone from the registry, it would be "cannot be fetched").
+    let first = pull_payload();
+    assert_eq!(first.outcome, PullOutcome::Refused, "{first:?}");
+    std::fs::remove_file(&blob).unwrap();
+    let again = pull_payload();
+    assert_eq!((again.outcome, &again.message), (PullOutcome::Refused, &first.message), "held back");
+    assert!(f.files() == at_rest, "held back: the node changed");
+    let elsewhere = wmrender_node::pull::payload::pull(&folder, None, &Puller::default()).expect("a desired payload");
+    assert_eq!(elsewhere.outcome, PullOutcome::Retrying, "an agent that restarted asks again: {elsewhere:?}");
     // A signed downgrade is taken.
     let v1_again =
         f.publish_payload(&same, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "1", "--downgrade"]);

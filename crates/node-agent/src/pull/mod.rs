@@ -22,6 +22,7 @@
 //! and says why on the Node's `wmrender.dev/BundlePulled` condition; a registry that cannot be reached is tried
 //! again at the next pass, with the run loop's back-off.
 
+mod held_back;
 pub mod payload;
 mod registry;
 pub mod stage;
@@ -114,6 +115,8 @@ impl PulledState {
 #[derive(Default)]
 pub struct Puller {
     kept: RefCell<Option<Kept>>,
+    /// Programs a registry served wrong lately: not downloaded again at every pass.
+    held_back: RefCell<held_back::HeldBack>,
 }
 
 /// A client and the trusted CA bundle it was made with.

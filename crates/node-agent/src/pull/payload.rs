@@ -9,7 +9,8 @@
 //! 2. each program the node does not hold at its path with that content, streamed to
 //!    `<path>.wmrender-staged.wmrender-tmp` and checked against its digest (a program of 120 MB is never held in
 //!    memory; one staged whole by a pull that was cut off is not fetched again); all of them before any is put in
-//!    place, and what was fetched removed when one fails;
+//!    place, and what was fetched removed when one fails; a program the registry served wrong is not asked for
+//!    again for a while ([`super::held_back`]);
 //! 3. the commit ([`stage::commit_payload`]): each moved to `<path>.wmrender-staged` and the node manifest listing
 //!    them staged; the pass that follows stops the services that run each, swaps it in and starts them again, as for
 //!    a binary sync staged. A pull cut off is settled by the next ([`settle`]).
@@ -19,10 +20,12 @@
 //! ([`wmrender_contract::payload::pulled_program_refusal`]) or a file of the bundle is refused before anything is
 //! fetched.
 
+use super::registry::FetchError;
 use super::stage::{self, StageError};
 use super::{Failure, PulledPayload, PulledState, Puller, Source, fetch_failure, refused, retrying};
 use crate::digest::sha256_file;
 use crate::system::Files;
+use std::time::Instant;
 use wmrender_contract::bundle_artifact::{self, PAYLOAD_LIST_MAX, Reference};
 use wmrender_contract::node_status::DESIRED_PAYLOAD_ANNOTATION;
 use wmrender_contract::payload::{PAYLOAD_LIST, PayloadList};
@@ -91,6 +94,15 @@ fn pull_desired(
         programs.into_iter().partition(|f| f.path.as_str().eq_ignore_ascii_case(agent.as_str()));
     let plan = stage::plan_payload(sys, programs).map_err(stage_failure)?;
 
+    // A program the registry served wrong lately: refused as it was then, before any other is fetched again.
+    let now = Instant::now();
+    if let Some(message) = plan
+        .stage
+        .iter()
+        .find_map(|f| puller.held_back.borrow().refusal(&format!("sha256:{}", f.sha256), now).map(str::to_string))
+    {
+        return Err(refused(message));
+    }
     // Every program fetched and checked before anything is put in place: a refused or unreachable one leaves the
     // node as it was.
     let mut fetched: Vec<(NodePath, NodePath)> = Vec::new();
@@ -106,11 +118,19 @@ fn pull_desired(
                 std::fs::create_dir_all(dir)
                     .map_err(|e| retrying(format!("cannot create the folder of {}: {e}", file.path)))?;
             }
-            fetched.push((tmp.clone(), staged));
             let digest = format!("sha256:{}", file.sha256);
-            registry
-                .blob_to_file(endpoints, repo, &digest, file.size, &sys.local(&tmp))
-                .map_err(|e| fetch_failure(&file.path.to_string(), e))?;
+            fetched.push((tmp.clone(), staged));
+            match registry.blob_to_file(endpoints, repo, &digest, file.size, &sys.local(&tmp)) {
+                Ok(()) => puller.held_back.borrow_mut().served_right(&digest),
+                Err(e) => {
+                    let tampered = matches!(e, FetchError::Tampered(_));
+                    let failure = fetch_failure(&file.path.to_string(), e);
+                    if tampered {
+                        puller.held_back.borrow_mut().served_wrong(&digest, &failure.1, Instant::now());
+                    }
+                    return Err(failure);
+                }
+            }
         }
         Ok(())
     };
