@@ -794,4 +794,37 @@ fn a_signed_payload_is_pulled_verified_and_staged_for_the_pass_to_swap_in_and_ev
     want_payload(&v2_ref);
     let r = pull_payload();
     assert_eq!(r.outcome, PullOutcome::Staged, "{r:?}");
+
+    // A link that drops in the middle of a large program: each pull takes up what the last one left (an HTTP range)
+    // instead of starting over, and what it takes up is no verdict: a part changed on the node since is fetched
+    // again whole, not refused as content other than its digest.
+    swap_in();
+    let big: Vec<u8> = (0..6u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let dir = f.scratch.path("payload-big");
+    std::fs::create_dir_all(dir.join("C/k")).unwrap();
+    std::fs::write(dir.join("C/k/kube-proxy.exe"), &big).unwrap();
+    want_payload(&f.publish_payload(&dir, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "7"]));
+    let part = f.node.join("k/kube-proxy.exe.wmrender-staged.wmrender-tmp");
+    let length = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let budget = 2 << 20;
+    f.mirror.cut_after(Some(budget));
+    let r = pull_payload();
+    assert_eq!(r.outcome, PullOutcome::Retrying, "cut off: {r:?}");
+    let first = length(&part);
+    assert!(first > 0 && first < budget, "what arrived is kept: {first} bytes");
+    f.mirror.cut_after(Some(budget));
+    let r = pull_payload();
+    assert_eq!(r.outcome, PullOutcome::Retrying, "cut off again: {r:?}");
+    let second = length(&part);
+    assert!(second > budget && second < big.len() as u64, "taken up, not started over: {first} then {second} bytes");
+    let mut changed = std::fs::read(&part).unwrap();
+    changed[0] ^= 0xff;
+    std::fs::write(&part, changed).unwrap();
+    f.mirror.cut_after(None);
+    f.mirror.take();
+    let r = pull_payload();
+    assert_eq!(r.outcome, PullOutcome::Staged, "the whole asked for again: {r:?}");
+    assert!(std::fs::read(f.node.join("k/kube-proxy.exe.wmrender-staged")).unwrap() == big, "staged as published");
+    assert!(!part.exists());
+    assert!(f.mirror.take() > big.len() as u64, "fetched whole after the part taken up did not match");
 }

@@ -348,15 +348,23 @@ pub struct Relay {
     accepted: Arc<AtomicU64>,
     /// The client side of each open connection, by its number, to end them all at once.
     open: Arc<Mutex<BTreeMap<u64, TcpStream>>>,
+    /// How many more bytes the server may send to clients before their connections are cut (`None`: no bound).
+    budget: Arc<Mutex<Option<u64>>>,
 }
 
 impl Relay {
     pub fn start(to: &str) -> Relay {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
-        let relay = Relay { addr, bytes: Arc::default(), accepted: Arc::default(), open: Arc::default() };
-        let (to, counter, accepted, open) =
-            (to.to_string(), relay.bytes.clone(), relay.accepted.clone(), relay.open.clone());
+        let relay = Relay {
+            addr,
+            bytes: Arc::default(),
+            accepted: Arc::default(),
+            open: Arc::default(),
+            budget: Arc::default(),
+        };
+        let (to, counter, accepted, open, budget) =
+            (to.to_string(), relay.bytes.clone(), relay.accepted.clone(), relay.open.clone(), relay.budget.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
@@ -368,14 +376,29 @@ impl Relay {
                         .into_iter()
                         .enumerate()
                 {
-                    let (counter, open) = (counter.clone(), open.clone());
+                    let (counter, open, budget) = (counter.clone(), open.clone(), budget.clone());
                     std::thread::spawn(move || {
                         let mut buf = [0u8; 16384];
-                        while let Ok(n) = from.read(&mut buf) {
+                        while let Ok(read) = from.read(&mut buf) {
+                            // The server's bytes to the client, within the budget: past it, the connection is cut
+                            // in the middle of whatever it carries.
+                            let mut n = read;
+                            if i == 1
+                                && let Some(left) = budget.lock().unwrap().as_mut()
+                            {
+                                n = n.min(*left as usize);
+                                *left -= n as u64;
+                            }
                             if n == 0 || into.write_all(&buf[..n]).is_err() {
                                 break;
                             }
                             counter.fetch_add(n as u64, Ordering::SeqCst);
+                            if n < read {
+                                break;
+                            }
+                        }
+                        if i == 1 {
+                            let _ = from.shutdown(std::net::Shutdown::Both);
                         }
                         let _ = into.shutdown(std::net::Shutdown::Write);
                         // The client's side ended: the connection is not open any more.
@@ -392,6 +415,12 @@ impl Relay {
     /// The bytes relayed since the last call.
     pub fn take(&self) -> u64 {
         self.bytes.swap(0, Ordering::SeqCst)
+    }
+
+    /// From now on, cut every connection once the server has sent `bytes` more to the clients, as a link that
+    /// drops in the middle of a download (`None`: no bound).
+    pub fn cut_after(&self, bytes: Option<u64>) {
+        *self.budget.lock().unwrap() = bytes;
     }
 
     /// The connections accepted so far.

@@ -8,8 +8,9 @@
 //!    layer;
 //! 2. each program the node does not hold at its path with that content, streamed to
 //!    `<path>.wmrender-staged.wmrender-tmp` and checked against its digest (a program of 120 MB is never held in
-//!    memory; one staged whole by a pull that was cut off is not fetched again); all of them before any is put in
-//!    place, and what was fetched removed when one fails; a program the registry served wrong is not asked for
+//!    memory; one staged whole by a pull that was cut off is not fetched again, and one cut off while it was
+//!    fetched is taken up where it ends); all of them before any is put in place, and what was fetched removed
+//!    when one is refused (kept for the next pull when one cannot be fetched now); a program the registry served wrong is not asked for
 //!    again for a while ([`super::held_back`]);
 //! 3. the commit ([`stage::commit_payload`]): each moved to `<path>.wmrender-staged` and the node manifest listing
 //!    them staged; the pass that follows stops the services that run each, swaps it in and starts them again, as for
@@ -140,7 +141,11 @@ fn pull_desired(
         }
     };
     if let Err(failure) = fetch_all(&mut fetched) {
-        remove_fetched(&fetched);
+        // A program cut off (or fetched whole, before another was) is kept for the next pull to take up; what was
+        // refused is not.
+        if failure.0 == PullOutcome::Refused {
+            remove_fetched(&fetched);
+        }
         return Err(failure);
     }
     let state = PulledPayload {

@@ -181,7 +181,10 @@ impl Registry {
     /// A blob by its digest, `size` bytes, streamed into `dest` from the first host that can pull and serves
     /// exactly those bytes (a host that serves other bytes is passed over, and `dest` written again from the next).
     /// The bound on the whole answer grows with its size (30 s and a second per MiB: a program of 100 MiB gets
-    /// 130 s), so a large program is not cut off where a manifest would be.
+    /// 130 s), so a large program is not cut off where a manifest would be. What an earlier try left in `dest` (an
+    /// answer cut off, in this pull or an earlier one) is taken up where it ends, with an HTTP range, so a slow link
+    /// gets a large program over several pulls; resumed bytes are never a verdict: when the whole does not match its
+    /// digest, the host is asked for all of it before it counts as serving other content.
     pub fn blob_to_file(
         &self,
         endpoints: &[Endpoint],
@@ -191,45 +194,85 @@ impl Registry {
         dest: &std::path::Path,
     ) -> Result<(), FetchError> {
         let timeout = TIMEOUT + Duration::from_secs(size >> 20);
+        let path = format!("{repository}/blobs/{digest}");
         let mut tampered = Vec::new();
         let mut unavailable = Vec::new();
         for e in endpoints.iter().filter(|e| e.pull) {
-            let response = match self.open(e, &format!("{repository}/blobs/{digest}"), None, timeout) {
-                Ok(Some(response)) => response,
-                Ok(None) => {
-                    unavailable.push(format!("{}: blob {digest} is not there", e.url));
-                    continue;
+            let mut answer = self.blob_from(e, &path, digest, size, dest, true, timeout);
+            if matches!(answer, Ok(Streamed::Longer { resumed: true } | Streamed::Other { resumed: true })) {
+                answer = self.blob_from(e, &path, digest, size, dest, false, timeout);
+            }
+            match answer {
+                Ok(Streamed::Right) => return Ok(()),
+                Ok(Streamed::NotThere) => unavailable.push(format!("{}: blob {digest} is not there", e.url)),
+                Ok(wrong @ (Streamed::Longer { .. } | Streamed::Other { .. })) => {
+                    // Not the blob: nothing of it is taken up by the next host.
+                    let _ = std::fs::remove_file(dest);
+                    tampered.push(if matches!(wrong, Streamed::Longer { .. }) {
+                        format!("{} served more than the {size} bytes of {digest}", e.url)
+                    } else {
+                        format!("{} served other content for {digest}", e.url)
+                    })
                 }
-                Err(why) => {
-                    unavailable.push(format!("{}: {why}", e.url));
-                    continue;
-                }
-            };
-            match self.stream(response, size, dest) {
-                Ok((read, found)) if read == size && found == digest => return Ok(()),
-                Ok((read, _)) if read > size => {
-                    tampered.push(format!("{} served more than the {size} bytes of {digest}", e.url))
-                }
-                Ok(_) => tampered.push(format!("{} served other content for {digest}", e.url)),
                 Err(why) => unavailable.push(format!("{}: {why}", e.url)),
             }
         }
         Err(no_host_served(tampered, unavailable))
     }
 
-    /// Writes an answer's body into `dest` (created or truncated), up to `size` bytes: how many were read (one more
-    /// than `size` when the answer is longer) and their digest.
+    /// One host's answer for a blob, streamed into `dest`: from where `dest` ends when `resume` (and the host
+    /// answers the range), else whole.
+    #[allow(clippy::too_many_arguments)]
+    fn blob_from(
+        &self,
+        e: &Endpoint,
+        path: &str,
+        digest: &str,
+        size: u64,
+        dest: &std::path::Path,
+        resume: bool,
+        timeout: Duration,
+    ) -> Result<Streamed, String> {
+        use sha2::Digest;
+        let (have, hasher) = if resume { taken_up(dest, size) } else { (0, sha2::Sha256::new()) };
+        if have == size && format!("sha256:{}", hex(&hasher.clone().finalize())) == digest {
+            return Ok(Streamed::Right);
+        }
+        let (have, hasher) = if have < size { (have, hasher) } else { (0, sha2::Sha256::new()) };
+        let Some(response) = self.open(e, path, None, have, timeout)? else { return Ok(Streamed::NotThere) };
+        // A host that does not answer ranges sends the whole blob (200): taken from its start.
+        let from = if response.status() == 206 { have } else { 0 };
+        let hasher = if from == 0 { sha2::Sha256::new() } else { hasher };
+        let (read, found) = self.stream(response, size - from, dest, from, hasher)?;
+        let resumed = from > 0;
+        Ok(if read > size - from {
+            Streamed::Longer { resumed }
+        } else if from + read == size && found == digest {
+            Streamed::Right
+        } else {
+            Streamed::Other { resumed }
+        })
+    }
+
+    /// Writes an answer's body into `dest` from byte `from` on (what is before it kept, what is after it cut), up
+    /// to `size` bytes, hashing them after what `hasher` has hashed: how many were read (one more than `size` when
+    /// the answer is longer) and the digest of the whole.
     fn stream(
         &self,
         mut response: ureq::http::Response<ureq::Body>,
         size: u64,
         dest: &std::path::Path,
+        from: u64,
+        mut hasher: sha2::Sha256,
     ) -> Result<(u64, String), String> {
         use sha2::Digest;
-        use std::io::{Read, Write};
-        let mut file = std::fs::File::create(dest).map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
+        use std::io::{Read, Seek, Write};
+        let cannot = |e: std::io::Error| format!("cannot write {}: {e}", dest.display());
+        let mut file =
+            std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(dest).map_err(cannot)?;
+        file.set_len(from).map_err(cannot)?;
+        file.seek(std::io::SeekFrom::Start(from)).map_err(cannot)?;
         let mut body = response.body_mut().with_config().limit(size).reader();
-        let mut hasher = sha2::Sha256::new();
         let mut buf = vec![0u8; 1 << 16];
         let mut read = 0u64;
         loop {
@@ -239,15 +282,19 @@ impl Registry {
                 Err(e) => match ureq::Error::from(e) {
                     // More than the blob's size: not the blob.
                     ureq::Error::BodyExceedsLimit(_) => return Ok((read + 1, String::new())),
-                    e => return Err(format!("the answer could not be read: {}", connection_words(&e))),
+                    e => {
+                        // What arrived is kept for the next try to take up.
+                        let _ = file.sync_all();
+                        return Err(format!("the answer could not be read: {}", connection_words(&e)));
+                    }
                 },
             };
             read += n as u64;
             *self.bytes_read.borrow_mut() += n as u64;
             hasher.update(&buf[..n]);
-            file.write_all(&buf[..n]).map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
+            file.write_all(&buf[..n]).map_err(cannot)?;
         }
-        file.sync_all().map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
+        file.sync_all().map_err(cannot)?;
         Ok((read, format!("sha256:{}", hex(&hasher.finalize()))))
     }
 
@@ -258,19 +305,23 @@ impl Registry {
         e: &Endpoint,
         path: &str,
         accept: Option<&str>,
+        from: u64,
         timeout: Duration,
     ) -> Result<Option<ureq::http::Response<ureq::Body>>, String> {
         let url = format!("{}/{path}", e.url);
-        let mut response = self.send(&url, e, self.tokens.borrow().get(&e.url).cloned(), accept, timeout)?;
+        let mut response = self.send(&url, e, self.tokens.borrow().get(&e.url).cloned(), accept, from, timeout)?;
         if response.status() == 401 {
             let challenge = response.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).unwrap_or("");
             if let Some(token) = self.token(challenge, e)? {
                 self.tokens.borrow_mut().insert(e.url.clone(), token.clone());
-                response = self.send(&url, e, Some(token), accept, timeout)?;
+                response = self.send(&url, e, Some(token), accept, from, timeout)?;
             }
         }
         match response.status().as_u16() {
             200 => Ok(Some(response)),
+            // The range asked for, and only that: the part from `from` on.
+            206 if from > 0 && range_from(&response) == Some(from) => Ok(Some(response)),
+            206 => Err("answered another range than the one asked for".into()),
             404 => Ok(None),
             401 | 403 => Err(format!("refused the node's credentials ({})", response.status().as_u16())),
             s => Err(format!("answered {s}")),
@@ -279,7 +330,7 @@ impl Registry {
 
     /// GET `<url>/<path>`: the body (up to `max` bytes), or 404; an error for anything else.
     fn get(&self, e: &Endpoint, path: &str, max: u64, accept: Option<&str>) -> Result<Answer, String> {
-        let Some(mut response) = self.open(e, path, accept, TIMEOUT)? else { return Ok(Answer::NotFound) };
+        let Some(mut response) = self.open(e, path, accept, 0, TIMEOUT)? else { return Ok(Answer::NotFound) };
         let bytes = match response.body_mut().with_config().limit(max).read_to_vec() {
             Ok(bytes) => bytes,
             Err(ureq::Error::BodyExceedsLimit(_)) => return Ok(Answer::TooLarge),
@@ -295,11 +346,15 @@ impl Registry {
         e: &Endpoint,
         bearer: Option<String>,
         accept: Option<&str>,
+        from: u64,
         timeout: Duration,
     ) -> Result<ureq::http::Response<ureq::Body>, String> {
         let mut request = ureq::http::Request::builder().method("GET").uri(url);
         if let Some(accept) = accept {
             request = request.header("Accept", accept);
+        }
+        if from > 0 {
+            request = request.header("Range", format!("bytes={from}-"));
         }
         match (bearer, &e.authorization) {
             (Some(token), _) => request = request.header("Authorization", format!("Bearer {token}")),
@@ -347,6 +402,54 @@ impl Registry {
         let token = value["token"].as_str().or_else(|| value["access_token"].as_str());
         token.map(|t| Some(t.to_string())).ok_or_else(|| "the token realm gave no token".into())
     }
+}
+
+/// What one host's answer for a blob came to.
+enum Streamed {
+    /// Exactly the blob.
+    Right,
+    /// More than its size (after the part taken up, when `resumed`).
+    Longer {
+        resumed: bool,
+    },
+    /// Other bytes, or fewer (after the part taken up, when `resumed`).
+    Other {
+        resumed: bool,
+    },
+    NotThere,
+}
+
+/// What an earlier try left in `dest`, up to `size` bytes, hashed: its length and the hasher to go on with (none
+/// when it cannot be read or is longer than the blob).
+fn taken_up(dest: &std::path::Path, size: u64) -> (u64, sha2::Sha256) {
+    use sha2::Digest;
+    use std::io::Read;
+    let fresh = (0, sha2::Sha256::new());
+    let Ok(mut file) = std::fs::File::open(dest) else { return fresh };
+    match file.metadata() {
+        Ok(m) if m.len() > 0 && m.len() <= size => {}
+        _ => return fresh,
+    }
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut have = 0u64;
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                hasher.update(&buf[..n]);
+                have += n as u64;
+            }
+            Err(_) => return fresh,
+        }
+    }
+    if have > size { fresh } else { (have, hasher) }
+}
+
+/// Where a 206 answer's `Content-Range: bytes <first>-<last>/<size>` starts.
+fn range_from(response: &ureq::http::Response<ureq::Body>) -> Option<u64> {
+    let value = response.headers().get("content-range")?.to_str().ok()?;
+    value.strip_prefix("bytes ")?.split_once('-')?.0.trim().parse().ok()
 }
 
 /// Why no host served content by digest: tampering, where a host served other bytes, before any host that could
