@@ -497,8 +497,9 @@ pub struct ControllerArgs {
     /// How many instances are synced at once (at least 1).
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = at_least_one())]
     pub parallel: usize,
-    /// How many nodes may be changed, drained or rebooted at once across the fleet (at least 1); with --pull-from,
-    /// how many Nodes may be pointed at the new bundle and not have applied it yet.
+    /// How many nodes may be changed, drained or rebooted at once across the fleet (at least 1); with --pull-from or
+    /// --pull-payload-from, how many Nodes may be pointed at what is published and not have applied (or pulled) it
+    /// yet.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = at_least_one())]
     pub max_unavailable: usize,
     /// The pull model (docs/pull.md): the repository CI publishes the rendered bundle to (`wmrender publish --to`),

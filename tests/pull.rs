@@ -21,8 +21,8 @@ use support::registry::{Auth, ReferrersRegistry, Registry, Relay, Scratch};
 use support::{code, stderr, wmrender};
 use wmrender_contract::bundle_artifact::INDEX_MEDIA_TYPE;
 use wmrender_contract::node_status::{
-    DESIRED_BUNDLE_ANNOTATION, DESIRED_PAYLOAD_ANNOTATION, PAYLOAD_PULL_CONDITION_TYPE, PULL_CONDITION_TYPE,
-    PULLED_BUNDLE_ANNOTATION, PULLED_PAYLOAD_ANNOTATION,
+    AGENT_ANNOTATION, DESIRED_BUNDLE_ANNOTATION, DESIRED_PAYLOAD_ANNOTATION, PAYLOAD_PULL_CONDITION_TYPE,
+    PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION, PULLED_PAYLOAD_ANNOTATION,
 };
 use wmrender_contract::signed_bundle::{self, PublicKey};
 use wmrender_contract::{
@@ -217,6 +217,7 @@ impl Fleet {
             }
         }
         put(r"C:\k\kubelet.exe", b"MZ the payload's kubelet".to_vec(), FileKind::Payload);
+        put(r"C:\k\wmrender\wmrender-node.exe", b"MZ the agent".to_vec(), FileKind::Payload);
         put(r"C:\k\bootstrap-kubeconfig", b"apiVersion: v1\nkind: Config\n".to_vec(), FileKind::Credential);
         files.sort_by(|a, b| a.path.cmp(&b.path));
         let manifest = NodeManifest { wmrender: "0.1.0".into(), files, pending: None, applied: true };
@@ -645,7 +646,8 @@ fn a_signed_payload_is_pulled_verified_and_staged_for_the_pass_to_swap_in_and_ev
     let after = f.files();
     assert_eq!(after["k/kubelet.exe"], before["k/kubelet.exe"], "the kubelet the node holds is not staged again");
     assert_eq!(after["k/containerd/containerd.exe.wmrender-staged"], b"MZ containerd 1.7.27");
-    assert!(!after.keys().any(|k| k.starts_with("k/wmrender/wmrender-node.exe")), "{:?}", after.keys());
+    assert_eq!(after["k/wmrender/wmrender-node.exe"], b"MZ the agent", "the node's agent stays");
+    assert!(!after.keys().any(|k| k.starts_with("k/wmrender/wmrender-node.exe.")), "{:?}", after.keys());
 
     let programs =
         [("C/k/kubelet.exe", "MZ kubelet v1.36.3"), ("C/k/containerd/containerd.exe", "MZ containerd 1.7.27")];
@@ -700,6 +702,7 @@ fn a_signed_payload_is_pulled_verified_and_staged_for_the_pass_to_swap_in_and_ev
         node_name: "win-a".into(),
         bundle: m.bundle_digest(),
         payload: m.payload_digest(),
+        agent: m.agent_digest(),
         payload_pull: Some(r.clone()),
         ..Default::default()
     };
@@ -707,6 +710,18 @@ fn a_signed_payload_is_pulled_verified_and_staged_for_the_pass_to_swap_in_and_ev
     let n = f.cp.admin().get("/api/v1/nodes/win-a").unwrap();
     let c = n["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == PAYLOAD_PULL_CONDITION_TYPE);
     assert_eq!(c.map(|c| (c["status"].as_str(), c["reason"].as_str())), Some((Some("True"), Some("Pulled"))), "{n}");
+    assert_eq!(n["metadata"]["annotations"][PULLED_PAYLOAD_ANNOTATION], v2_ref.as_str());
+    // The agent it runs, which a pull never brings: the controller syncs a node whose agent is another.
+    let agent = m.files.iter().find(|e| e.path.as_str() == r"C:\k\wmrender\wmrender-node.exe").expect("the agent");
+    assert_eq!(n["metadata"]["annotations"][AGENT_ANNOTATION], agent.sha256.as_str(), "{n}");
+    // Once a sync delivered another payload, the pulled one is no longer said to be on the node: the annotation
+    // goes, and comes back with the payload.
+    let synced_since = ApplyResult { payload_pull: Some(PullReport { on_node: None, ..r.clone() }), ..result.clone() };
+    assert_eq!(wmrender_node::node_status::report(&f.node.join("k/kubeconfig"), &synced_since), "reported");
+    let n = f.cp.admin().get("/api/v1/nodes/win-a").unwrap();
+    assert!(n["metadata"]["annotations"].get(PULLED_PAYLOAD_ANNOTATION).is_none(), "{n}");
+    assert_eq!(wmrender_node::node_status::report(&f.node.join("k/kubeconfig"), &result), "reported");
+    let n = f.cp.admin().get("/api/v1/nodes/win-a").unwrap();
     assert_eq!(n["metadata"]["annotations"][PULLED_PAYLOAD_ANNOTATION], v2_ref.as_str());
 
     // Each bad payload is refused, with the node's files as they were.

@@ -37,8 +37,8 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 use wmrender_contract::node_status::{
-    DESIRED_BUNDLE_ANNOTATION, DESIRED_PAYLOAD_ANNOTATION, PAYLOAD_PULL_CONDITION_TYPE, PULL_CONDITION_TYPE,
-    PULLED_PAYLOAD_ANNOTATION,
+    AGENT_ANNOTATION, DESIRED_BUNDLE_ANNOTATION, DESIRED_PAYLOAD_ANNOTATION, PAYLOAD_PULL_CONDITION_TYPE,
+    PULL_CONDITION_TYPE, PULLED_PAYLOAD_ANNOTATION,
 };
 
 /// The first pause before the same target is synced again while it is not configured; it doubles up to
@@ -65,6 +65,25 @@ pub struct Memory {
     /// Its last sync waited on the cluster before its Node existed: synced again as soon as the Node registers (the
     /// agent finishes what waited on kubelet's certificate), not after the back-off.
     pub waiting_on_join: bool,
+    /// The published payload its Node was pointed at, and when this controller pointed it (or first saw it pointed,
+    /// after a restart): the start of its [`PULL_PATIENCE`].
+    pub pointed: Option<(String, Instant)>,
+}
+
+/// How long a Node pointed at the published payload is given to pull it before, if its agent shows no sign of
+/// doing so (no `wmrender.dev/PayloadPulled` condition, or one that says it has nothing to do), the payload is
+/// delivered over SSH instead: an agent too old to pull a payload never does, nor one that a sync gave another payload
+/// since it pulled this one (it pulls again only when the annotation changes). A pull that is refused or retried
+/// holds the wave instead, and says why.
+pub const PULL_PATIENCE: Duration = Duration::from_secs(600);
+
+/// What the controller delivers: the rendered bundle's digest, its payload's digest and its agent's sha256 (when it
+/// has a payload: `--payload`).
+#[derive(Clone, Copy, Debug)]
+pub struct Want<'a> {
+    pub bundle: &'a str,
+    pub payload: Option<&'a str>,
+    pub agent: Option<&'a str>,
 }
 
 /// What a converged sync of a target delivered of the payload, and what its agent's pass said of it.
@@ -148,15 +167,24 @@ fn pulled_payload(node: &Value) -> Option<&str> {
 }
 
 /// Whether the Node is on its way to what is published: pointed at the bundle and not yet applied it, or at the
-/// payload and not yet converged on it (failing ones too: a pull that goes wrong holds the wave, as a drain holds a
-/// rollout).
-fn on_its_way(node: &Value, desired: &str, published: Published) -> bool {
+/// payload, not yet converged on it and still running another (failing ones too: a pull that goes wrong holds the
+/// wave, as a drain holds a rollout).
+fn on_its_way(node: &Value, want: Want, published: Published, memory: &Memory) -> bool {
+    let agent = configured(node);
     let bundle = published
         .bundle
-        .is_some_and(|r| desired_bundle(node) == Some(r) && configured(node).is_none_or(|c| c.bundle != desired));
-    let payload =
-        published.payload.is_some_and(|r| desired_payload(node) == Some(r) && pulled_payload(node) != Some(r));
+        .is_some_and(|r| desired_bundle(node) == Some(r) && agent.as_ref().is_none_or(|c| c.bundle != want.bundle));
+    let payload = published.payload.is_some_and(|r| {
+        desired_payload(node) == Some(r)
+            && pulled_payload(node) != Some(r)
+            && payload_behind(agent.as_ref().map(|c| c.payload.as_str()), want.payload, memory).is_some()
+    });
     bundle || payload
+}
+
+/// The status of the Node's condition `condition_type`, if it has one.
+fn condition_status<'a>(node: &'a Value, condition_type: &str) -> Option<&'a str> {
+    node["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == condition_type)?["status"].as_str()
 }
 
 /// What a Node pointed at `reference` (`what`: "bundle" or "payload") says of its pull (its condition
@@ -174,13 +202,11 @@ fn pulling(node: &Value, condition_type: &str, what: &str, reference: &str) -> S
     }
 }
 
-/// The decision for a target whose Node is `node` (none yet), the rendered bundle being `desired` (its digest) and
-/// the controller's payload `payload` (its digest, if it has one), either published as `published` for the Node to
-/// pull, `token_due` when its credentials must be renewed now.
+/// The decision for a target whose Node is `node` (none yet), the controller delivering `want`, published as
+/// `published` for the Node to pull, `token_due` when its credentials must be renewed now.
 pub fn decide(
     node: Option<&Value>,
-    desired: &str,
-    payload: Option<&str>,
+    want: Want,
     published: Published,
     token_due: bool,
     memory: &Memory,
@@ -196,12 +222,12 @@ pub fn decide(
     if memory.waiting_on_join {
         return Next::Sync("it joined: the agent finishes now".into());
     }
+    let desired = want.bundle;
     let agent = configured(node);
     let applied = agent.as_ref().map(|c| c.bundle.as_str()).unwrap_or("");
-    let behind = payload_behind(agent.as_ref().map(|c| c.payload.as_str()), payload, memory);
+    let behind = payload_behind(agent.as_ref().map(|c| c.payload.as_str()), want.payload, memory);
     // The published payload the Node runs another of and has not pulled: a Node that pulled it may still keep
-    // programs the payload no longer holds (a pull, like a sync, leaves them), or the agent's own executable, which
-    // comes over SSH.
+    // programs the payload no longer holds (a pull, like a sync, leaves them), or another agent (payload_step).
     let payload_to_pull = published.payload.filter(|r| behind.is_some() && pulled_payload(node) != Some(*r));
     if !applied.is_empty() && applied != desired {
         return match published.bundle {
@@ -230,26 +256,9 @@ pub fn decide(
     // A failing node is tainted first (its sync after the back-off delivers the payload too).
     if !matches!(verdict, Verdict::On(_))
         && let Some(why) = behind
+        && let Some(next) = payload_step(node, want, published, &verdict, why, memory, now)
     {
-        match (published.payload, payload_to_pull) {
-            // Pulled: what the node runs besides is its own.
-            (Some(_), None) => {}
-            // On its way; a configured Node that is tainted is untainted all the same.
-            (Some(r), Some(_)) if desired_payload(node) == Some(r) => {
-                if !(matches!(verdict, Verdict::Off) && tainted(node)) {
-                    return Next::Wait(pulling(node, PAYLOAD_PULL_CONDITION_TYPE, "payload", r));
-                }
-            }
-            (Some(r), Some(_)) => {
-                return Next::Pull(Point {
-                    bundle: None,
-                    payload: Some(r.to_string()),
-                    why: format!("{why}, published as {r}"),
-                });
-            }
-            (None, _) if memory.due(now) => return Next::Sync(why),
-            (None, _) => {}
-        }
+        return next;
     }
     match verdict {
         Verdict::On(why) if !tainted(node) => Next::Taint(why),
@@ -260,6 +269,56 @@ pub fn decide(
         Verdict::Keep if memory.due(now) => Next::Sync("the agent has not reported the bundle configured yet".into()),
         Verdict::Keep => Next::Wait("the agent has not reported the bundle configured yet".into()),
     }
+}
+
+/// The step for a Node that runs another payload than the controller's (`why`), when it is not failing: sync it, or
+/// with `--pull-payload-from` point it at the published payload, wait while it pulls (a pull refused or retried
+/// holds the wave and says why), and sync it after all when its agent shows no sign of pulling it after
+/// [`PULL_PATIENCE`]; once pulled, sync it only for its agent, which a pull never brings. `None`: the taint rule's
+/// step.
+fn payload_step(
+    node: &Value,
+    want: Want,
+    published: Published,
+    verdict: &Verdict,
+    why: String,
+    memory: &Memory,
+    now: Instant,
+) -> Option<Next> {
+    let due = memory.due(now);
+    let Some(r) = published.payload else { return due.then_some(Next::Sync(why)) };
+    if pulled_payload(node) == Some(r) {
+        let runs_agent = node["metadata"]["annotations"][AGENT_ANNOTATION].as_str().unwrap_or("");
+        let want_agent = want.agent.filter(|a| *a != runs_agent)?;
+        let runs = if runs_agent.is_empty() {
+            "does not say which agent it runs".to_string()
+        } else {
+            format!("runs the agent {runs_agent}")
+        };
+        return due.then(|| {
+            Next::Sync(format!(
+                "it pulled the payload {r} and {runs}; the payload's agent is {want_agent}, which only comes over SSH"
+            ))
+        });
+    }
+    if desired_payload(node) != Some(r) {
+        let why = format!("{why}, published as {r}");
+        return Some(Next::Pull(Point { bundle: None, payload: Some(r.to_string()), why }));
+    }
+    let since = memory.pointed.as_ref().filter(|(p, _)| p == r).map(|(_, at)| now.saturating_duration_since(*at));
+    let silent = matches!(condition_status(node, PAYLOAD_PULL_CONDITION_TYPE), None | Some("True"));
+    if silent && since.is_some_and(|s| s >= PULL_PATIENCE) {
+        let minutes = PULL_PATIENCE.as_secs() / 60;
+        return due.then(|| {
+            Next::Sync(format!(
+                "pointed at the payload {r} over {minutes} minutes ago, its agent shows no sign of pulling it: {why}"
+            ))
+        });
+    }
+    // On its way; a configured Node that is tainted is untainted all the same, and one not known configured is
+    // synced after the back-off.
+    (matches!(verdict, Verdict::Off) && !tainted(node))
+        .then(|| Next::Wait(pulling(node, PAYLOAD_PULL_CONDITION_TYPE, "payload", r)))
 }
 
 /// Why a node whose agent says it runs `runs` (empty: it does not say) needs the controller's payload `want`, if it
@@ -437,6 +496,8 @@ pub struct Fleet<'a> {
     pub desired: &'a str,
     /// The payload's digest, when the controller has one (`--payload`).
     pub payload: Option<&'a str>,
+    /// The sha256 of the agent's executable the controller delivers, when it has a payload.
+    pub agent: Option<&'a str>,
     /// The token the session pushes.
     pub token: Option<MintedToken>,
     /// Prune the hosts that left, within this budget (`None`: `--no-prune`).
@@ -464,15 +525,12 @@ pub fn node_of<'a>(nodes: &'a [Value], target: &Target) -> Option<&'a Value> {
 /// The whole pass's decision.
 pub fn fleet(f: &Fleet) -> Plan {
     let mut plan = Plan::default();
-    let none = Memory::default();
     let published = f.pull.map(|w| w.published).unwrap_or_default();
-    let mut on_the_way = f
-        .targets
-        .targets
-        .iter()
-        .filter_map(|t| node_of(f.nodes, t))
-        .filter(|n| on_its_way(n, f.desired, published))
-        .count();
+    let want = Want { bundle: f.desired, payload: f.payload, agent: f.agent };
+    let none = Memory::default();
+    let memory_of = |t: &Target| f.memories.get(&t.name).unwrap_or(&none);
+    let on_its_way = |t: &Target| node_of(f.nodes, t).is_some_and(|n| on_its_way(n, want, published, memory_of(t)));
+    let mut on_the_way = f.targets.targets.iter().filter(|t| on_its_way(t)).count();
     for (i, target) in f.targets.targets.iter().enumerate() {
         let node = node_of(f.nodes, target);
         let mut line = Line::of(&target.reach.name, target.machine().map(|m| m.name.clone()), node, f.desired);
@@ -482,9 +540,9 @@ pub fn fleet(f: &Fleet) -> Plan {
             plan.lines.push(line);
             continue;
         }
-        let memory = f.memories.get(&target.name).unwrap_or(&none);
+        let memory = memory_of(target);
         let renew = node.is_some() && token_due(memory, f.token, f.now);
-        let (next, why) = match decide(node, f.desired, f.payload, published, renew, memory, f.now) {
+        let (next, why) = match decide(node, want, published, renew, memory, f.now) {
             Next::Nothing => (Action::Nothing, String::new()),
             Next::Sync(why) => {
                 plan.sync.push((i, node.is_some(), why.clone()));
@@ -500,6 +558,12 @@ pub fn fleet(f: &Fleet) -> Plan {
             }
             Next::Wait(why) => (Action::Wait, why),
             Next::Pull(point) => match f.pull {
+                // A Node on its way already (to the payload, now pointed at a new bundle too) keeps its place.
+                Some(_) if on_its_way(target) => {
+                    let why = point.why.clone();
+                    plan.pull.push((i, point));
+                    (Action::Pull, why)
+                }
                 Some(w) if on_the_way < w.max_unavailable => {
                     on_the_way += 1;
                     let why = point.why.clone();
@@ -599,11 +663,51 @@ mod tests {
     #[test]
     fn a_target_without_a_node_is_synced_then_waited_for() {
         let now = Instant::now() + Duration::from_secs(3600);
-        assert!(matches!(decide(None, DESIRED, None, NOT_PUBLISHED, false, &Memory::default(), now), Next::Sync(_)));
-        assert!(matches!(decide(None, DESIRED, None, NOT_PUBLISHED, false, &synced(10, 0, now), now), Next::Wait(_)));
-        assert!(matches!(decide(None, DESIRED, None, NOT_PUBLISHED, false, &synced(31, 0, now), now), Next::Sync(_)));
+        assert!(matches!(
+            decide(
+                None,
+                Want { bundle: DESIRED, payload: None, agent: None },
+                NOT_PUBLISHED,
+                false,
+                &Memory::default(),
+                now
+            ),
+            Next::Sync(_)
+        ));
+        assert!(matches!(
+            decide(
+                None,
+                Want { bundle: DESIRED, payload: None, agent: None },
+                NOT_PUBLISHED,
+                false,
+                &synced(10, 0, now),
+                now
+            ),
+            Next::Wait(_)
+        ));
+        assert!(matches!(
+            decide(
+                None,
+                Want { bundle: DESIRED, payload: None, agent: None },
+                NOT_PUBLISHED,
+                false,
+                &synced(31, 0, now),
+                now
+            ),
+            Next::Sync(_)
+        ));
         assert!(
-            matches!(decide(None, DESIRED, None, NOT_PUBLISHED, false, &synced(100, 3, now), now), Next::Wait(_)),
+            matches!(
+                decide(
+                    None,
+                    Want { bundle: DESIRED, payload: None, agent: None },
+                    NOT_PUBLISHED,
+                    false,
+                    &synced(100, 3, now),
+                    now
+                ),
+                Next::Wait(_)
+            ),
             "back-off 240 s"
         );
     }
@@ -613,11 +717,25 @@ mod tests {
         let now = Instant::now();
         let m = Memory::default();
         assert_eq!(
-            decide(Some(&node(Some("True"), DESIRED, true)), DESIRED, None, NOT_PUBLISHED, false, &m, now),
+            decide(
+                Some(&node(Some("True"), DESIRED, true)),
+                Want { bundle: DESIRED, payload: None, agent: None },
+                NOT_PUBLISHED,
+                false,
+                &m,
+                now
+            ),
             Next::Untaint
         );
         assert_eq!(
-            decide(Some(&node(Some("True"), DESIRED, false)), DESIRED, None, NOT_PUBLISHED, false, &m, now),
+            decide(
+                Some(&node(Some("True"), DESIRED, false)),
+                Want { bundle: DESIRED, payload: None, agent: None },
+                NOT_PUBLISHED,
+                false,
+                &m,
+                now
+            ),
             Next::Nothing
         );
     }
@@ -634,8 +752,7 @@ mod tests {
         let want = Some("sha256:p2");
         let sync = |n: &Value, pull: Option<&str>, m: &Memory| match decide(
             Some(n),
-            DESIRED,
-            want,
+            Want { bundle: DESIRED, payload: want, agent: None },
             Published { bundle: pull, payload: None },
             false,
             m,
@@ -652,8 +769,21 @@ mod tests {
         let silent = node(Some("True"), DESIRED, false);
         assert!(sync(&silent, None, &m).contains("does not say"));
         // The same payload; no payload given to the controller: nothing to do.
-        assert_eq!(decide(Some(&on("sha256:p2")), DESIRED, want, NOT_PUBLISHED, false, &m, now), Next::Nothing);
-        assert_eq!(decide(Some(&old), DESIRED, None, NOT_PUBLISHED, false, &m, now), Next::Nothing);
+        assert_eq!(
+            decide(
+                Some(&on("sha256:p2")),
+                Want { bundle: DESIRED, payload: want, agent: None },
+                NOT_PUBLISHED,
+                false,
+                &m,
+                now
+            ),
+            Next::Nothing
+        );
+        assert_eq!(
+            decide(Some(&old), Want { bundle: DESIRED, payload: None, agent: None }, NOT_PUBLISHED, false, &m, now),
+            Next::Nothing
+        );
         // Delivered by this controller's converged sync, after which the agent said what it says now (a node that
         // keeps programs the payload left; an agent that does not say): nothing to do. The agent saying another
         // since (drift) is synced again, after the back-off.
@@ -661,15 +791,48 @@ mod tests {
             payload: Some(PayloadSeen { delivered: "sha256:p2".into(), reported: reported.into() }),
             ..synced(60, 0, now)
         };
-        assert_eq!(decide(Some(&old), DESIRED, want, NOT_PUBLISHED, false, &seen("sha256:p1"), now), Next::Nothing);
-        assert_eq!(decide(Some(&silent), DESIRED, want, NOT_PUBLISHED, false, &seen(""), now), Next::Nothing);
+        assert_eq!(
+            decide(
+                Some(&old),
+                Want { bundle: DESIRED, payload: want, agent: None },
+                NOT_PUBLISHED,
+                false,
+                &seen("sha256:p1"),
+                now
+            ),
+            Next::Nothing
+        );
+        assert_eq!(
+            decide(
+                Some(&silent),
+                Want { bundle: DESIRED, payload: want, agent: None },
+                NOT_PUBLISHED,
+                false,
+                &seen(""),
+                now
+            ),
+            Next::Nothing
+        );
         assert!(sync(&on("sha256:p3"), None, &seen("sha256:p1")).contains("sha256:p3"));
         let recent = Memory { synced_at: Some(now), ..seen("sha256:p1") };
-        assert_eq!(decide(Some(&on("sha256:p3")), DESIRED, want, NOT_PUBLISHED, false, &recent, now), Next::Nothing);
+        assert_eq!(
+            decide(
+                Some(&on("sha256:p3")),
+                Want { bundle: DESIRED, payload: want, agent: None },
+                NOT_PUBLISHED,
+                false,
+                &recent,
+                now
+            ),
+            Next::Nothing
+        );
         // A failing node is tainted first.
         let mut failing = on("sha256:p1");
         failing["status"]["conditions"][1]["status"] = json!("False");
-        assert!(matches!(decide(Some(&failing), DESIRED, want, NOT_PUBLISHED, false, &m, now), Next::Taint(_)));
+        assert!(matches!(
+            decide(Some(&failing), Want { bundle: DESIRED, payload: want, agent: None }, NOT_PUBLISHED, false, &m, now),
+            Next::Taint(_)
+        ));
     }
 
     #[test]
@@ -678,14 +841,24 @@ mod tests {
         let recent = synced(1, 4, now);
         let old = node(Some("True"), "sha256:00", false);
         assert!(
-            matches!(decide(Some(&old), DESIRED, None, NOT_PUBLISHED, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
+            matches!(decide(Some(&old), Want { bundle: DESIRED, payload: None, agent: None }, NOT_PUBLISHED, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
         );
         let current = node(Some("True"), DESIRED, false);
         assert!(
-            matches!(decide(Some(&current), DESIRED, None, NOT_PUBLISHED, true, &synced(3600, 0, now), now), Next::Sync(w) if w.contains("token"))
+            matches!(decide(Some(&current), Want { bundle: DESIRED, payload: None, agent: None }, NOT_PUBLISHED, true, &synced(3600, 0, now), now), Next::Sync(w) if w.contains("token"))
         );
         // A renewal that just failed is not tried again on every change in the cluster.
-        assert_eq!(decide(Some(&current), DESIRED, None, NOT_PUBLISHED, true, &recent, now), Next::Nothing);
+        assert_eq!(
+            decide(
+                Some(&current),
+                Want { bundle: DESIRED, payload: None, agent: None },
+                NOT_PUBLISHED,
+                true,
+                &recent,
+                now
+            ),
+            Next::Nothing
+        );
     }
 
     #[test]
@@ -707,22 +880,36 @@ mod tests {
         let now = Instant::now() + Duration::from_secs(3600);
         let failing = node(Some("False"), DESIRED, false);
         assert!(
-            matches!(decide(Some(&failing), DESIRED, None, NOT_PUBLISHED, false, &synced(1, 0, now), now), Next::Taint(w) if w.contains("kube-proxy"))
+            matches!(decide(Some(&failing), Want { bundle: DESIRED, payload: None, agent: None }, NOT_PUBLISHED, false, &synced(1, 0, now), now), Next::Taint(w) if w.contains("kube-proxy"))
         );
         let tainted = node(Some("False"), DESIRED, true);
         assert!(matches!(
-            decide(Some(&tainted), DESIRED, None, NOT_PUBLISHED, false, &synced(1, 0, now), now),
+            decide(
+                Some(&tainted),
+                Want { bundle: DESIRED, payload: None, agent: None },
+                NOT_PUBLISHED,
+                false,
+                &synced(1, 0, now),
+                now
+            ),
             Next::Wait(_)
         ));
         assert!(matches!(
-            decide(Some(&tainted), DESIRED, None, NOT_PUBLISHED, false, &synced(60, 0, now), now),
+            decide(
+                Some(&tainted),
+                Want { bundle: DESIRED, payload: None, agent: None },
+                NOT_PUBLISHED,
+                false,
+                &synced(60, 0, now),
+                now
+            ),
             Next::Sync(_)
         ));
         // A sync whose agent pass just failed taints at once, whatever the Node says yet.
         let fresh = Memory { fresh: Some(Fresh::Failed("kubelet".into())), ..synced(1, 1, now) };
         let silent = node(None, "", false);
         assert!(
-            matches!(decide(Some(&silent), DESIRED, None, NOT_PUBLISHED, false, &fresh, now), Next::Taint(w) if w == "kubelet")
+            matches!(decide(Some(&silent), Want { bundle: DESIRED, payload: None, agent: None }, NOT_PUBLISHED, false, &fresh, now), Next::Taint(w) if w == "kubelet")
         );
     }
 
@@ -731,25 +918,69 @@ mod tests {
         let now = Instant::now() + Duration::from_secs(3600);
         let silent = node(None, "", true);
         assert!(matches!(
-            decide(Some(&silent), DESIRED, None, NOT_PUBLISHED, false, &synced(5, 1, now), now),
+            decide(
+                Some(&silent),
+                Want { bundle: DESIRED, payload: None, agent: None },
+                NOT_PUBLISHED,
+                false,
+                &synced(5, 1, now),
+                now
+            ),
             Next::Wait(_)
         ));
         assert!(matches!(
-            decide(Some(&silent), DESIRED, None, NOT_PUBLISHED, false, &synced(61, 1, now), now),
+            decide(
+                Some(&silent),
+                Want { bundle: DESIRED, payload: None, agent: None },
+                NOT_PUBLISHED,
+                false,
+                &synced(61, 1, now),
+                now
+            ),
             Next::Sync(_)
         ));
         assert_eq!(Memory { failures: 30, ..Default::default() }.backoff(), BACKOFF_MAX);
         // Its last sync converged on the bundle: configured until the agent says otherwise.
         let converged = Memory { converged: Some(DESIRED.into()), ..synced(600, 0, now) };
-        assert_eq!(decide(Some(&silent), DESIRED, None, NOT_PUBLISHED, false, &converged, now), Next::Untaint);
+        assert_eq!(
+            decide(
+                Some(&silent),
+                Want { bundle: DESIRED, payload: None, agent: None },
+                NOT_PUBLISHED,
+                false,
+                &converged,
+                now
+            ),
+            Next::Untaint
+        );
         let untainted = node(None, "", false);
-        assert_eq!(decide(Some(&untainted), DESIRED, None, NOT_PUBLISHED, false, &converged, now), Next::Nothing);
+        assert_eq!(
+            decide(
+                Some(&untainted),
+                Want { bundle: DESIRED, payload: None, agent: None },
+                NOT_PUBLISHED,
+                false,
+                &converged,
+                now
+            ),
+            Next::Nothing
+        );
         let failing = node(Some("False"), DESIRED, true);
-        assert!(matches!(decide(Some(&failing), DESIRED, None, NOT_PUBLISHED, false, &converged, now), Next::Sync(_)));
+        assert!(matches!(
+            decide(
+                Some(&failing),
+                Want { bundle: DESIRED, payload: None, agent: None },
+                NOT_PUBLISHED,
+                false,
+                &converged,
+                now
+            ),
+            Next::Sync(_)
+        ));
         // A new render: synced at once, not after the back-off.
         let recent = Memory { converged: Some("sha256:00".into()), ..synced(1, 0, now) };
         assert!(
-            matches!(decide(Some(&untainted), DESIRED, None, NOT_PUBLISHED, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
+            matches!(decide(Some(&untainted), Want { bundle: DESIRED, payload: None, agent: None }, NOT_PUBLISHED, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
         );
     }
 
@@ -790,6 +1021,7 @@ mod tests {
             in_flight: &in_flight,
             desired: DESIRED,
             payload: None,
+            agent: None,
             token: None,
             pull: None,
             prune: Some(MaxPrune::default()),
@@ -824,6 +1056,7 @@ mod tests {
                 in_flight: &BTreeSet::new(),
                 desired: DESIRED,
                 payload: None,
+                agent: None,
                 token: None,
                 pull: None,
                 prune: Some(max),
@@ -865,6 +1098,7 @@ mod tests {
                 in_flight: &BTreeSet::new(),
                 desired: DESIRED,
                 payload: None,
+                agent: None,
                 token: None,
                 pull: Some(Wave { published: Published { bundle: Some(REF), payload: None }, max_unavailable: max }),
                 prune: None,
@@ -922,6 +1156,7 @@ mod tests {
                 in_flight: &BTreeSet::new(),
                 desired: DESIRED,
                 payload: Some("sha256:p2"),
+                agent: None,
                 token: None,
                 pull: Some(Wave { published, max_unavailable: max }),
                 prune: None,
@@ -989,5 +1224,108 @@ mod tests {
         let done = annotate(applied_not_pulled, &[(PULLED_PAYLOAD_ANNOTATION, PAYLOAD)]);
         let plan = plan_for(&[done, behind("b"), behind("c"), behind("d")], both, 1);
         assert_eq!(actions(&plan), [Action::Nothing, Action::Pull, Action::Wait, Action::Wait]);
+    }
+
+    #[test]
+    fn a_pointed_node_whose_agent_shows_no_sign_of_pulling_is_synced_after_the_patience_and_a_pulled_one_for_its_agent()
+    {
+        let now = Instant::now() + Duration::from_secs(3600);
+        const PAYLOAD: &str = "registry.example.com/fleet/p@sha256:33";
+        let want = Want { bundle: DESIRED, payload: Some("sha256:p2"), agent: Some("a2") };
+        let published = Published { bundle: None, payload: Some(PAYLOAD) };
+        let with = |pairs: &[(&str, &str)], pull: Option<&str>| {
+            let mut n = node(Some("True"), DESIRED, false);
+            n["metadata"]["annotations"][PAYLOAD_ANNOTATION] = json!("sha256:p1");
+            for (k, v) in pairs {
+                n["metadata"]["annotations"][*k] = json!(v);
+            }
+            if let Some(status) = pull {
+                n["status"]["conditions"].as_array_mut().unwrap().push(json!({
+                    "type": PAYLOAD_PULL_CONDITION_TYPE, "status": status, "reason": "Pulled",
+                    "message": "the payload registry.example.com/fleet/p@sha256:22 is on the node"}));
+            }
+            n
+        };
+        let pointed_ago = |secs: u64| Memory {
+            pointed: Some((PAYLOAD.into(), now - Duration::from_secs(secs))),
+            ..synced(3600, 0, now)
+        };
+        let next = |n: &Value, m: &Memory| decide(Some(n), want, published, false, m, now);
+        let is_sync = |n: Next| matches!(n, Next::Sync(_));
+
+        // An agent too old to pull a payload (no condition), or one that says it has nothing to do (a sync gave it
+        // another since it pulled this one): waited for within the patience, synced over SSH after it.
+        for pull in [None, Some("True")] {
+            let n = with(&[(DESIRED_PAYLOAD_ANNOTATION, PAYLOAD)], pull);
+            assert!(matches!(next(&n, &pointed_ago(60)), Next::Wait(w) if w.contains("pulling")), "{pull:?}");
+            let after = next(&n, &pointed_ago(PULL_PATIENCE.as_secs() + 1));
+            assert!(matches!(&after, Next::Sync(w) if w.contains("no sign of pulling")), "{pull:?}: {after:?}");
+            // After a restart the patience starts again (the reconcile records when it first saw the Node pointed).
+            assert!(matches!(next(&n, &synced(3600, 0, now)), Next::Wait(_)));
+        }
+        // A pull refused or retried holds the wave, patience or not: it says why.
+        for pull in ["False", "Unknown"] {
+            let n = with(&[(DESIRED_PAYLOAD_ANNOTATION, PAYLOAD)], Some(pull));
+            assert!(matches!(next(&n, &pointed_ago(7200)), Next::Wait(_)), "{pull}");
+        }
+        // A pointed Node its agent has not reported configured is synced after the back-off, as without a pull.
+        let mut keep = with(&[(DESIRED_PAYLOAD_ANNOTATION, PAYLOAD)], None);
+        keep["status"]["conditions"][1]["status"] = json!("Unknown");
+        assert!(is_sync(next(&keep, &pointed_ago(60))));
+
+        // Pulled: synced for its agent only, which a pull never brings (one that does not say counts as another).
+        let pulled = |agent: Option<&str>| {
+            let mut pairs = vec![(DESIRED_PAYLOAD_ANNOTATION, PAYLOAD), (PULLED_PAYLOAD_ANNOTATION, PAYLOAD)];
+            pairs.extend(agent.map(|a| (AGENT_ANNOTATION, a)));
+            with(&pairs, Some("True"))
+        };
+        assert!(matches!(next(&pulled(Some("a1")), &pointed_ago(60)), Next::Sync(w) if w.contains("agent a1")));
+        assert!(is_sync(next(&pulled(None), &pointed_ago(60))));
+        assert_eq!(next(&pulled(Some("a2")), &pointed_ago(60)), Next::Nothing);
+        let recent = Memory { synced_at: Some(now), ..pointed_ago(60) };
+        assert_eq!(next(&pulled(Some("a1")), &recent), Next::Nothing, "after the back-off");
+    }
+
+    #[test]
+    fn the_wave_counts_only_nodes_still_behind_and_a_node_on_its_way_keeps_its_place_when_pointed_again() {
+        let now = Instant::now();
+        const BUNDLE: &str = "registry.example.com/fleet/b@sha256:22";
+        const PAYLOAD: &str = "registry.example.com/fleet/p@sha256:33";
+        let targets = Targets { targets: vec![target("a", "a"), target("b", "b")], ..Default::default() };
+        let with = |name: &str, bundle: &str, payload: &str, pairs: &[(&str, &str)]| {
+            let mut n = named(name, node(Some("True"), bundle, false));
+            n["metadata"]["annotations"][PAYLOAD_ANNOTATION] = json!(payload);
+            for (k, v) in pairs {
+                n["metadata"]["annotations"][*k] = json!(v);
+            }
+            n
+        };
+        let plan_for = |nodes: &[Value], published: Published| {
+            fleet(&Fleet {
+                targets: &targets,
+                nodes,
+                logins: &[],
+                memories: &BTreeMap::new(),
+                in_flight: &BTreeSet::new(),
+                desired: DESIRED,
+                payload: Some("sha256:p2"),
+                agent: None,
+                token: None,
+                pull: Some(Wave { published, max_unavailable: 1 }),
+                prune: None,
+                now,
+            })
+        };
+        let actions = |plan: &Plan| plan.lines.iter().map(|l| l.next).collect::<Vec<_>>();
+        let both = Published { bundle: Some(BUNDLE), payload: Some(PAYLOAD) };
+        // a was pointed at the payload, then got it over SSH (it runs it): not on its way, so b may go.
+        let synced_since = with("a", DESIRED, "sha256:p2", &[(DESIRED_PAYLOAD_ANNOTATION, PAYLOAD)]);
+        let plan = plan_for(&[synced_since, with("b", DESIRED, "sha256:p1", &[])], both);
+        assert_eq!(actions(&plan), [Action::Nothing, Action::Pull]);
+        // a is on its way to the payload when a new bundle comes: pointed at it too, in the place it holds.
+        let pulling = with("a", "sha256:00", "sha256:p1", &[(DESIRED_PAYLOAD_ANNOTATION, PAYLOAD)]);
+        let plan = plan_for(&[pulling, with("b", "sha256:00", "sha256:p1", &[])], both);
+        assert_eq!(actions(&plan), [Action::Pull, Action::Wait]);
+        assert_eq!(plan.pull[0].1.bundle.as_deref(), Some(BUNDLE));
     }
 }

@@ -121,6 +121,7 @@ impl Leading {
         self.machines = desired.machines.clone();
         let digest = session.bundle_digest();
         let payload = session.payload_digest();
+        let agent = session.agent_digest();
         let records = logins.all();
         let running = self.queue.running();
         let plan = decide::fleet(&Fleet {
@@ -131,6 +132,7 @@ impl Leading {
             in_flight: &running,
             desired: &digest,
             payload: payload.as_deref(),
+            agent: agent.as_deref(),
             token: session.token(),
             prune: ctx.opts.prune,
             pull: (bundle_reference.is_some() || payload_reference.is_some()).then_some(decide::Wave {
@@ -186,8 +188,25 @@ impl Leading {
             }
         }
         for (i, to) in &plan.pull {
-            if let Some(node) = decide::node_of(&nodes, &desired.targets[*i]) {
-                point(ctx, node, to).await;
+            let target = &desired.targets[*i];
+            if let Some(node) = decide::node_of(&nodes, target)
+                && point(ctx, node, to).await
+                && let Some(reference) = &to.payload
+            {
+                self.memories.entry(target.name.clone()).or_default().pointed =
+                    Some((reference.clone(), Instant::now()));
+            }
+        }
+        // A Node found pointed at the published payload with no time for it (this controller restarted since, or
+        // another replica pointed it): its patience starts now.
+        if let Some(reference) = &payload_reference {
+            for target in &desired.targets {
+                if decide::node_of(&nodes, target).is_some_and(|n| decide::desired_payload(n) == Some(reference)) {
+                    let memory = self.memories.entry(target.name.clone()).or_default();
+                    if memory.pointed.as_ref().is_none_or(|(r, _)| r != reference) {
+                        memory.pointed = Some((reference.clone(), Instant::now()));
+                    }
+                }
             }
         }
         self.approve(ctx, &desired.targets, &nodes).await;
@@ -446,8 +465,8 @@ fn outcome(report: &NodeReport, desired: &str) -> (Kind, &'static str, String) {
 }
 
 /// Points a Node at the published bundle (`wmrender.dev/desired-bundle`), payload (`wmrender.dev/desired-payload`)
-/// or both, in one patch: its agent pulls them.
-async fn point(ctx: &Context<'_>, node: &Value, to: &decide::Point) {
+/// or both, in one patch: its agent pulls them. `false` when the patch failed.
+async fn point(ctx: &Context<'_>, node: &Value, to: &decide::Point) -> bool {
     use wmrender_contract::node_status::{DESIRED_BUNDLE_ANNOTATION, DESIRED_PAYLOAD_ANNOTATION};
     let name = name_of(node).to_string();
     let wanted: Vec<(&str, &str)> =
@@ -460,19 +479,21 @@ async fn point(ctx: &Context<'_>, node: &Value, to: &decide::Point) {
         (None, Some(_)) => "the published payload",
         _ => "the published bundle",
     };
-    // One reason per kind of pull, for `kubectl get events --field-selector reason=…`.
-    let reason = if to.bundle.is_some() { "PullBundle" } else { "PullPayload" };
     match crate::cluster::nodes::set_desired(ctx.cluster, &name, &wanted).await {
         Ok(_) => {
             ctx.metrics.step("pull", true);
             log(&name, &format!("pointed at {what}"), &to.why);
-            let references: Vec<&str> = wanted.iter().map(|(_, r)| *r).collect();
-            let message = format!("pointed at {}: {}", references.join(" and "), to.why);
-            record_node(ctx, node, Kind::Normal, reason, &message).await;
+            // One Event per thing pulled, for `kubectl get events --field-selector reason=…`.
+            for (key, reference) in &wanted {
+                let reason = if *key == DESIRED_BUNDLE_ANNOTATION { "PullBundle" } else { "PullPayload" };
+                record_node(ctx, node, Kind::Normal, reason, &format!("pointed at {reference}: {}", to.why)).await;
+            }
+            true
         }
         Err(e) => {
             ctx.metrics.step("pull", false);
             log(&name, &format!("not pointed at {what}"), &e.to_string());
+            false
         }
     }
 }

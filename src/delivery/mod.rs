@@ -255,6 +255,13 @@ impl Session {
         })
     }
 
+    /// The sha256 (hex) of the agent's executable this session delivers, if it delivers one: what a node's agent
+    /// reports running (`wmrender.dev/agent`).
+    pub fn agent_digest(&self) -> Option<String> {
+        let agent = |d: &&plan::Desired| d.file.path.as_str().eq_ignore_ascii_case(wmrender_contract::paths::AGENT_EXE);
+        self.desired.iter().find(agent).map(|d| d.file.sha256.clone())
+    }
+
     /// One node's delivery, told to the progress display unless it is a node's second sync of the run (its
     /// line is there already).
     pub async fn sync_node(&self, node: &Node, node_name: &str, permit: Permit, announce: bool) -> NodeReport {

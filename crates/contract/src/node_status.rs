@@ -25,10 +25,15 @@ pub const BUNDLE_ANNOTATION: &str = "wmrender.dev/bundle";
 /// The Node annotation with the digest of the payload (the programs and the agent, [`NodeManifest::payload_digest`])
 /// the agent last applied: a payload changes without the bundle, and the controller delivers it over SSH.
 pub const PAYLOAD_ANNOTATION: &str = "wmrender.dev/payload";
+/// The Node annotation with the sha256 (hex) of the agent's own executable as the node manifest lists it
+/// ([`NodeManifest::agent_digest`]): the one program a pulled payload never brings (it comes over SSH), so a
+/// controller whose Nodes pull their payload tells from it which still need the agent synced.
+pub const AGENT_ANNOTATION: &str = "wmrender.dev/agent";
 /// The Node annotation with the bundle the node should pull (`registry/repository@sha256:…`,
 /// [`crate::bundle_artifact::Reference`]): set by the controller, a user or Argo CD; read by the agent.
 pub const DESIRED_BUNDLE_ANNOTATION: &str = "wmrender.dev/desired-bundle";
-/// The Node annotation with the pulled bundle (`registry/repository@sha256:…`) the agent last converged to.
+/// The Node annotation with the pulled bundle (`registry/repository@sha256:…`) the agent last converged to, while it
+/// is on the node (a sync that delivered another since removes it).
 pub const PULLED_BUNDLE_ANNOTATION: &str = "wmrender.dev/pulled-bundle";
 /// The Node condition that says whether the desired bundle was pulled: `True` (reason [`REASON_PULLED`]) once it is
 /// on the node, `False` ([`REASON_REFUSED`]) when the node refused it, `Unknown` ([`REASON_RETRYING`]) while it
@@ -36,9 +41,11 @@ pub const PULLED_BUNDLE_ANNOTATION: &str = "wmrender.dev/pulled-bundle";
 /// [`CONDITION_TYPE`], says so.
 pub const PULL_CONDITION_TYPE: &str = "wmrender.dev/BundlePulled";
 /// The Node annotation with the payload the node should pull (`registry/repository@sha256:…` of an artifact
-/// `wmrender publish --payload` wrote): set by a user or Argo CD; read by the agent.
+/// `wmrender publish --payload` wrote): set by the controller (`--pull-payload-from`), a user or Argo CD; read by the
+/// agent.
 pub const DESIRED_PAYLOAD_ANNOTATION: &str = "wmrender.dev/desired-payload";
-/// The Node annotation with the pulled payload the agent last converged to.
+/// The Node annotation with the pulled payload the agent last converged to, while its programs are on the node (a
+/// sync that replaced one since removes it).
 pub const PULLED_PAYLOAD_ANNOTATION: &str = "wmrender.dev/pulled-payload";
 /// As [`PULL_CONDITION_TYPE`], for the desired payload.
 pub const PAYLOAD_PULL_CONDITION_TYPE: &str = "wmrender.dev/PayloadPulled";
@@ -86,6 +93,12 @@ impl NodeManifest {
     /// content hash ([`payload_digest`]).
     pub fn payload_digest(&self) -> String {
         payload_digest(self.files.iter().filter(|f| f.kind == FileKind::Payload).map(|f| (&f.path, f.sha256.as_str())))
+    }
+
+    /// The sha256 (hex) of the agent's executable this manifest lists; empty when it lists none.
+    pub fn agent_digest(&self) -> String {
+        let agent = |f: &&crate::NodeFile| f.path.as_str().eq_ignore_ascii_case(crate::paths::AGENT_EXE);
+        self.files.iter().find(agent).map(|f| f.sha256.clone()).unwrap_or_default()
     }
 
     /// The digest of everything this manifest says sync delivered (bundle, payload, credentials): a new one for each

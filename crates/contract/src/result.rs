@@ -73,6 +73,10 @@ pub struct ApplyResult {
     /// The digest of the payload on the node ([`crate::node_status::payload_digest`]); empty when it holds none.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub payload: String,
+    /// The sha256 (hex) of the agent's executable on the node ([`crate::NodeManifest::agent_digest`]); empty when
+    /// the manifest lists none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub agent: String,
     /// Whether the pass was reported on the node's Node (`reported`), or why not.
     #[serde(default)]
     pub node_report: String,

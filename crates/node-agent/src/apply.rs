@@ -100,6 +100,7 @@ impl Pass<'_> {
         };
         self.result.bundle = desired.manifest.bundle_digest();
         self.result.payload = desired.manifest.payload_digest();
+        self.result.agent = desired.manifest.agent_digest();
         if desired.manifest.pending.is_some() {
             return self.result.pending.push(format!(
                 "{} has an open journal: a sync is delivering files or was cut off, and the next sync finishes it",

@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wmrender_contract::node_status::{
-    BUNDLE_ANNOTATION, CONDITION_TYPE, PAYLOAD_ANNOTATION, PAYLOAD_PULL_CONDITION_TYPE, PULL_CONDITION_TYPE,
-    PULLED_BUNDLE_ANNOTATION, PULLED_PAYLOAD_ANNOTATION, REASON_CONVERGED, REASON_FAILED, REASON_PENDING,
-    REASON_PULLED, REASON_REFUSED, REASON_RETRYING,
+    AGENT_ANNOTATION, BUNDLE_ANNOTATION, CONDITION_TYPE, PAYLOAD_ANNOTATION, PAYLOAD_PULL_CONDITION_TYPE,
+    PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION, PULLED_PAYLOAD_ANNOTATION, REASON_CONVERGED, REASON_FAILED,
+    REASON_PENDING, REASON_PULLED, REASON_REFUSED, REASON_RETRYING,
 };
 use wmrender_contract::{ApplyResult, ApplyStatus, PullOutcome};
 
@@ -288,16 +288,25 @@ impl Client {
             if current(BUNDLE_ANNOTATION).as_deref() != Some(result.bundle.as_str()) {
                 annotations.insert(BUNDLE_ANNOTATION.into(), result.bundle.clone().into());
             }
-            if !result.payload.is_empty() && current(PAYLOAD_ANNOTATION).as_deref() != Some(result.payload.as_str()) {
-                annotations.insert(PAYLOAD_ANNOTATION.into(), result.payload.clone().into());
+            for (key, digest) in [(PAYLOAD_ANNOTATION, &result.payload), (AGENT_ANNOTATION, &result.agent)] {
+                if !digest.is_empty() && current(key).as_deref() != Some(digest.as_str()) {
+                    annotations.insert(key.into(), digest.clone().into());
+                }
             }
+            // What was pulled, while it is on the node; once a sync delivered another since, the annotation goes
+            // (null in a merge patch), so that no one takes the node to run what it names.
             for (key, pull) in
                 [(PULLED_BUNDLE_ANNOTATION, &result.pull), (PULLED_PAYLOAD_ANNOTATION, &result.payload_pull)]
             {
-                if let Some(on_node) = pull.as_ref().and_then(|p| p.on_node.clone())
-                    && current(key).as_ref() != Some(&on_node)
-                {
-                    annotations.insert(key.into(), on_node.into());
+                let Some(pull) = pull else { continue };
+                match &pull.on_node {
+                    Some(on_node) if current(key).as_ref() != Some(on_node) => {
+                        annotations.insert(key.into(), on_node.clone().into());
+                    }
+                    None if current(key).is_some() => {
+                        annotations.insert(key.into(), Value::Null);
+                    }
+                    _ => {}
                 }
             }
         }
