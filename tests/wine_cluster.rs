@@ -42,8 +42,9 @@ use support::wine::{Wine, rig};
 use support::wine_bundle::write_whole;
 use support::{code, stderr, wmrender};
 use wmrender_contract::node_status::{
-    BUNDLE_ANNOTATION, CONDITION_TYPE, DESIRED_BUNDLE_ANNOTATION, DESIRED_PAYLOAD_ANNOTATION, PAYLOAD_ANNOTATION,
-    PAYLOAD_PULL_CONDITION_TYPE, PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION, PULLED_PAYLOAD_ANNOTATION, TAINT_KEY,
+    AGENT_ANNOTATION, BUNDLE_ANNOTATION, CONDITION_TYPE, DESIRED_BUNDLE_ANNOTATION, DESIRED_PAYLOAD_ANNOTATION,
+    PAYLOAD_ANNOTATION, PAYLOAD_PULL_CONDITION_TYPE, PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION,
+    PULLED_PAYLOAD_ANNOTATION, TAINT_KEY,
 };
 use wmrender_contract::{ApplyResult, ApplyStatus, NodePath, PullOutcome, ServicesFile, paths};
 
@@ -440,6 +441,10 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     assert_eq!(c.map(|c| (c["status"].clone(), c["reason"].clone())), Some((json!("True"), json!("Pulled"))), "{node}");
     assert_eq!(node["metadata"]["annotations"][PULLED_PAYLOAD_ANNOTATION], payload_ref.as_str(), "{node}");
     assert_eq!(node["metadata"]["annotations"][PAYLOAD_ANNOTATION], result.payload.as_str(), "{node}");
+    // The agent it runs (which a pull never brings), as the controller compares it with the payload's.
+    let agent_exe = std::fs::read(wine.c(r"C:\k\wmrender\wmrender-node.exe")).unwrap();
+    assert_eq!(result.agent, wmrender_contract::sha256_hex(&agent_exe), "{result:?}");
+    assert_eq!(node["metadata"]["annotations"][AGENT_ANNOTATION], result.agent.as_str(), "{node}");
     // An unsigned payload is refused by the agent under Wine, with nothing changed.
     let mut unsigned_kubelet = next_kubelet.clone();
     unsigned_kubelet.extend_from_slice(b" unsigned");
