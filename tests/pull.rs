@@ -818,8 +818,16 @@ fn a_signed_payload_is_pulled_verified_and_staged_for_the_pass_to_swap_in_and_ev
     let dir = f.scratch.path("payload-big");
     std::fs::create_dir_all(dir.join("C/k")).unwrap();
     std::fs::write(dir.join("C/k/kube-proxy.exe"), &big).unwrap();
+    // An empty file is no program: publish refuses it in wmrender's words (the registry client cannot send it).
+    std::fs::write(dir.join("C/k/empty.psm1"), b"").unwrap();
+    assert_eq!(code(&wmrender(&["payload", "list", dir.to_str().unwrap()])), 0);
+    let to = format!("{}/fleet/windows-payload:main", f.registry.addr);
+    let r = wmrender(&["publish", "--payload", dir.to_str().unwrap(), "--to", &to]);
+    assert_eq!(code(&r), 2, "{}", stderr(&r));
+    assert!(stderr(&r).contains("C/k/empty.psm1 is empty"), "{}", stderr(&r));
+    std::fs::remove_file(dir.join("C/k/empty.psm1")).unwrap();
     want_payload(&f.publish_payload(&dir, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "7"]));
-    let part = f.node.join("k/kube-proxy.exe.wmrender-staged.wmrender-tmp");
+    let part = f.node.join("k/kube-proxy.exe.wmrender-pulling.wmrender-tmp");
     let length = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     let budget = 2 << 20;
     f.mirror.cut_after(Some(budget));

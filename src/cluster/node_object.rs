@@ -30,7 +30,7 @@ pub fn boot_id(node: &Value) -> &str {
     node["status"]["nodeInfo"]["bootID"].as_str().unwrap_or("")
 }
 
-fn condition<'a>(node: &'a Value, kind: &str) -> Option<&'a Value> {
+pub fn condition<'a>(node: &'a Value, kind: &str) -> Option<&'a Value> {
     node["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == kind)
 }
 

@@ -25,7 +25,7 @@
 //! A target whose step is still running is left to it. Then the hosts that left ([`crate::lifecycle::prune::plan`]),
 //! within `--max-prune`: over the budget, none.
 
-use crate::cluster::node_object::{configured, name_of, tainted};
+use crate::cluster::node_object::{condition, configured, name_of, tainted};
 use crate::delivery::MintedToken;
 use crate::lifecycle::login::Login;
 use crate::lifecycle::machines::Refusal;
@@ -38,7 +38,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 use wmrender_contract::node_status::{
     AGENT_ANNOTATION, DESIRED_BUNDLE_ANNOTATION, DESIRED_PAYLOAD_ANNOTATION, PAYLOAD_PULL_CONDITION_TYPE,
-    PULL_CONDITION_TYPE, PULLED_PAYLOAD_ANNOTATION,
+    PULL_CONDITION_TYPE, PULLED_PAYLOAD_ANNOTATION, REASON_SYNCED_SINCE,
 };
 
 /// The first pause before the same target is synced again while it is not configured; it doubles up to
@@ -71,7 +71,8 @@ pub struct Memory {
 }
 
 /// How long a Node pointed at the published payload is given to pull it before, if its agent shows no sign of
-/// doing so (no `wmrender.dev/PayloadPulled` condition, or one that says it has nothing to do), the payload is
+/// doing so (no `wmrender.dev/PayloadPulled` condition, or one that says it has nothing to do: reason
+/// `SyncedSince`), the payload is
 /// delivered over SSH instead: an agent too old to pull a payload never does, nor one that a sync gave another payload
 /// since it pulled this one (it pulls again only when the annotation changes). A pull that is refused or retried
 /// holds the wave instead, and says why.
@@ -180,11 +181,6 @@ fn on_its_way(node: &Value, want: Want, published: Published, memory: &Memory) -
             && payload_behind(agent.as_ref().map(|c| c.payload.as_str()), want.payload, memory).is_some()
     });
     bundle || payload
-}
-
-/// The status of the Node's condition `condition_type`, if it has one.
-fn condition_status<'a>(node: &'a Value, condition_type: &str) -> Option<&'a str> {
-    node["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == condition_type)?["status"].as_str()
 }
 
 /// What a Node pointed at `reference` (`what`: "bundle" or "payload") says of its pull (its condition
@@ -306,7 +302,10 @@ fn payload_step(
         return Some(Next::Pull(Point { bundle: None, payload: Some(r.to_string()), why }));
     }
     let since = memory.pointed.as_ref().filter(|(p, _)| p == r).map(|(_, at)| now.saturating_duration_since(*at));
-    let silent = matches!(condition_status(node, PAYLOAD_PULL_CONDITION_TYPE), None | Some("True"));
+    let silent = match condition(node, PAYLOAD_PULL_CONDITION_TYPE) {
+        None => true,
+        Some(c) => c["reason"] == REASON_SYNCED_SINCE,
+    };
     if silent && since.is_some_and(|s| s >= PULL_PATIENCE) {
         let minutes = PULL_PATIENCE.as_secs() / 60;
         return due.then(|| {
@@ -1233,15 +1232,15 @@ mod tests {
         const PAYLOAD: &str = "registry.example.com/fleet/p@sha256:33";
         let want = Want { bundle: DESIRED, payload: Some("sha256:p2"), agent: Some("a2") };
         let published = Published { bundle: None, payload: Some(PAYLOAD) };
-        let with = |pairs: &[(&str, &str)], pull: Option<&str>| {
+        let with = |pairs: &[(&str, &str)], pull: Option<(&str, &str)>| {
             let mut n = node(Some("True"), DESIRED, false);
             n["metadata"]["annotations"][PAYLOAD_ANNOTATION] = json!("sha256:p1");
             for (k, v) in pairs {
                 n["metadata"]["annotations"][*k] = json!(v);
             }
-            if let Some(status) = pull {
+            if let Some((status, reason)) = pull {
                 n["status"]["conditions"].as_array_mut().unwrap().push(json!({
-                    "type": PAYLOAD_PULL_CONDITION_TYPE, "status": status, "reason": "Pulled",
+                    "type": PAYLOAD_PULL_CONDITION_TYPE, "status": status, "reason": reason,
                     "message": "the payload registry.example.com/fleet/p@sha256:22 is on the node"}));
             }
             n
@@ -1255,7 +1254,7 @@ mod tests {
 
         // An agent too old to pull a payload (no condition), or one that says it has nothing to do (a sync gave it
         // another since it pulled this one): waited for within the patience, synced over SSH after it.
-        for pull in [None, Some("True")] {
+        for pull in [None, Some(("True", REASON_SYNCED_SINCE))] {
             let n = with(&[(DESIRED_PAYLOAD_ANNOTATION, PAYLOAD)], pull);
             assert!(matches!(next(&n, &pointed_ago(60)), Next::Wait(w) if w.contains("pulling")), "{pull:?}");
             let after = next(&n, &pointed_ago(PULL_PATIENCE.as_secs() + 1));
@@ -1264,9 +1263,11 @@ mod tests {
             assert!(matches!(next(&n, &synced(3600, 0, now)), Next::Wait(_)));
         }
         // A pull refused or retried holds the wave, patience or not: it says why.
-        for pull in ["False", "Unknown"] {
+        // So does one whose agent still says it pulled the one before: it is at work on this one (the condition is
+        // written after the pull and its pass).
+        for pull in [("False", "Refused"), ("Unknown", "Retrying"), ("True", "Pulled")] {
             let n = with(&[(DESIRED_PAYLOAD_ANNOTATION, PAYLOAD)], Some(pull));
-            assert!(matches!(next(&n, &pointed_ago(7200)), Next::Wait(_)), "{pull}");
+            assert!(matches!(next(&n, &pointed_ago(7200)), Next::Wait(_)), "{pull:?}");
         }
         // A pointed Node its agent has not reported configured is synced after the back-off, as without a pull.
         let mut keep = with(&[(DESIRED_PAYLOAD_ANNOTATION, PAYLOAD)], None);
@@ -1277,7 +1278,7 @@ mod tests {
         let pulled = |agent: Option<&str>| {
             let mut pairs = vec![(DESIRED_PAYLOAD_ANNOTATION, PAYLOAD), (PULLED_PAYLOAD_ANNOTATION, PAYLOAD)];
             pairs.extend(agent.map(|a| (AGENT_ANNOTATION, a)));
-            with(&pairs, Some("True"))
+            with(&pairs, Some(("True", "Pulled")))
         };
         assert!(matches!(next(&pulled(Some("a1")), &pointed_ago(60)), Next::Sync(w) if w.contains("agent a1")));
         assert!(is_sync(next(&pulled(None), &pointed_ago(60))));

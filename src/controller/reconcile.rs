@@ -189,9 +189,12 @@ impl Leading {
         }
         for (i, to) in &plan.pull {
             let target = &desired.targets[*i];
+            // The patience starts when the Node is first pointed at the payload, not again when a new bundle
+            // points it at both.
             if let Some(node) = decide::node_of(&nodes, target)
                 && point(ctx, node, to).await
                 && let Some(reference) = &to.payload
+                && decide::desired_payload(node) != Some(reference)
             {
                 self.memories.entry(target.name.clone()).or_default().pointed =
                     Some((reference.clone(), Instant::now()));

@@ -70,6 +70,15 @@ pub fn payload_entries(dir: &Path) -> Result<Vec<Entry>, Error> {
         let file = dir.join(&f.path);
         let size =
             std::fs::metadata(&file).map_err(|source| crate::payload::PayloadError::Read { file, source })?.len();
+        if size == 0 {
+            return Err(Error::Usage(format!(
+                "{}: {} is empty: a published payload holds programs, and an empty blob cannot be pushed; remove it \
+                 and run `wmrender payload list {}` again",
+                dir.join(PAYLOAD_LIST).display(),
+                f.path,
+                dir.display()
+            )));
+        }
         entries.push(Entry { path: f.path.clone(), sha256: f.sha256.clone(), size });
     }
     let file = dir.join(PAYLOAD_LIST);

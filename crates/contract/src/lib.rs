@@ -90,6 +90,10 @@ pub mod paths {
 pub const TEMP_SUFFIX: &str = ".wmrender-tmp";
 /// Suffix of a service binary waiting for the agent to stop its services and swap it in.
 pub const STAGED_SUFFIX: &str = ".wmrender-staged";
+/// Suffix of a program the agent's pull is fetching (kept between pulls to be taken up): a name of its own, so that
+/// a sync writing the same program's staged file (`<path>.wmrender-staged.wmrender-tmp`) never writes the same file.
+/// It ends with [`TEMP_SUFFIX`], so no delivered or pulled file may be named so.
+pub const PULLING_SUFFIX: &str = ".wmrender-pulling.wmrender-tmp";
 /// Suffix of an executable set aside because a running program held it (the agent's own, when sync replaces it;
 /// a service binary a pod's shim still runs): the agent removes it once nothing runs it.
 pub const ASIDE_SUFFIX: &str = ".wmrender-old";

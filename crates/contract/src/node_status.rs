@@ -50,6 +50,9 @@ pub const PULLED_PAYLOAD_ANNOTATION: &str = "wmrender.dev/pulled-payload";
 /// As [`PULL_CONDITION_TYPE`], for the desired payload.
 pub const PAYLOAD_PULL_CONDITION_TYPE: &str = "wmrender.dev/PayloadPulled";
 pub const REASON_PULLED: &str = "Pulled";
+/// The reason of a pull condition whose pulled bundle or payload was on the node and is no longer (a sync delivered
+/// another since): `True`, and the agent pulls again only when the annotation changes.
+pub const REASON_SYNCED_SINCE: &str = "SyncedSince";
 pub const REASON_REFUSED: &str = "Refused";
 pub const REASON_RETRYING: &str = "Retrying";
 

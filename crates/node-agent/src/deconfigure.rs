@@ -19,7 +19,9 @@ use crate::timing::Timing;
 use crate::{agent_service, scm, trusted_cas};
 use std::collections::BTreeSet;
 use wmrender_contract::settings::REMOVE_HNS_NETWORKS_STEP;
-use wmrender_contract::{ASIDE_SUFFIX, ApplyResult, ApplyStatus, NodePath, STAGED_SUFFIX, TEMP_SUFFIX, paths};
+use wmrender_contract::{
+    ASIDE_SUFFIX, ApplyResult, ApplyStatus, NodePath, PULLING_SUFFIX, STAGED_SUFFIX, TEMP_SUFFIX, paths,
+};
 
 /// Deconfigures the node under the agent lock. `Converged` means done (exit 0); `Failed` says what is left.
 pub fn deconfigure(sys: &mut dyn System, timing: &Timing) -> ApplyResult {
@@ -221,6 +223,8 @@ fn remove_files(sys: &mut dyn System, desired: Option<&Desired>, result: &mut Ap
             local.clone(),
             local.with_file_name(format!("{}{STAGED_SUFFIX}", file_name(&local))),
             local.with_file_name(format!("{}{TEMP_SUFFIX}", file_name(&local))),
+            local.with_file_name(format!("{}{STAGED_SUFFIX}{TEMP_SUFFIX}", file_name(&local))),
+            local.with_file_name(format!("{}{PULLING_SUFFIX}", file_name(&local))),
             local.with_file_name(format!("{}{ASIDE_SUFFIX}", file_name(&local))),
         ] {
             match std::fs::remove_file(&candidate) {

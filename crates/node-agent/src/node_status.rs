@@ -14,9 +14,9 @@ use std::time::Duration;
 use wmrender_contract::node_status::{
     AGENT_ANNOTATION, BUNDLE_ANNOTATION, CONDITION_TYPE, PAYLOAD_ANNOTATION, PAYLOAD_PULL_CONDITION_TYPE,
     PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION, PULLED_PAYLOAD_ANNOTATION, REASON_CONVERGED, REASON_FAILED,
-    REASON_PENDING, REASON_PULLED, REASON_REFUSED, REASON_RETRYING,
+    REASON_PENDING, REASON_PULLED, REASON_REFUSED, REASON_RETRYING, REASON_SYNCED_SINCE,
 };
-use wmrender_contract::{ApplyResult, ApplyStatus, PullOutcome};
+use wmrender_contract::{ApplyResult, ApplyStatus, PullOutcome, PullReport};
 
 /// The bound on each request: a pass must not hang on an API server that does not answer.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -54,8 +54,9 @@ pub fn condition(result: &ApplyResult) -> (&'static str, &'static str, String) {
 }
 
 /// The condition a pull gives: (status, reason).
-pub fn pull_condition(outcome: PullOutcome) -> (&'static str, &'static str) {
-    match outcome {
+pub fn pull_condition(pull: &PullReport) -> (&'static str, &'static str) {
+    match pull.outcome {
+        PullOutcome::Current if pull.on_node.is_none() => ("True", REASON_SYNCED_SINCE),
         PullOutcome::Staged | PullOutcome::Current => ("True", REASON_PULLED),
         PullOutcome::Refused => ("False", REASON_REFUSED),
         PullOutcome::Retrying => ("Unknown", REASON_RETRYING),
@@ -273,7 +274,7 @@ impl Client {
         conditions.extend(changed(&node, CONDITION_TYPE, status, reason, message));
         for (kind, pull) in [(PULL_CONDITION_TYPE, &result.pull), (PAYLOAD_PULL_CONDITION_TYPE, &result.payload_pull)] {
             if let Some(pull) = pull {
-                let (status, reason) = pull_condition(pull.outcome);
+                let (status, reason) = pull_condition(pull);
                 conditions.extend(changed(&node, kind, status, reason, shorten(pull.message.clone())));
             }
         }
@@ -303,7 +304,8 @@ impl Client {
                     Some(on_node) if current(key).as_ref() != Some(on_node) => {
                         annotations.insert(key.into(), on_node.clone().into());
                     }
-                    None if current(key).is_some() => {
+                    // Only when the pull says so (not when it could not tell: a record it cannot read).
+                    None if current(key).is_some() && matches!(pull.outcome, PullOutcome::Current) => {
                         annotations.insert(key.into(), Value::Null);
                     }
                     _ => {}

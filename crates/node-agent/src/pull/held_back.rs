@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 pub const PAUSE_FIRST: Duration = Duration::from_secs(600);
 pub const PAUSE_MAX: Duration = Duration::from_secs(7200);
 
-/// The programs held back, by digest (`sha256:<hex>`).
+/// The programs held back, by digest with the repository and hosts asked (a key the pull makes): another
+/// repository or another hosts.toml asks again at once.
 #[derive(Debug, Default)]
 pub struct HeldBack {
     programs: BTreeMap<String, Held>,

@@ -7,7 +7,7 @@
 //! 1. the payload's `payload.json`, which must list exactly its programs, each with the digest and size of its
 //!    layer;
 //! 2. each program the node does not hold at its path with that content, streamed to
-//!    `<path>.wmrender-staged.wmrender-tmp` and checked against its digest (a program of 120 MB is never held in
+//!    `<path>.wmrender-pulling.wmrender-tmp` and checked against its digest (a program of 120 MB is never held in
 //!    memory; one staged whole by a pull that was cut off is not fetched again, and one cut off while it was
 //!    fetched is taken up where it ends); all of them before any is put in place, and what was fetched removed
 //!    when one is refused (kept for the next pull when one cannot be fetched now); a program the registry served wrong is not asked for
@@ -31,7 +31,7 @@ use wmrender_contract::bundle_artifact::{self, PAYLOAD_LIST_MAX, Reference};
 use wmrender_contract::node_status::DESIRED_PAYLOAD_ANNOTATION;
 use wmrender_contract::payload::{PAYLOAD_LIST, PayloadList};
 use wmrender_contract::{
-    FileKind, NodeFile, NodeManifest, NodePath, PullOutcome, PullReport, STAGED_SUFFIX, TEMP_SUFFIX, paths,
+    FileKind, NodeFile, NodeManifest, NodePath, PULLING_SUFFIX, PullOutcome, PullReport, STAGED_SUFFIX, paths,
 };
 
 /// The payload pull before a pass; `None` when there is nothing to pull (the node has not joined, or its Node names
@@ -95,12 +95,13 @@ fn pull_desired(
         programs.into_iter().partition(|f| f.path.as_str().eq_ignore_ascii_case(agent.as_str()));
     let plan = stage::plan_payload(sys, programs).map_err(stage_failure)?;
 
-    // A program the registry served wrong lately: refused as it was then, before any other is fetched again.
+    // A program the registry served wrong lately: refused as it was then, before any other is fetched again. Held
+    // back from the same repository and hosts only: a hosts.toml or a reference that names others asks them.
+    let hosts: Vec<&str> = endpoints.iter().filter(|e| e.pull).map(|e| e.url.as_str()).collect();
+    let held_key = |sha256: &str| format!("sha256:{sha256} in {repo} at {}", hosts.join(" "));
     let now = Instant::now();
-    if let Some(message) = plan
-        .stage
-        .iter()
-        .find_map(|f| puller.held_back.borrow().refusal(&format!("sha256:{}", f.sha256), now).map(str::to_string))
+    if let Some(message) =
+        plan.stage.iter().find_map(|f| puller.held_back.borrow().refusal(&held_key(&f.sha256), now).map(str::to_string))
     {
         return Err(refused(message));
     }
@@ -114,7 +115,8 @@ fn pull_desired(
             if sha256_file(&sys.local(&staged)).is_ok_and(|sha| sha == file.sha256) {
                 continue;
             }
-            let tmp = staged.with_suffix(TEMP_SUFFIX).map_err(|e| refused(e.to_string()))?;
+            // A name of the pull's own: a sync staging the same program writes `….wmrender-staged.wmrender-tmp`.
+            let tmp = file.path.with_suffix(PULLING_SUFFIX).map_err(|e| refused(e.to_string()))?;
             if let Some(dir) = sys.local(&tmp).parent() {
                 std::fs::create_dir_all(dir)
                     .map_err(|e| retrying(format!("cannot create the folder of {}: {e}", file.path)))?;
@@ -122,12 +124,12 @@ fn pull_desired(
             let digest = format!("sha256:{}", file.sha256);
             fetched.push((tmp.clone(), staged));
             match registry.blob_to_file(endpoints, repo, &digest, file.size, &sys.local(&tmp)) {
-                Ok(()) => puller.held_back.borrow_mut().served_right(&digest),
+                Ok(()) => puller.held_back.borrow_mut().served_right(&held_key(&file.sha256)),
                 Err(e) => {
                     let tampered = matches!(e, FetchError::Tampered(_));
                     let failure = fetch_failure(&file.path.to_string(), e);
                     if tampered {
-                        puller.held_back.borrow_mut().served_wrong(&digest, &failure.1, Instant::now());
+                        puller.held_back.borrow_mut().served_wrong(&held_key(&file.sha256), &failure.1, Instant::now());
                     }
                     return Err(failure);
                 }

@@ -235,7 +235,8 @@ impl Registry {
     ) -> Result<Streamed, String> {
         use sha2::Digest;
         let (have, hasher) = if resume { taken_up(dest, size) } else { (0, sha2::Sha256::new()) };
-        if have == size && format!("sha256:{}", hex(&hasher.clone().finalize())) == digest {
+        // Fetched whole by an earlier try (an empty blob only when its file is there).
+        if have == size && dest.is_file() && format!("sha256:{}", hex(&hasher.clone().finalize())) == digest {
             return Ok(Streamed::Right);
         }
         let (have, hasher) = if have < size { (have, hasher) } else { (0, sha2::Sha256::new()) };
@@ -247,7 +248,11 @@ impl Registry {
         let resumed = from > 0;
         Ok(if read > size - from {
             Streamed::Longer { resumed }
-        } else if from + read == size && found == digest {
+        } else if from + read < size {
+            // Fewer bytes and a clean end: an answer without a length whose connection ended (ureq reports one
+            // that ends before its Content-Length as an error). What arrived is kept, to be taken up.
+            return Err(format!("the answer ended after {} of its {size} bytes", from + read));
+        } else if found == digest {
             Streamed::Right
         } else {
             Streamed::Other { resumed }
@@ -317,11 +322,18 @@ impl Registry {
                 response = self.send(&url, e, Some(token), accept, from, timeout)?;
             }
         }
+        // A range refused (416) or answered with another one: asked for whole instead, so that a host that serves
+        // ranges badly does not keep the node from the blob.
+        let status = response.status().as_u16();
+        if from > 0 && (status == 416 || (status == 206 && range_from(&response) != Some(from))) {
+            let token = self.tokens.borrow().get(&e.url).cloned();
+            response = self.send(&url, e, token, accept, 0, timeout)?;
+        }
         match response.status().as_u16() {
             200 => Ok(Some(response)),
             // The range asked for, and only that: the part from `from` on.
             206 if from > 0 && range_from(&response) == Some(from) => Ok(Some(response)),
-            206 => Err("answered another range than the one asked for".into()),
+            206 => Err("answered a range that was not asked for".into()),
             404 => Ok(None),
             401 | 403 => Err(format!("refused the node's credentials ({})", response.status().as_u16())),
             s => Err(format!("answered {s}")),

@@ -244,7 +244,7 @@ fn waits_for_its_swap(sys: &dyn Files, entry: &NodeFile) -> bool {
 }
 
 /// Puts a [`PayloadPlan`]'s programs in place, each fetched and checked into its `fetched` file (a
-/// `<path>.wmrender-staged.wmrender-tmp`), and writes its manifest: the staged files first (the manifest does not
+/// `<path>.wmrender-pulling.wmrender-tmp`), and writes its manifest: the staged files first (the manifest does not
 /// name them yet, so a pass passes them over), then the manifest with an empty journal, so that a one-file sync's
 /// update, folded into it, no longer counts and can be removed ([`wmrender_contract::ManifestUpdate`]), then the
 /// manifest without it. Held back, with nothing written, when the manifest or its update changed since the plan
@@ -447,7 +447,7 @@ mod tests {
         let mut fetched = Vec::new();
         for (path, content) in bytes {
             let staged = np(path).with_suffix(STAGED_SUFFIX).unwrap();
-            let tmp = staged.with_suffix(TEMP_SUFFIX).unwrap();
+            let tmp = np(path).with_suffix(wmrender_contract::PULLING_SUFFIX).unwrap();
             std::fs::create_dir_all(f.local(&tmp).parent().unwrap()).unwrap();
             std::fs::write(f.local(&tmp), content).unwrap();
             fetched.push((tmp, staged));
