@@ -72,10 +72,9 @@ pub struct Memory {
 
 /// How long a Node pointed at the published payload is given to pull it before, if its agent shows no sign of
 /// doing so (no `wmrender.dev/PayloadPulled` condition, or one that says it has nothing to do: reason
-/// `SyncedSince`), the payload is
-/// delivered over SSH instead: an agent too old to pull a payload never does, nor one that a sync gave another payload
-/// since it pulled this one (it pulls again only when the annotation changes). A pull that is refused or retried
-/// holds the wave instead, and says why.
+/// `SyncedSince`), the payload is delivered over SSH instead: an agent too old to pull a payload never does, nor one
+/// that a sync gave another payload since it pulled this one (it pulls again only when the annotation changes). A
+/// pull that is refused, retried or still at work holds the wave instead, and says why.
 pub const PULL_PATIENCE: Duration = Duration::from_secs(600);
 
 /// What the controller delivers: the rendered bundle's digest, its payload's digest and its agent's sha256 (when it
