@@ -399,6 +399,9 @@ fn controller(args: ControllerArgs, status: bool) -> Result<u8, Error> {
                 .into(),
         ));
     }
+    // `--pull-from`, `--pull-payload-from`: a repository without a tag or digest.
+    let repository =
+        |flag: &str, text: Option<&str>| text.map(|r| controller::pull_from(flag, r)).transpose().map_err(Error::Usage);
     let opts = ControllerOptions {
         rendered: args.access.rendered.clone(),
         inventory: args.access.inventory.clone(),
@@ -424,18 +427,8 @@ fn controller(args: ControllerArgs, status: bool) -> Result<u8, Error> {
         replica: args.replica.unwrap_or_else(controller::default_replica),
         once,
         prune: (!args.no_prune).then_some(args.max_prune),
-        pull_from: args
-            .pull_from
-            .as_deref()
-            .map(|r| controller::pull_from("--pull-from", r))
-            .transpose()
-            .map_err(Error::Usage)?,
-        pull_payload_from: args
-            .pull_payload_from
-            .as_deref()
-            .map(|r| controller::pull_from("--pull-payload-from", r))
-            .transpose()
-            .map_err(Error::Usage)?,
+        pull_from: repository("--pull-from", args.pull_from.as_deref())?,
+        pull_payload_from: repository("--pull-payload-from", args.pull_payload_from.as_deref())?,
     };
     let fleet = runtime()?.block_on(controller::run(opts))?;
     if !once {

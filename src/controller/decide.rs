@@ -639,6 +639,8 @@ mod tests {
 
     const DESIRED: &str = "sha256:11";
     const NOT_PUBLISHED: Published = Published { bundle: None, payload: None };
+    /// A controller without a payload.
+    const BUNDLE_ONLY: Want = Want { bundle: DESIRED, payload: None, agent: None };
 
     fn node(status: Option<&str>, bundle: &str, taint: bool) -> Value {
         let mut n = json!({"metadata": {"name": "win-a", "annotations": {BUNDLE_ANNOTATION: bundle},
@@ -661,51 +663,11 @@ mod tests {
     #[test]
     fn a_target_without_a_node_is_synced_then_waited_for() {
         let now = Instant::now() + Duration::from_secs(3600);
-        assert!(matches!(
-            decide(
-                None,
-                Want { bundle: DESIRED, payload: None, agent: None },
-                NOT_PUBLISHED,
-                false,
-                &Memory::default(),
-                now
-            ),
-            Next::Sync(_)
-        ));
-        assert!(matches!(
-            decide(
-                None,
-                Want { bundle: DESIRED, payload: None, agent: None },
-                NOT_PUBLISHED,
-                false,
-                &synced(10, 0, now),
-                now
-            ),
-            Next::Wait(_)
-        ));
-        assert!(matches!(
-            decide(
-                None,
-                Want { bundle: DESIRED, payload: None, agent: None },
-                NOT_PUBLISHED,
-                false,
-                &synced(31, 0, now),
-                now
-            ),
-            Next::Sync(_)
-        ));
+        assert!(matches!(decide(None, BUNDLE_ONLY, NOT_PUBLISHED, false, &Memory::default(), now), Next::Sync(_)));
+        assert!(matches!(decide(None, BUNDLE_ONLY, NOT_PUBLISHED, false, &synced(10, 0, now), now), Next::Wait(_)));
+        assert!(matches!(decide(None, BUNDLE_ONLY, NOT_PUBLISHED, false, &synced(31, 0, now), now), Next::Sync(_)));
         assert!(
-            matches!(
-                decide(
-                    None,
-                    Want { bundle: DESIRED, payload: None, agent: None },
-                    NOT_PUBLISHED,
-                    false,
-                    &synced(100, 3, now),
-                    now
-                ),
-                Next::Wait(_)
-            ),
+            matches!(decide(None, BUNDLE_ONLY, NOT_PUBLISHED, false, &synced(100, 3, now), now), Next::Wait(_)),
             "back-off 240 s"
         );
     }
@@ -715,25 +677,11 @@ mod tests {
         let now = Instant::now();
         let m = Memory::default();
         assert_eq!(
-            decide(
-                Some(&node(Some("True"), DESIRED, true)),
-                Want { bundle: DESIRED, payload: None, agent: None },
-                NOT_PUBLISHED,
-                false,
-                &m,
-                now
-            ),
+            decide(Some(&node(Some("True"), DESIRED, true)), BUNDLE_ONLY, NOT_PUBLISHED, false, &m, now),
             Next::Untaint
         );
         assert_eq!(
-            decide(
-                Some(&node(Some("True"), DESIRED, false)),
-                Want { bundle: DESIRED, payload: None, agent: None },
-                NOT_PUBLISHED,
-                false,
-                &m,
-                now
-            ),
+            decide(Some(&node(Some("True"), DESIRED, false)), BUNDLE_ONLY, NOT_PUBLISHED, false, &m, now),
             Next::Nothing
         );
     }
@@ -778,10 +726,7 @@ mod tests {
             ),
             Next::Nothing
         );
-        assert_eq!(
-            decide(Some(&old), Want { bundle: DESIRED, payload: None, agent: None }, NOT_PUBLISHED, false, &m, now),
-            Next::Nothing
-        );
+        assert_eq!(decide(Some(&old), BUNDLE_ONLY, NOT_PUBLISHED, false, &m, now), Next::Nothing);
         // Delivered by this controller's converged sync, after which the agent said what it says now (a node that
         // keeps programs the payload left; an agent that does not say): nothing to do. The agent saying another
         // since (drift) is synced again, after the back-off.
@@ -839,24 +784,14 @@ mod tests {
         let recent = synced(1, 4, now);
         let old = node(Some("True"), "sha256:00", false);
         assert!(
-            matches!(decide(Some(&old), Want { bundle: DESIRED, payload: None, agent: None }, NOT_PUBLISHED, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
+            matches!(decide(Some(&old), BUNDLE_ONLY, NOT_PUBLISHED, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
         );
         let current = node(Some("True"), DESIRED, false);
         assert!(
-            matches!(decide(Some(&current), Want { bundle: DESIRED, payload: None, agent: None }, NOT_PUBLISHED, true, &synced(3600, 0, now), now), Next::Sync(w) if w.contains("token"))
+            matches!(decide(Some(&current), BUNDLE_ONLY, NOT_PUBLISHED, true, &synced(3600, 0, now), now), Next::Sync(w) if w.contains("token"))
         );
         // A renewal that just failed is not tried again on every change in the cluster.
-        assert_eq!(
-            decide(
-                Some(&current),
-                Want { bundle: DESIRED, payload: None, agent: None },
-                NOT_PUBLISHED,
-                true,
-                &recent,
-                now
-            ),
-            Next::Nothing
-        );
+        assert_eq!(decide(Some(&current), BUNDLE_ONLY, NOT_PUBLISHED, true, &recent, now), Next::Nothing);
     }
 
     #[test]
@@ -878,36 +813,22 @@ mod tests {
         let now = Instant::now() + Duration::from_secs(3600);
         let failing = node(Some("False"), DESIRED, false);
         assert!(
-            matches!(decide(Some(&failing), Want { bundle: DESIRED, payload: None, agent: None }, NOT_PUBLISHED, false, &synced(1, 0, now), now), Next::Taint(w) if w.contains("kube-proxy"))
+            matches!(decide(Some(&failing), BUNDLE_ONLY, NOT_PUBLISHED, false, &synced(1, 0, now), now), Next::Taint(w) if w.contains("kube-proxy"))
         );
         let tainted = node(Some("False"), DESIRED, true);
         assert!(matches!(
-            decide(
-                Some(&tainted),
-                Want { bundle: DESIRED, payload: None, agent: None },
-                NOT_PUBLISHED,
-                false,
-                &synced(1, 0, now),
-                now
-            ),
+            decide(Some(&tainted), BUNDLE_ONLY, NOT_PUBLISHED, false, &synced(1, 0, now), now),
             Next::Wait(_)
         ));
         assert!(matches!(
-            decide(
-                Some(&tainted),
-                Want { bundle: DESIRED, payload: None, agent: None },
-                NOT_PUBLISHED,
-                false,
-                &synced(60, 0, now),
-                now
-            ),
+            decide(Some(&tainted), BUNDLE_ONLY, NOT_PUBLISHED, false, &synced(60, 0, now), now),
             Next::Sync(_)
         ));
         // A sync whose agent pass just failed taints at once, whatever the Node says yet.
         let fresh = Memory { fresh: Some(Fresh::Failed("kubelet".into())), ..synced(1, 1, now) };
         let silent = node(None, "", false);
         assert!(
-            matches!(decide(Some(&silent), Want { bundle: DESIRED, payload: None, agent: None }, NOT_PUBLISHED, false, &fresh, now), Next::Taint(w) if w == "kubelet")
+            matches!(decide(Some(&silent), BUNDLE_ONLY, NOT_PUBLISHED, false, &fresh, now), Next::Taint(w) if w == "kubelet")
         );
     }
 
@@ -916,69 +837,25 @@ mod tests {
         let now = Instant::now() + Duration::from_secs(3600);
         let silent = node(None, "", true);
         assert!(matches!(
-            decide(
-                Some(&silent),
-                Want { bundle: DESIRED, payload: None, agent: None },
-                NOT_PUBLISHED,
-                false,
-                &synced(5, 1, now),
-                now
-            ),
+            decide(Some(&silent), BUNDLE_ONLY, NOT_PUBLISHED, false, &synced(5, 1, now), now),
             Next::Wait(_)
         ));
         assert!(matches!(
-            decide(
-                Some(&silent),
-                Want { bundle: DESIRED, payload: None, agent: None },
-                NOT_PUBLISHED,
-                false,
-                &synced(61, 1, now),
-                now
-            ),
+            decide(Some(&silent), BUNDLE_ONLY, NOT_PUBLISHED, false, &synced(61, 1, now), now),
             Next::Sync(_)
         ));
         assert_eq!(Memory { failures: 30, ..Default::default() }.backoff(), BACKOFF_MAX);
         // Its last sync converged on the bundle: configured until the agent says otherwise.
         let converged = Memory { converged: Some(DESIRED.into()), ..synced(600, 0, now) };
-        assert_eq!(
-            decide(
-                Some(&silent),
-                Want { bundle: DESIRED, payload: None, agent: None },
-                NOT_PUBLISHED,
-                false,
-                &converged,
-                now
-            ),
-            Next::Untaint
-        );
+        assert_eq!(decide(Some(&silent), BUNDLE_ONLY, NOT_PUBLISHED, false, &converged, now), Next::Untaint);
         let untainted = node(None, "", false);
-        assert_eq!(
-            decide(
-                Some(&untainted),
-                Want { bundle: DESIRED, payload: None, agent: None },
-                NOT_PUBLISHED,
-                false,
-                &converged,
-                now
-            ),
-            Next::Nothing
-        );
+        assert_eq!(decide(Some(&untainted), BUNDLE_ONLY, NOT_PUBLISHED, false, &converged, now), Next::Nothing);
         let failing = node(Some("False"), DESIRED, true);
-        assert!(matches!(
-            decide(
-                Some(&failing),
-                Want { bundle: DESIRED, payload: None, agent: None },
-                NOT_PUBLISHED,
-                false,
-                &converged,
-                now
-            ),
-            Next::Sync(_)
-        ));
+        assert!(matches!(decide(Some(&failing), BUNDLE_ONLY, NOT_PUBLISHED, false, &converged, now), Next::Sync(_)));
         // A new render: synced at once, not after the back-off.
         let recent = Memory { converged: Some("sha256:00".into()), ..synced(1, 0, now) };
         assert!(
-            matches!(decide(Some(&untainted), Want { bundle: DESIRED, payload: None, agent: None }, NOT_PUBLISHED, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
+            matches!(decide(Some(&untainted), BUNDLE_ONLY, NOT_PUBLISHED, false, &recent, now), Next::Sync(w) if w.contains("sha256:00"))
         );
     }
 
