@@ -826,7 +826,8 @@ fn a_signed_payload_is_pulled_verified_and_staged_for_the_pass_to_swap_in_and_ev
     assert_eq!(code(&r), 2, "{}", stderr(&r));
     assert!(stderr(&r).contains("C/k/empty.psm1 is empty"), "{}", stderr(&r));
     std::fs::remove_file(dir.join("C/k/empty.psm1")).unwrap();
-    want_payload(&f.publish_payload(&dir, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "7"]));
+    let big_ref = f.publish_payload(&dir, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "7"]);
+    want_payload(&big_ref);
     let part = f.node.join("k/kube-proxy.exe.wmrender-pulling.wmrender-tmp");
     let length = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     let budget = 2 << 20;
@@ -840,6 +841,26 @@ fn a_signed_payload_is_pulled_verified_and_staged_for_the_pass_to_swap_in_and_ev
     assert_eq!(r.outcome, PullOutcome::Retrying, "cut off again: {r:?}");
     let second = length(&part);
     assert!(second > budget && second < big.len() as u64, "taken up, not started over: {first} then {second} bytes");
+    // A part is kept only while the Node names a payload that stages it (a kubelet cut off would otherwise hold
+    // 120 MB of disk for good): the agent removes it when the Node names no payload, and when it names the one the
+    // node runs.
+    let kept = std::fs::read(&part).unwrap();
+    let patch = json!({"metadata": {"annotations": {DESIRED_PAYLOAD_ANNOTATION: null}}});
+    f.cp.admin().merge_patch("/api/v1/nodes/win-a", &patch).unwrap();
+    assert_eq!(wmrender_node::pull::payload::pull(&folder, None, &f.puller), None);
+    assert!(!part.exists(), "the part of a payload when the Node names none is still there");
+    std::fs::write(&part, &kept).unwrap();
+    want_payload(&big_ref);
+    f.mirror.cut_after(Some(256 << 10));
+    assert_eq!(pull_payload().outcome, PullOutcome::Retrying);
+    assert!(length(&part) > kept.len() as u64, "kept and taken up while the Node names its payload");
+    want_payload(&v2_ref);
+    let r = pull_payload();
+    assert_eq!(r.outcome, PullOutcome::Current, "{r:?}");
+    assert!(!part.exists(), "the part of a payload the Node no longer names is still there");
+    // Named again (the part as the cut left it): taken up.
+    std::fs::write(&part, &kept).unwrap();
+    want_payload(&big_ref);
     let mut changed = std::fs::read(&part).unwrap();
     changed[0] ^= 0xff;
     std::fs::write(&part, changed).unwrap();

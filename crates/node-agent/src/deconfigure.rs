@@ -188,10 +188,13 @@ fn remove_hns_networks(sys: &mut dyn System, desired: Option<&Desired>, result: 
 
 /// Every file sync delivered (the manifest's), every file, binary, credential and required file the services
 /// name (kubelet's kubeconfig, the network step's output), the steps' scripts, the CA bundle and the bundle's own
-/// files, and the record of the last pull. The agent's executable stays (Windows does not let a running program delete itself; the next sync
-/// replaces it), with `applied.json`, its lock and its log.
+/// files, and the record of the last pull with the parts of programs it was fetching. The agent's executable stays
+/// (Windows does not let a running program delete itself; the next sync replaces it), with `applied.json`, its lock
+/// and its log.
 fn remove_files(sys: &mut dyn System, desired: Option<&Desired>, result: &mut ApplyResult) {
     let Some(desired) = desired else { return };
+    // Parts of programs a pull was fetching, which the manifest may not name: before pulled.json, which lists them.
+    result.errors.extend(crate::pull::parts::remove_all(sys));
     let mut files: BTreeSet<NodePath> = desired.manifest.files.iter().map(|f| f.path.clone()).collect();
     for s in &desired.services.services {
         files.extend(s.needed_paths().chain(&s.requires).cloned());

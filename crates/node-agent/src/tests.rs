@@ -1011,9 +1011,16 @@ fn deconfigure_removes_what_the_agent_set_up_dependents_first_its_own_service_la
     other.create_service(&foreign).unwrap();
     node.sys.clear_events();
     assert!(node.sys.events().is_empty());
+    // A pull was cut off fetching a program the manifest does not name yet: its part is the pull's record's.
+    let never_committed = r"C:\k\csi-proxy\csi-proxy.exe";
+    crate::pull::parts::keep_only(&node.sys, &[never_committed.to_string()].into()).unwrap();
+    let part = node.sys.local(&np(never_committed).with_suffix(wmrender_contract::PULLING_SUFFIX).unwrap());
+    std::fs::create_dir_all(part.parent().unwrap()).unwrap();
+    std::fs::write(&part, "MZ half a program").unwrap();
 
     let r = crate::deconfigure::deconfigure(&mut node.sys, &node.timing);
     assert_eq!(r.status, ApplyStatus::Converged, "{r:#?}");
+    assert!(!part.exists(), "the part of a program never committed is still there");
     let deleted: Vec<&str> = r.deleted.iter().map(String::as_str).collect();
     let at = |n: &str| deleted.iter().position(|d| *d == n).unwrap_or_else(|| panic!("{n} not deleted: {deleted:?}"));
     assert!(at("kube-proxy") < at("hybrid-overlay-node") && at("hybrid-overlay-node") < at("kubelet"));
@@ -1037,6 +1044,7 @@ fn deconfigure_removes_what_the_agent_set_up_dependents_first_its_own_service_la
         paths::SERVICES_JSON,
         paths::SETTINGS_JSON,
         paths::NODE_MANIFEST,
+        paths::PULLED_STATE,
         REMOVE_HNS,
     ] {
         assert!(!node.sys.local(&np(gone)).exists(), "{gone} is still there");

@@ -23,6 +23,7 @@
 //! again at the next pass, with the run loop's back-off.
 
 mod held_back;
+pub mod parts;
 pub mod payload;
 mod registry;
 pub mod stage;
@@ -33,7 +34,7 @@ use crate::system::Files;
 use registry::{FetchError, Registry};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use wmrender_contract::bundle_artifact::{self, Kind, MANIFEST_MAX, Reference};
 use wmrender_contract::hosts_toml::{self, Endpoint};
@@ -64,6 +65,9 @@ pub struct PulledState {
     /// The payload last staged (`wmrender.dev/desired-payload`, [`payload`]).
     #[serde(default, skip_serializing_if = "PulledPayload::is_none")]
     pub payload: PulledPayload,
+    /// The programs (node paths) a payload pull may have left a part of ([`parts`]).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub payload_parts: BTreeSet<String>,
 }
 
 /// The pulled payload in `pulled.json`.
@@ -315,7 +319,7 @@ fn pull_desired(
         version: accepted.version,
         bundle: staged.bundle,
         staging: None,
-        payload: pulled.payload.clone(),
+        ..pulled.clone()
     };
     state.save(sys).map_err(retrying)?;
     let message = format!(

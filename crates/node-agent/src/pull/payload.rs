@@ -10,7 +10,8 @@
 //!    `<path>.wmrender-pulling.wmrender-tmp` and checked against its digest (a program of 120 MB is never held in
 //!    memory; one staged whole by a pull that was cut off is not fetched again, and one cut off while it was
 //!    fetched is taken up where it ends); all of them before any is put in place, and what was fetched removed
-//!    when one is refused (kept for the next pull when one cannot be fetched now); a program the registry served wrong is not asked for
+//!    when one is refused (kept for the next pull when one cannot be fetched now, for as long as the Node names a
+//!    payload that stages that program: [`super::parts`]); a program the registry served wrong is not asked for
 //!    again for a while ([`super::held_back`]);
 //! 3. the commit ([`stage::commit_payload`]): each moved to `<path>.wmrender-staged` and the node manifest listing
 //!    them staged; the pass that follows stops the services that run each, swaps it in and starts them again, as for
@@ -23,9 +24,10 @@
 
 use super::registry::FetchError;
 use super::stage::{self, StageError};
-use super::{Failure, PulledPayload, PulledState, Puller, Source, fetch_failure, refused, retrying};
+use super::{Failure, PulledPayload, PulledState, Puller, Source, fetch_failure, parts, refused, retrying};
 use crate::digest::sha256_file;
 use crate::system::Files;
+use std::collections::BTreeSet;
 use std::time::Instant;
 use wmrender_contract::bundle_artifact::{self, PAYLOAD_LIST_MAX, Reference};
 use wmrender_contract::node_status::DESIRED_PAYLOAD_ANNOTATION;
@@ -49,6 +51,12 @@ pub fn pull(sys: &dyn Files, cached: Option<&serde_json::Value>, puller: &Puller
             });
         }
     };
+    // A Node that names no payload wants no part of one.
+    if let Ok(node) = &read
+        && node["metadata"]["annotations"][DESIRED_PAYLOAD_ANNOTATION].as_str().is_none()
+    {
+        let _ = parts::keep_only(sys, &BTreeSet::new());
+    }
     let on_node = |p: &PulledPayload| {
         let manifest = stage::node_manifest(sys).unwrap_or_default();
         (!p.reference.is_empty() && held_by(p, &manifest)).then(|| p.reference.clone())
@@ -74,6 +82,8 @@ fn pull_desired(
     let reference = Reference::parse(desired)
         .map_err(|e| refused(format!("the annotation {DESIRED_PAYLOAD_ANNOTATION} does not name a payload: {e}")))?;
     if pulled.reference == desired {
+        // Parts of another payload are not wanted (a failure to remove them is the next pull's to try again).
+        let _ = parts::keep_only(sys, &BTreeSet::new());
         return Ok((PullOutcome::Current, format!("the payload {desired} is on the node"), pulled.clone()));
     }
     let source = Source::new(sys, &reference.registry, puller)?;
@@ -105,6 +115,9 @@ fn pull_desired(
     {
         return Err(refused(message));
     }
+    // Recorded before anything is fetched: the parts this pull may leave, and no others.
+    let wanted: BTreeSet<String> = plan.stage.iter().map(|f| f.path.as_str().to_string()).collect();
+    parts::keep_only(sys, &wanted).map_err(retrying)?;
     // Every program fetched and checked before anything is put in place: a refused or unreachable one leaves the
     // node as it was.
     let mut fetched: Vec<(NodePath, NodePath)> = Vec::new();
@@ -137,10 +150,15 @@ fn pull_desired(
         }
         Ok(())
     };
+    // What was fetched, removed and no longer recorded as a part: the record is as it was before this pull when
+    // nothing of it stays.
     let remove_fetched = |fetched: &[(NodePath, NodePath)]| {
         for (tmp, _) in fetched {
             let _ = std::fs::remove_file(sys.local(tmp));
         }
+        let mut left = wanted.clone();
+        left.retain(|p| !fetched.iter().any(|(tmp, _)| tmp.as_str().strip_suffix(PULLING_SUFFIX) == Some(p)));
+        let _ = parts::keep_only(sys, &left);
     };
     if let Err(failure) = fetch_all(&mut fetched) {
         // A program cut off (or fetched whole, before another was) is kept for the next pull to take up; what was
@@ -168,6 +186,8 @@ fn pull_desired(
         return Err(settle(sys).err().map(retrying).unwrap_or_else(|| stage_failure(e)));
     }
     record.payload = state.clone();
+    // Each part became its staged program.
+    record.payload_parts.retain(|p| !wanted.contains(p));
     record.save(sys).map_err(retrying)?;
     let message = format!(
         "the payload {desired} (version {}{}, signed by {}) is staged: {} of {} programs fetched ({} bytes read), {} to \
