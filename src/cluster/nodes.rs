@@ -75,18 +75,31 @@ pub async fn set_taint(cluster: &Cluster, node: &str, on: bool) -> Result<bool, 
 }
 
 /// Sets the Node's annotations `wanted` (`wmrender.dev/desired-bundle`, `wmrender.dev/desired-payload`: what its
-/// agent pulls) in one patch, those it does not have already; `false` when the Node is gone.
-pub async fn set_desired(cluster: &Cluster, node: &str, wanted: &[(&str, &str)]) -> Result<bool, ClusterError> {
-    let found = patch(cluster, node, Instant::now() + API_TIMEOUT, |current| {
-        let changed: serde_json::Map<String, Value> = wanted
+/// agent pulls) in one patch, those it does not have already (read fresh, not from a watch that may lag): the keys
+/// it changed, none when the Node had them all; `None` when the Node is gone.
+pub async fn set_desired(
+    cluster: &Cluster,
+    node: &str,
+    wanted: &[(&str, &str)],
+) -> Result<Option<Vec<String>>, ClusterError> {
+    let unlike = |current: &Value| -> serde_json::Map<String, Value> {
+        wanted
             .iter()
             .filter(|(key, value)| current["metadata"]["annotations"][*key].as_str() != Some(*value))
             .map(|(key, value)| (key.to_string(), Value::from(*value)))
-            .collect();
-        (!changed.is_empty()).then(|| json!({ "metadata": { "annotations": changed } }))
+            .collect()
+    };
+    // The keys the last attempt changed: a patch retried after a 409 may find some already set by then.
+    let changed = std::sync::Mutex::new(Vec::new());
+    let found = patch(cluster, node, Instant::now() + API_TIMEOUT, |current| {
+        let patch = unlike(current);
+        if let Ok(mut keys) = changed.lock() {
+            *keys = patch.keys().cloned().collect();
+        }
+        (!patch.is_empty()).then(|| json!({ "metadata": { "annotations": patch } }))
     })
     .await?;
-    Ok(found.is_some())
+    Ok(found.map(|_| changed.into_inner().unwrap_or_default()))
 }
 
 /// Waits until the Node is Ready and, when `old_boot` is given, runs a boot other than that one.

@@ -68,6 +68,9 @@ pub struct Memory {
     /// The published payload its Node was pointed at, and when this controller pointed it (or first saw it pointed,
     /// after a restart): the start of its [`PULL_PATIENCE`].
     pub pointed: Option<(String, Instant)>,
+    /// The published bundle this controller pointed its Node at: on its way (a place in the wave) even while the
+    /// watch still shows the Node as it was before.
+    pub pointed_bundle: Option<String>,
 }
 
 /// How long a Node pointed at the published payload is given to pull it before, if its agent shows no sign of
@@ -168,14 +171,16 @@ fn pulled_payload(node: &Value) -> Option<&str> {
 
 /// Whether the Node is on its way to what is published: pointed at the bundle and not yet applied it, or at the
 /// payload, not yet converged on it and still running another (failing ones too: a pull that goes wrong holds the
-/// wave, as a drain holds a rollout).
+/// wave, as a drain holds a rollout). Pointed as the Node says or as this controller remembers pointing it: the
+/// watch may not show a patch of the last pass yet, and a Node counted by neither would let the wave overshoot.
 fn on_its_way(node: &Value, want: Want, published: Published, memory: &Memory) -> bool {
     let agent = configured(node);
-    let bundle = published
-        .bundle
-        .is_some_and(|r| desired_bundle(node) == Some(r) && agent.as_ref().is_none_or(|c| c.bundle != want.bundle));
+    let bundle = published.bundle.is_some_and(|r| {
+        (desired_bundle(node) == Some(r) || memory.pointed_bundle.as_deref() == Some(r))
+            && agent.as_ref().is_none_or(|c| c.bundle != want.bundle)
+    });
     let payload = published.payload.is_some_and(|r| {
-        desired_payload(node) == Some(r)
+        (desired_payload(node) == Some(r) || memory.pointed.as_ref().is_some_and(|(p, _)| p == r))
             && pulled_payload(node) != Some(r)
             && payload_behind(agent.as_ref().map(|c| c.payload.as_str()), want.payload, memory).is_some()
     });
@@ -1161,6 +1166,73 @@ mod tests {
         assert_eq!(next(&pulled(Some("a2")), &pointed_ago(60)), Next::Nothing);
         let recent = Memory { synced_at: Some(now), ..pointed_ago(60) };
         assert_eq!(next(&pulled(Some("a1")), &recent), Next::Nothing, "after the back-off");
+    }
+
+    #[test]
+    fn a_node_this_controller_pointed_holds_its_place_while_the_watch_still_shows_it_unpointed() {
+        let now = Instant::now();
+        const BUNDLE: &str = "registry.example.com/fleet/b@sha256:22";
+        const PAYLOAD: &str = "registry.example.com/fleet/p@sha256:33";
+        let targets = Targets {
+            targets: vec![target("a", "a"), target("b", "b"), target("c", "c"), target("d", "d")],
+            ..Default::default()
+        };
+        // Every Node as the watch shows it: the old payload and, when the bundle is published, the old bundle;
+        // none pointed yet.
+        let plan_for = |memories: &BTreeMap<String, Memory>, published: Published| {
+            let bundle = if published.bundle.is_some() { "sha256:00" } else { DESIRED };
+            let nodes: Vec<Value> = ["a", "b", "c", "d"]
+                .iter()
+                .map(|name| {
+                    let mut n = named(name, node(Some("True"), bundle, false));
+                    n["metadata"]["annotations"][PAYLOAD_ANNOTATION] = json!("sha256:p1");
+                    n
+                })
+                .collect();
+            fleet(&Fleet {
+                targets: &targets,
+                nodes: &nodes,
+                logins: &[],
+                memories,
+                in_flight: &BTreeSet::new(),
+                desired: DESIRED,
+                payload: Some("sha256:p2"),
+                agent: None,
+                token: None,
+                pull: Some(Wave { published, max_unavailable: 1 }),
+                prune: None,
+                now,
+            })
+        };
+        let actions = |plan: &Plan| plan.lines.iter().map(|l| l.next).collect::<Vec<_>>();
+        // The last pass pointed d (the last in order); the watch has not shown the patch yet. d keeps its place
+        // (pointed again, a no-op on the Node), and a, first in order, waits instead of joining it over the bound.
+        for (published, memory) in [
+            (
+                Published { bundle: Some(BUNDLE), payload: None },
+                Memory { pointed_bundle: Some(BUNDLE.into()), ..Memory::default() },
+            ),
+            (
+                Published { bundle: None, payload: Some(PAYLOAD) },
+                Memory { pointed: Some((PAYLOAD.into(), now)), ..Memory::default() },
+            ),
+        ] {
+            let memories = BTreeMap::from([("d".to_string(), memory)]);
+            let plan = plan_for(&memories, published);
+            assert_eq!(actions(&plan), [Action::Wait, Action::Wait, Action::Wait, Action::Pull], "{published:?}");
+            assert!(plan.lines[0].why.contains("waiting for the wave: 1 node(s)"), "{}", plan.lines[0].why);
+            // Pointed at another reference than the one published: no place held.
+            let stale = BTreeMap::from([(
+                "d".to_string(),
+                Memory {
+                    pointed_bundle: Some("registry.example.com/fleet/b@sha256:11".into()),
+                    pointed: Some(("registry.example.com/fleet/p@sha256:11".into(), now)),
+                    ..Memory::default()
+                },
+            )]);
+            let plan = plan_for(&stale, published);
+            assert_eq!(actions(&plan), [Action::Pull, Action::Wait, Action::Wait, Action::Wait], "{published:?}");
+        }
     }
 
     #[test]

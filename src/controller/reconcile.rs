@@ -189,15 +189,21 @@ impl Leading {
         }
         for (i, to) in &plan.pull {
             let target = &desired.targets[*i];
+            let Some(node) = decide::node_of(&nodes, target) else { continue };
+            let Some(changed) = point(ctx, node, to).await else { continue };
+            let memory = self.memories.entry(target.name.clone()).or_default();
+            // What this controller pointed the Node at holds its place in the wave even while the watch does not
+            // show it yet (the next pass may read an older Node).
+            if let Some(reference) = &to.bundle {
+                memory.pointed_bundle = Some(reference.clone());
+            }
             // The patience starts when the Node is first pointed at the payload, not again when a new bundle
             // points it at both.
-            if let Some(node) = decide::node_of(&nodes, target)
-                && point(ctx, node, to).await
-                && let Some(reference) = &to.payload
-                && decide::desired_payload(node) != Some(reference)
+            if let Some(reference) = &to.payload
+                && (changed.iter().any(|k| k == wmrender_contract::node_status::DESIRED_PAYLOAD_ANNOTATION)
+                    || memory.pointed.as_ref().is_none_or(|(r, _)| r != reference))
             {
-                self.memories.entry(target.name.clone()).or_default().pointed =
-                    Some((reference.clone(), Instant::now()));
+                memory.pointed = Some((reference.clone(), Instant::now()));
             }
         }
         // A Node found pointed at the published payload with no time for it (this controller restarted since, or
@@ -468,8 +474,9 @@ fn outcome(report: &NodeReport, desired: &str) -> (Kind, &'static str, String) {
 }
 
 /// Points a Node at the published bundle (`wmrender.dev/desired-bundle`), payload (`wmrender.dev/desired-payload`)
-/// or both, in one patch: its agent pulls them. `false` when the patch failed.
-async fn point(ctx: &Context<'_>, node: &Value, to: &decide::Point) -> bool {
+/// or both, in one patch: its agent pulls them. The annotations it changed (none when the Node had them already);
+/// `None` when the patch failed.
+async fn point(ctx: &Context<'_>, node: &Value, to: &decide::Point) -> Option<Vec<String>> {
     use wmrender_contract::node_status::{DESIRED_BUNDLE_ANNOTATION, DESIRED_PAYLOAD_ANNOTATION};
     let name = name_of(node).to_string();
     let wanted: Vec<(&str, &str)> =
@@ -483,20 +490,25 @@ async fn point(ctx: &Context<'_>, node: &Value, to: &decide::Point) -> bool {
         _ => "the published bundle",
     };
     match crate::cluster::nodes::set_desired(ctx.cluster, &name, &wanted).await {
-        Ok(_) => {
+        Ok(changed) => {
+            let changed = changed.unwrap_or_default();
             ctx.metrics.step("pull", true);
-            log(&name, &format!("pointed at {what}"), &to.why);
+            // Said once, when the annotation changes: a watch that lags makes the same point again, which the
+            // Node as read then already has.
+            if !changed.is_empty() {
+                log(&name, &format!("pointed at {what}"), &to.why);
+            }
             // One Event per thing pulled, for `kubectl get events --field-selector reason=…`.
-            for (key, reference) in &wanted {
+            for (key, reference) in wanted.iter().filter(|(key, _)| changed.iter().any(|c| c == key)) {
                 let reason = if *key == DESIRED_BUNDLE_ANNOTATION { "PullBundle" } else { "PullPayload" };
                 record_node(ctx, node, Kind::Normal, reason, &format!("pointed at {reference}: {}", to.why)).await;
             }
-            true
+            Some(changed)
         }
         Err(e) => {
             ctx.metrics.step("pull", false);
             log(&name, &format!("not pointed at {what}"), &e.to_string());
-            false
+            None
         }
     }
 }
