@@ -858,7 +858,7 @@ fn a_signed_payload_is_pulled_verified_and_staged_for_the_pass_to_swap_in_and_ev
     let r = pull_payload();
     assert_eq!(r.outcome, PullOutcome::Current, "{r:?}");
     assert!(!part.exists(), "the part of a payload the Node no longer names is still there");
-    // Named again (the part as the cut left it): taken up.
+    // Named again, the part as the cut left it (changed below: then fetched whole).
     std::fs::write(&part, &kept).unwrap();
     want_payload(&big_ref);
     let mut changed = std::fs::read(&part).unwrap();

@@ -192,9 +192,12 @@ fn remove_hns_networks(sys: &mut dyn System, desired: Option<&Desired>, result: 
 /// (Windows does not let a running program delete itself; the next sync replaces it), with `applied.json`, its lock
 /// and its log.
 fn remove_files(sys: &mut dyn System, desired: Option<&Desired>, result: &mut ApplyResult) {
+    // Parts of programs a pull was fetching, which the manifest may not name: before pulled.json, which lists them
+    // (and stays while one cannot be removed, for the next run to remove).
+    let parts_left = crate::pull::parts::remove_all(sys);
+    let keep_pulled_state = !parts_left.is_empty();
+    result.errors.extend(parts_left);
     let Some(desired) = desired else { return };
-    // Parts of programs a pull was fetching, which the manifest may not name: before pulled.json, which lists them.
-    result.errors.extend(crate::pull::parts::remove_all(sys));
     let mut files: BTreeSet<NodePath> = desired.manifest.files.iter().map(|f| f.path.clone()).collect();
     for s in &desired.services.services {
         files.extend(s.needed_paths().chain(&s.requires).cloned());
@@ -213,6 +216,9 @@ fn remove_files(sys: &mut dyn System, desired: Option<&Desired>, result: &mut Ap
         files.insert(NodePath::known(p));
     }
     files.remove(&NodePath::known(paths::AGENT_EXE));
+    if keep_pulled_state {
+        files.remove(&NodePath::known(paths::PULLED_STATE));
+    }
     files.remove(&NodePath::known(paths::APPLIED_STATE));
     // The bundle's own files last: until they go, a failed run can be repeated with the same list.
     let (last, first): (Vec<NodePath>, Vec<NodePath>) = files.into_iter().partition(|p| {

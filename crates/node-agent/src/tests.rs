@@ -1013,7 +1013,7 @@ fn deconfigure_removes_what_the_agent_set_up_dependents_first_its_own_service_la
     assert!(node.sys.events().is_empty());
     // A pull was cut off fetching a program the manifest does not name yet: its part is the pull's record's.
     let never_committed = r"C:\k\csi-proxy\csi-proxy.exe";
-    crate::pull::parts::keep_only(&node.sys, &[never_committed.to_string()].into()).unwrap();
+    crate::pull::parts::record(&node.sys, never_committed).unwrap();
     let part = node.sys.local(&np(never_committed).with_suffix(wmrender_contract::PULLING_SUFFIX).unwrap());
     std::fs::create_dir_all(part.parent().unwrap()).unwrap();
     std::fs::write(&part, "MZ half a program").unwrap();

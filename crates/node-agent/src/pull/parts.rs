@@ -1,35 +1,54 @@
 //! Parts of programs a payload pull left on the node: `<path>.wmrender-pulling.wmrender-tmp`, kept when a pull is
 //! cut off so the next takes the program up where it ended. A part is worth its disk (a kubelet is 120 MB) only
-//! while the Node names the payload it belongs to, so the pull records, in `pulled.json` and before it fetches,
-//! the programs it may leave a part of; the next pull removes the parts no longer wanted (the Node names another
-//! payload that does not stage that program, the payload it names is on the node, or it names none), and
-//! deconfigure removes them all. Only files with the pull's own suffix are ever removed: no one else writes them.
+//! while the Node names the payload it belongs to, so the pull records each program in `pulled.json` before it
+//! fetches it, and removes the parts no longer wanted: when the Node names a payload that does not stage that
+//! program, one refused as a whole, the payload the node runs, or none; deconfigure removes them all. Only files
+//! with the pull's own suffix are ever removed: no one else writes them. A record with nothing left in it is as
+//! it was before (`pulled.json` is not written for an empty one), so a refused pull leaves the node's files as
+//! they were.
 
 use super::PulledState;
 use crate::system::Files;
 use std::collections::BTreeSet;
 use wmrender_contract::{NodePath, PULLING_SUFFIX};
 
-/// Keeps the parts of `wanted` (the programs this pull stages) and removes the others recorded; then records
-/// `wanted`, before any of them is fetched. A part that cannot be removed stays recorded, for the next pull.
-pub fn keep_only(sys: &dyn Files, wanted: &BTreeSet<String>) -> Result<(), String> {
+/// Removes the parts recorded of programs other than `wanted` (the programs this pull stages; paths compared
+/// without case, as Windows does). A part that cannot be removed stays recorded, for the next pull.
+pub fn forget_except(sys: &dyn Files, wanted: &BTreeSet<String>) -> Result<(), String> {
     let mut record = PulledState::load(sys);
-    if record.payload_parts == *wanted {
+    let unwanted: Vec<String> =
+        record.payload_parts.iter().filter(|p| !wanted.iter().any(|w| w.eq_ignore_ascii_case(p))).cloned().collect();
+    if unwanted.is_empty() {
         return Ok(());
     }
-    let left = remove(sys, record.payload_parts.iter().filter(|p| !wanted.contains(*p)));
-    record.payload_parts = wanted.iter().cloned().chain(left.into_iter().map(|(program, _)| program)).collect();
+    let left = remove(sys, unwanted.iter().map(String::as_str));
+    record.payload_parts.retain(|p| !unwanted.contains(p) || left.iter().any(|(l, _)| l == p));
     record.save(sys)
+}
+
+/// Records `program` before it is fetched: a part of it may stay on the node.
+pub fn record(sys: &dyn Files, program: &str) -> Result<(), String> {
+    let mut record = PulledState::load(sys);
+    if record.payload_parts.insert(program.to_string()) { record.save(sys) } else { Ok(()) }
+}
+
+/// Removes the parts of `programs` (refused: nothing of them is taken up) and their record.
+pub fn forget(sys: &dyn Files, programs: &[&str]) -> Result<(), String> {
+    let left = remove(sys, programs.iter().copied());
+    let mut record = PulledState::load(sys);
+    let before = record.payload_parts.len();
+    record.payload_parts.retain(|p| !programs.contains(&p.as_str()) || left.iter().any(|(l, _)| l == p));
+    if record.payload_parts.len() == before { Ok(()) } else { record.save(sys) }
 }
 
 /// Removes every part recorded (deconfigure; `pulled.json` goes next): the errors of those that cannot be.
 pub fn remove_all(sys: &dyn Files) -> Vec<String> {
     let record = PulledState::load(sys);
-    remove(sys, record.payload_parts.iter()).into_iter().map(|(_, why)| why).collect()
+    remove(sys, record.payload_parts.iter().map(String::as_str)).into_iter().map(|(_, why)| why).collect()
 }
 
 /// Removes the parts of `programs`: those that could not be, each with why.
-fn remove<'a>(sys: &dyn Files, programs: impl Iterator<Item = &'a String>) -> Vec<(String, String)> {
+fn remove<'a>(sys: &dyn Files, programs: impl Iterator<Item = &'a str>) -> Vec<(String, String)> {
     let mut left = Vec::new();
     for program in programs {
         // The record is a file on the node: a path that is not one names no part.
@@ -39,7 +58,7 @@ fn remove<'a>(sys: &dyn Files, programs: impl Iterator<Item = &'a String>) -> Ve
         if let Err(e) = std::fs::remove_file(sys.local(&part))
             && e.kind() != std::io::ErrorKind::NotFound
         {
-            left.push((program.clone(), format!("cannot remove {part}: {e}")));
+            left.push((program.to_string(), format!("cannot remove {part}: {e}")));
         }
     }
     left
@@ -49,6 +68,7 @@ fn remove<'a>(sys: &dyn Files, programs: impl Iterator<Item = &'a String>) -> Ve
 mod tests {
     use super::*;
     use crate::system::Folder;
+    use wmrender_contract::paths;
 
     fn part(f: &Folder, program: &str) -> std::path::PathBuf {
         f.local(&NodePath::known(program).with_suffix(PULLING_SUFFIX).unwrap())
@@ -58,25 +78,35 @@ mod tests {
         paths.iter().map(|p| p.to_string()).collect()
     }
 
-    #[test]
-    fn a_part_is_kept_while_wanted_and_removed_once_not_or_at_deconfigure() {
+    fn node() -> (tempfile::TempDir, Folder) {
         let dir = tempfile::tempdir().unwrap();
         let f = Folder(dir.path().to_path_buf());
         std::fs::create_dir_all(f.local(&NodePath::known(r"C:\k\wmrender"))).unwrap();
+        (dir, f)
+    }
+
+    /// Records `program` and leaves a part of it, as a pull cut off does.
+    fn cut_off(f: &Folder, program: &str) {
+        record(f, program).unwrap();
+        std::fs::create_dir_all(part(f, program).parent().unwrap()).unwrap();
+        std::fs::write(part(f, program), "MZ part").unwrap();
+    }
+
+    #[test]
+    fn a_part_is_kept_while_wanted_and_removed_once_not_or_at_deconfigure() {
+        let (_dir, f) = node();
         let (kubelet, containerd) = (r"C:\k\kubelet.exe", r"C:\k\containerd\containerd.exe");
-        keep_only(&f, &set(&[kubelet, containerd])).unwrap();
+        cut_off(&f, kubelet);
+        cut_off(&f, containerd);
         assert_eq!(PulledState::load(&f).payload_parts, set(&[kubelet, containerd]));
-        for p in [kubelet, containerd] {
-            std::fs::create_dir_all(part(&f, p).parent().unwrap()).unwrap();
-            std::fs::write(part(&f, p), "MZ part").unwrap();
-        }
         // The record keeps the rest of pulled.json as it was.
         let mut record = PulledState::load(&f);
         record.reference = "registry.test/bundle@sha256:1".into();
         record.save(&f).unwrap();
 
-        // The next payload stages kubelet only: containerd's part goes.
-        keep_only(&f, &set(&[kubelet])).unwrap();
+        // The next payload stages kubelet only (spelt otherwise: Windows' paths have no case): containerd's part
+        // goes.
+        forget_except(&f, &set(&[r"C:\k\KUBELET.exe"])).unwrap();
         assert!(part(&f, kubelet).exists() && !part(&f, containerd).exists());
         let record = PulledState::load(&f);
         assert_eq!(
@@ -95,20 +125,38 @@ mod tests {
         assert_eq!(std::fs::read(f.local(&NodePath::known(kubelet))).unwrap(), b"MZ running");
 
         // Nothing wanted (the payload is on the node, or the Node names none): nothing recorded.
-        keep_only(&f, &BTreeSet::new()).unwrap();
+        forget_except(&f, &BTreeSet::new()).unwrap();
         assert!(PulledState::load(&f).payload_parts.is_empty());
     }
 
     #[test]
+    fn a_refused_program_leaves_the_record_as_it_was_and_one_not_reached_keeps_its_part() {
+        let (_dir, f) = node();
+        let state = f.local(&NodePath::known(paths::PULLED_STATE));
+        // A node that never pulled: its first pull, refused, writes no pulled.json.
+        record(&f, r"C:\k\a.exe").unwrap();
+        std::fs::write(part(&f, r"C:\k\a.exe"), "MZ half").unwrap();
+        forget(&f, &[r"C:\k\a.exe"]).unwrap();
+        assert!(!part(&f, r"C:\k\a.exe").exists() && !state.exists());
+        // A part of b from an earlier pull cut off: a refused before b was reached leaves b's part and the record
+        // byte for byte.
+        cut_off(&f, r"C:\k\b.exe");
+        let before = std::fs::read(&state).unwrap();
+        record(&f, r"C:\k\a.exe").unwrap();
+        forget(&f, &[r"C:\k\a.exe"]).unwrap();
+        assert_eq!(std::fs::read(&state).unwrap(), before);
+        assert!(part(&f, r"C:\k\b.exe").exists());
+    }
+
+    #[test]
     fn a_part_that_cannot_be_removed_stays_recorded() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = Folder(dir.path().to_path_buf());
-        std::fs::create_dir_all(f.local(&NodePath::known(r"C:\k\wmrender"))).unwrap();
+        let (_dir, f) = node();
         let kubelet = r"C:\k\kubelet.exe";
-        keep_only(&f, &set(&[kubelet])).unwrap();
+        record(&f, kubelet).unwrap();
         // A folder where the part would be: remove_file fails on it.
         std::fs::create_dir_all(part(&f, kubelet)).unwrap();
-        keep_only(&f, &BTreeSet::new()).unwrap();
+        forget_except(&f, &BTreeSet::new()).unwrap();
+        forget(&f, &[kubelet]).unwrap();
         assert_eq!(PulledState::load(&f).payload_parts, set(&[kubelet]));
         let errors = remove_all(&f);
         assert!(errors.len() == 1 && errors[0].contains("cannot remove"), "{errors:?}");

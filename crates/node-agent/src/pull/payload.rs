@@ -55,7 +55,7 @@ pub fn pull(sys: &dyn Files, cached: Option<&serde_json::Value>, puller: &Puller
     if let Ok(node) = &read
         && node["metadata"]["annotations"][DESIRED_PAYLOAD_ANNOTATION].as_str().is_none()
     {
-        let _ = parts::keep_only(sys, &BTreeSet::new());
+        let _ = parts::forget_except(sys, &BTreeSet::new());
     }
     let on_node = |p: &PulledPayload| {
         let manifest = stage::node_manifest(sys).unwrap_or_default();
@@ -79,31 +79,51 @@ fn pull_desired(
     pulled: &PulledPayload,
     puller: &Puller,
 ) -> Result<(PullOutcome, String, PulledPayload), Failure> {
+    // A payload refused as a whole (its reference, signature, version, list or programs) stages nothing: the parts
+    // of another are not wanted.
+    let forget_parts = |failure: &Failure| {
+        if failure.0 == PullOutcome::Refused {
+            let _ = parts::forget_except(sys, &BTreeSet::new());
+        }
+    };
     let reference = Reference::parse(desired)
-        .map_err(|e| refused(format!("the annotation {DESIRED_PAYLOAD_ANNOTATION} does not name a payload: {e}")))?;
+        .map_err(|e| refused(format!("the annotation {DESIRED_PAYLOAD_ANNOTATION} does not name a payload: {e}")))
+        .inspect_err(forget_parts)?;
     if pulled.reference == desired {
         // Parts of another payload are not wanted (a failure to remove them is the next pull's to try again).
-        let _ = parts::keep_only(sys, &BTreeSet::new());
+        let _ = parts::forget_except(sys, &BTreeSet::new());
         return Ok((PullOutcome::Current, format!("the payload {desired} is on the node"), pulled.clone()));
     }
-    let source = Source::new(sys, &reference.registry, puller)?;
-    let applied = (!pulled.reference.is_empty()).then_some(pulled.version);
-    let (layers, accepted) = source
-        .verified(&reference, applied, bundle_artifact::read_payload_manifest)
-        .map_err(|(outcome, why)| (outcome, format!("the payload {desired}: {why}")))?;
+    let prepared = (|| -> Result<_, Failure> {
+        let source = Source::new(sys, &reference.registry, puller)?;
+        let applied = (!pulled.reference.is_empty()).then_some(pulled.version);
+        let (layers, accepted) = source
+            .verified(&reference, applied, bundle_artifact::read_payload_manifest)
+            .map_err(|(outcome, why)| (outcome, format!("the payload {desired}: {why}")))?;
+        let list = source
+            .registry
+            .by_digest(
+                &source.endpoints,
+                &reference.repository,
+                "blobs",
+                &layers.list.digest,
+                layers.list.size.min(PAYLOAD_LIST_MAX),
+            )
+            .map_err(|e| fetch_failure(PAYLOAD_LIST, e))?;
+        let list = PayloadList::parse(&list).map_err(|e| refused(format!("the payload's {PAYLOAD_LIST}: {e}")))?;
+        let programs = listed_programs(&list, &layers.files).map_err(refused)?;
+        // The agent's own executable comes with sync (first contact), never from a pull.
+        let agent = NodePath::known(paths::AGENT_EXE);
+        let (skipped, programs): (Vec<NodeFile>, Vec<NodeFile>) =
+            programs.into_iter().partition(|f| f.path.as_str().eq_ignore_ascii_case(agent.as_str()));
+        let plan = stage::plan_payload(sys, programs).map_err(stage_failure)?;
+        Ok((source, layers, accepted, skipped, plan))
+    })();
+    let (source, layers, accepted, skipped, plan) = prepared.inspect_err(forget_parts)?;
     let (registry, endpoints, repo) = (&source.registry, &source.endpoints, &reference.repository);
-
-    let list = registry
-        .by_digest(endpoints, repo, "blobs", &layers.list.digest, layers.list.size.min(PAYLOAD_LIST_MAX))
-        .map_err(|e| fetch_failure(PAYLOAD_LIST, e))?;
-    let list = PayloadList::parse(&list).map_err(|e| refused(format!("the payload's {PAYLOAD_LIST}: {e}")))?;
-    let programs = listed_programs(&list, &layers.files).map_err(refused)?;
-
-    // The agent's own executable comes with sync (first contact), never from a pull.
-    let agent = NodePath::known(paths::AGENT_EXE);
-    let (skipped, programs): (Vec<NodeFile>, Vec<NodeFile>) =
-        programs.into_iter().partition(|f| f.path.as_str().eq_ignore_ascii_case(agent.as_str()));
-    let plan = stage::plan_payload(sys, programs).map_err(stage_failure)?;
+    // Parts of programs this payload does not stage are not wanted.
+    let wanted: BTreeSet<String> = plan.stage.iter().map(|f| f.path.as_str().to_string()).collect();
+    parts::forget_except(sys, &wanted).map_err(retrying)?;
 
     // A program the registry served wrong lately: refused as it was then, before any other is fetched again. Held
     // back from the same repository and hosts only: a hosts.toml or a reference that names others asks them.
@@ -115,9 +135,6 @@ fn pull_desired(
     {
         return Err(refused(message));
     }
-    // Recorded before anything is fetched: the parts this pull may leave, and no others.
-    let wanted: BTreeSet<String> = plan.stage.iter().map(|f| f.path.as_str().to_string()).collect();
-    parts::keep_only(sys, &wanted).map_err(retrying)?;
     // Every program fetched and checked before anything is put in place: a refused or unreachable one leaves the
     // node as it was.
     let mut fetched: Vec<(NodePath, NodePath)> = Vec::new();
@@ -134,6 +151,8 @@ fn pull_desired(
                 std::fs::create_dir_all(dir)
                     .map_err(|e| retrying(format!("cannot create the folder of {}: {e}", file.path)))?;
             }
+            // Recorded before it is fetched: a part cut off, even by a crash, is the record's to remove.
+            parts::record(sys, file.path.as_str()).map_err(retrying)?;
             let digest = format!("sha256:{}", file.sha256);
             fetched.push((tmp.clone(), staged));
             match registry.blob_to_file(endpoints, repo, &digest, file.size, &sys.local(&tmp)) {
@@ -153,12 +172,9 @@ fn pull_desired(
     // What was fetched, removed and no longer recorded as a part: the record is as it was before this pull when
     // nothing of it stays.
     let remove_fetched = |fetched: &[(NodePath, NodePath)]| {
-        for (tmp, _) in fetched {
-            let _ = std::fs::remove_file(sys.local(tmp));
-        }
-        let mut left = wanted.clone();
-        left.retain(|p| !fetched.iter().any(|(tmp, _)| tmp.as_str().strip_suffix(PULLING_SUFFIX) == Some(p)));
-        let _ = parts::keep_only(sys, &left);
+        let programs: Vec<&str> =
+            fetched.iter().filter_map(|(tmp, _)| tmp.as_str().strip_suffix(PULLING_SUFFIX)).collect();
+        let _ = parts::forget(sys, &programs);
     };
     if let Err(failure) = fetch_all(&mut fetched) {
         // A program cut off (or fetched whole, before another was) is kept for the next pull to take up; what was
