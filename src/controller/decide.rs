@@ -68,10 +68,16 @@ pub struct Memory {
     /// The published payload its Node was pointed at, and when this controller pointed it (or first saw it pointed,
     /// after a restart): the start of its [`PULL_PATIENCE`].
     pub pointed: Option<(String, Instant)>,
-    /// The published bundle this controller pointed its Node at: on its way (a place in the wave) even while the
-    /// watch still shows the Node as it was before.
-    pub pointed_bundle: Option<String>,
+    /// What this controller last set on its Node (the references of a [`Point`]), and when: on its way (a place in
+    /// the wave) for [`WATCH_LAG`] even while the watch still shows the Node as it was before; past that, the Node
+    /// as the watch shows it says.
+    pub just_pointed: Option<(Vec<String>, Instant)>,
 }
+
+/// How long a Node the controller pointed counts as on its way though the watch does not show it pointed: the
+/// watch's lag behind the patch (well under a second at rest, seconds under load). Bounded, so that a Node that
+/// never shows it (deleted and registered again) does not hold the wave for good.
+pub const WATCH_LAG: Duration = Duration::from_secs(60);
 
 /// How long a Node pointed at the published payload is given to pull it before, if its agent shows no sign of
 /// doing so (no `wmrender.dev/PayloadPulled` condition, or one that says it has nothing to do: reason
@@ -107,6 +113,13 @@ impl Memory {
 
     fn due(&self, now: Instant) -> bool {
         self.synced_at.is_none_or(|t| now.saturating_duration_since(t) >= self.backoff())
+    }
+
+    /// Whether this controller pointed the Node at `reference` within the last [`WATCH_LAG`].
+    fn just_pointed_at(&self, reference: &str, now: Instant) -> bool {
+        self.just_pointed.as_ref().is_some_and(|(references, at)| {
+            now.saturating_duration_since(*at) < WATCH_LAG && references.iter().any(|r| r == reference)
+        })
     }
 }
 
@@ -171,16 +184,16 @@ fn pulled_payload(node: &Value) -> Option<&str> {
 
 /// Whether the Node is on its way to what is published: pointed at the bundle and not yet applied it, or at the
 /// payload, not yet converged on it and still running another (failing ones too: a pull that goes wrong holds the
-/// wave, as a drain holds a rollout). Pointed as the Node says or as this controller remembers pointing it: the
-/// watch may not show a patch of the last pass yet, and a Node counted by neither would let the wave overshoot.
-fn on_its_way(node: &Value, want: Want, published: Published, memory: &Memory) -> bool {
+/// wave, as a drain holds a rollout). Pointed as the Node says or as this controller pointed it just now: the watch
+/// may not show a patch of the last pass yet, and a Node counted by neither would let the wave overshoot.
+fn on_its_way(node: &Value, want: Want, published: Published, memory: &Memory, now: Instant) -> bool {
     let agent = configured(node);
     let bundle = published.bundle.is_some_and(|r| {
-        (desired_bundle(node) == Some(r) || memory.pointed_bundle.as_deref() == Some(r))
+        (desired_bundle(node) == Some(r) || memory.just_pointed_at(r, now))
             && agent.as_ref().is_none_or(|c| c.bundle != want.bundle)
     });
     let payload = published.payload.is_some_and(|r| {
-        (desired_payload(node) == Some(r) || memory.pointed.as_ref().is_some_and(|(p, _)| p == r))
+        (desired_payload(node) == Some(r) || memory.just_pointed_at(r, now))
             && pulled_payload(node) != Some(r)
             && payload_behind(agent.as_ref().map(|c| c.payload.as_str()), want.payload, memory).is_some()
     });
@@ -532,7 +545,8 @@ pub fn fleet(f: &Fleet) -> Plan {
     let want = Want { bundle: f.desired, payload: f.payload, agent: f.agent };
     let none = Memory::default();
     let memory_of = |t: &Target| f.memories.get(&t.name).unwrap_or(&none);
-    let on_its_way = |t: &Target| node_of(f.nodes, t).is_some_and(|n| on_its_way(n, want, published, memory_of(t)));
+    let on_its_way =
+        |t: &Target| node_of(f.nodes, t).is_some_and(|n| on_its_way(n, want, published, memory_of(t), f.now));
     let mut on_the_way = f.targets.targets.iter().filter(|t| on_its_way(t)).count();
     for (i, target) in f.targets.targets.iter().enumerate() {
         let node = node_of(f.nodes, target);
@@ -1210,28 +1224,31 @@ mod tests {
         for (published, memory) in [
             (
                 Published { bundle: Some(BUNDLE), payload: None },
-                Memory { pointed_bundle: Some(BUNDLE.into()), ..Memory::default() },
+                Memory { just_pointed: Some((vec![BUNDLE.into()], now - Duration::from_secs(5))), ..Memory::default() },
             ),
             (
                 Published { bundle: None, payload: Some(PAYLOAD) },
-                Memory { pointed: Some((PAYLOAD.into(), now)), ..Memory::default() },
+                Memory {
+                    just_pointed: Some((vec![BUNDLE.into(), PAYLOAD.into()], now - Duration::from_secs(5))),
+                    ..Memory::default()
+                },
             ),
         ] {
-            let memories = BTreeMap::from([("d".to_string(), memory)]);
+            let memories = BTreeMap::from([("d".to_string(), memory.clone())]);
             let plan = plan_for(&memories, published);
             assert_eq!(actions(&plan), [Action::Wait, Action::Wait, Action::Wait, Action::Pull], "{published:?}");
             assert!(plan.lines[0].why.contains("waiting for the wave: 1 node(s)"), "{}", plan.lines[0].why);
-            // Pointed at another reference than the one published: no place held.
-            let stale = BTreeMap::from([(
-                "d".to_string(),
-                Memory {
-                    pointed_bundle: Some("registry.example.com/fleet/b@sha256:11".into()),
-                    pointed: Some(("registry.example.com/fleet/p@sha256:11".into(), now)),
-                    ..Memory::default()
-                },
-            )]);
-            let plan = plan_for(&stale, published);
-            assert_eq!(actions(&plan), [Action::Pull, Action::Wait, Action::Wait, Action::Wait], "{published:?}");
+            // Pointed at another reference than the one published, or longer ago than a watch lags (a Node that
+            // never shows the annotation, deleted and registered again, does not hold the wave for good): no place
+            // held by the memory; the Node as the watch shows it says.
+            let other =
+                vec!["registry.example.com/fleet/b@sha256:11".into(), "registry.example.com/fleet/p@sha256:11".into()];
+            let long_ago = memory.just_pointed.clone().map(|(r, _)| (r, now - WATCH_LAG));
+            for just_pointed in [Some((other, now)), long_ago] {
+                let stale = BTreeMap::from([("d".to_string(), Memory { just_pointed, ..Memory::default() })]);
+                let plan = plan_for(&stale, published);
+                assert_eq!(actions(&plan), [Action::Pull, Action::Wait, Action::Wait, Action::Wait], "{published:?}");
+            }
         }
     }
 

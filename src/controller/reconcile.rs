@@ -190,13 +190,13 @@ impl Leading {
         for (i, to) in &plan.pull {
             let target = &desired.targets[*i];
             let Some(node) = decide::node_of(&nodes, target) else { continue };
+            // Not pointed (the patch failed, or the Node is gone): nothing to remember.
             let Some(changed) = point(ctx, node, to).await else { continue };
             let memory = self.memories.entry(target.name.clone()).or_default();
             // What this controller pointed the Node at holds its place in the wave even while the watch does not
             // show it yet (the next pass may read an older Node).
-            if let Some(reference) = &to.bundle {
-                memory.pointed_bundle = Some(reference.clone());
-            }
+            let references = [&to.bundle, &to.payload].into_iter().flatten().cloned().collect();
+            memory.just_pointed = Some((references, Instant::now()));
             // The patience starts when the Node is first pointed at the payload, not again when a new bundle
             // points it at both.
             if let Some(reference) = &to.payload
@@ -475,7 +475,7 @@ fn outcome(report: &NodeReport, desired: &str) -> (Kind, &'static str, String) {
 
 /// Points a Node at the published bundle (`wmrender.dev/desired-bundle`), payload (`wmrender.dev/desired-payload`)
 /// or both, in one patch: its agent pulls them. The annotations it changed (none when the Node had them already);
-/// `None` when the patch failed.
+/// `None` when the patch failed or the Node is gone.
 async fn point(ctx: &Context<'_>, node: &Value, to: &decide::Point) -> Option<Vec<String>> {
     use wmrender_contract::node_status::{DESIRED_BUNDLE_ANNOTATION, DESIRED_PAYLOAD_ANNOTATION};
     let name = name_of(node).to_string();
@@ -490,8 +490,11 @@ async fn point(ctx: &Context<'_>, node: &Value, to: &decide::Point) -> Option<Ve
         _ => "the published bundle",
     };
     match crate::cluster::nodes::set_desired(ctx.cluster, &name, &wanted).await {
-        Ok(changed) => {
-            let changed = changed.unwrap_or_default();
+        Ok(None) => {
+            log(&name, &format!("not pointed at {what}"), "the Node is gone");
+            None
+        }
+        Ok(Some(changed)) => {
             ctx.metrics.step("pull", true);
             // Said once, when the annotation changes: a watch that lags makes the same point again, which the
             // Node as read then already has.
