@@ -968,15 +968,11 @@ mod tests {
     #[test]
     fn with_pull_from_nodes_are_pointed_at_the_published_bundle_in_waves_and_a_refusal_holds_the_wave() {
         let now = Instant::now();
-        const REF: &str = "registry.example.com/fleet/b@sha256:22";
-        let targets = Targets {
-            targets: vec![target("a", "a"), target("b", "b"), target("c", "c"), target("d", "d")],
-            ..Default::default()
-        };
+        let targets = four_targets();
         let old = |name: &str| named(name, node(Some("True"), "sha256:00", false));
         let pointed = |name: &str, condition: Option<(&str, &str)>| {
             let mut n = old(name);
-            n["metadata"]["annotations"][DESIRED_BUNDLE_ANNOTATION] = REF.into();
+            n["metadata"]["annotations"][DESIRED_BUNDLE_ANNOTATION] = BUNDLE.into();
             if let Some((status, message)) = condition {
                 n["status"]["conditions"].as_array_mut().unwrap().push(json!({
                     "type": PULL_CONDITION_TYPE, "status": status, "reason": "Refused", "message": message}));
@@ -994,7 +990,7 @@ mod tests {
                 payload: None,
                 agent: None,
                 token: None,
-                pull: Some(Wave { published: Published { bundle: Some(REF), payload: None }, max_unavailable: max }),
+                pull: Some(Wave { published: Published { bundle: Some(BUNDLE), payload: None }, max_unavailable: max }),
                 prune: None,
                 now,
             })
@@ -1025,12 +1021,7 @@ mod tests {
     #[test]
     fn with_pull_payload_from_nodes_are_pointed_at_the_published_payload_in_the_same_waves_and_at_both_at_once() {
         let now = Instant::now();
-        const BUNDLE: &str = "registry.example.com/fleet/b@sha256:22";
-        const PAYLOAD: &str = "registry.example.com/fleet/p@sha256:33";
-        let targets = Targets {
-            targets: vec![target("a", "a"), target("b", "b"), target("c", "c"), target("d", "d")],
-            ..Default::default()
-        };
+        let targets = four_targets();
         let annotate = |mut n: Value, pairs: &[(&str, &str)]| {
             for (k, v) in pairs {
                 n["metadata"]["annotations"][*k] = json!(v);
@@ -1124,7 +1115,6 @@ mod tests {
     fn a_pointed_node_whose_agent_shows_no_sign_of_pulling_is_synced_after_the_patience_and_a_pulled_one_for_its_agent()
     {
         let now = Instant::now() + Duration::from_secs(3600);
-        const PAYLOAD: &str = "registry.example.com/fleet/p@sha256:33";
         let want = Want { bundle: DESIRED, payload: Some("sha256:p2"), agent: Some("a2") };
         let published = Published { bundle: None, payload: Some(PAYLOAD) };
         let with = |pairs: &[(&str, &str)], pull: Option<(&str, &str)>| {
@@ -1182,15 +1172,46 @@ mod tests {
         assert_eq!(next(&pulled(Some("a1")), &recent), Next::Nothing, "after the back-off");
     }
 
+    /// The bundle and the payload published for the Nodes to pull.
+    const BUNDLE: &str = "registry.example.com/fleet/b@sha256:22";
+    const PAYLOAD: &str = "registry.example.com/fleet/p@sha256:33";
+
+    /// Hosts a to d, each its own Node.
+    fn four_targets() -> Targets {
+        Targets {
+            targets: vec![target("a", "a"), target("b", "b"), target("c", "c"), target("d", "d")],
+            ..Default::default()
+        }
+    }
+
+    /// A pass pulling `published` in waves of one, the controller delivering the payload `sha256:p2`.
+    fn wave_of_one(
+        targets: &Targets,
+        nodes: &[Value],
+        memories: &BTreeMap<String, Memory>,
+        published: Published,
+        now: Instant,
+    ) -> Plan {
+        fleet(&Fleet {
+            targets,
+            nodes,
+            logins: &[],
+            memories,
+            in_flight: &BTreeSet::new(),
+            desired: DESIRED,
+            payload: Some("sha256:p2"),
+            agent: None,
+            token: None,
+            pull: Some(Wave { published, max_unavailable: 1 }),
+            prune: None,
+            now,
+        })
+    }
+
     #[test]
     fn a_node_this_controller_pointed_holds_its_place_while_the_watch_still_shows_it_unpointed() {
         let now = Instant::now();
-        const BUNDLE: &str = "registry.example.com/fleet/b@sha256:22";
-        const PAYLOAD: &str = "registry.example.com/fleet/p@sha256:33";
-        let targets = Targets {
-            targets: vec![target("a", "a"), target("b", "b"), target("c", "c"), target("d", "d")],
-            ..Default::default()
-        };
+        let targets = four_targets();
         // Every Node as the watch shows it: the old payload and, when the bundle is published, the old bundle;
         // none pointed yet.
         let plan_for = |memories: &BTreeMap<String, Memory>, published: Published| {
@@ -1203,20 +1224,7 @@ mod tests {
                     n
                 })
                 .collect();
-            fleet(&Fleet {
-                targets: &targets,
-                nodes: &nodes,
-                logins: &[],
-                memories,
-                in_flight: &BTreeSet::new(),
-                desired: DESIRED,
-                payload: Some("sha256:p2"),
-                agent: None,
-                token: None,
-                pull: Some(Wave { published, max_unavailable: 1 }),
-                prune: None,
-                now,
-            })
+            wave_of_one(&targets, &nodes, memories, published, now)
         };
         let actions = |plan: &Plan| plan.lines.iter().map(|l| l.next).collect::<Vec<_>>();
         // The last pass pointed d (the last in order); the watch has not shown the patch yet. d keeps its place
@@ -1255,8 +1263,6 @@ mod tests {
     #[test]
     fn the_wave_counts_only_nodes_still_behind_and_a_node_on_its_way_keeps_its_place_when_pointed_again() {
         let now = Instant::now();
-        const BUNDLE: &str = "registry.example.com/fleet/b@sha256:22";
-        const PAYLOAD: &str = "registry.example.com/fleet/p@sha256:33";
         let targets = Targets { targets: vec![target("a", "a"), target("b", "b")], ..Default::default() };
         let with = |name: &str, bundle: &str, payload: &str, pairs: &[(&str, &str)]| {
             let mut n = named(name, node(Some("True"), bundle, false));
@@ -1266,22 +1272,8 @@ mod tests {
             }
             n
         };
-        let plan_for = |nodes: &[Value], published: Published| {
-            fleet(&Fleet {
-                targets: &targets,
-                nodes,
-                logins: &[],
-                memories: &BTreeMap::new(),
-                in_flight: &BTreeSet::new(),
-                desired: DESIRED,
-                payload: Some("sha256:p2"),
-                agent: None,
-                token: None,
-                pull: Some(Wave { published, max_unavailable: 1 }),
-                prune: None,
-                now,
-            })
-        };
+        let plan_for =
+            |nodes: &[Value], published: Published| wave_of_one(&targets, nodes, &BTreeMap::new(), published, now);
         let actions = |plan: &Plan| plan.lines.iter().map(|l| l.next).collect::<Vec<_>>();
         let both = Published { bundle: Some(BUNDLE), payload: Some(PAYLOAD) };
         // a was pointed at the payload, then got it over SSH (it runs it): not on its way, so b may go.
