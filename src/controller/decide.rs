@@ -75,8 +75,8 @@ pub struct Memory {
 }
 
 /// How long a Node the controller pointed counts as on its way though the watch does not show it pointed: the
-/// watch's lag behind the patch (well under a second at rest, seconds under load). Bounded, so that a Node that
-/// never shows it (deleted and registered again) does not hold the wave for good.
+/// watch's lag behind the patch (well under a second at rest, seconds under load). Bounded, so that a memory the
+/// Node never bears out (its patch answered and lost, say) does not hold the wave for good.
 pub const WATCH_LAG: Duration = Duration::from_secs(60);
 
 /// How long a Node pointed at the published payload is given to pull it before, if its agent shows no sign of
@@ -1210,7 +1210,8 @@ mod tests {
 
     #[test]
     fn a_node_this_controller_pointed_holds_its_place_while_the_watch_still_shows_it_unpointed() {
-        let now = Instant::now();
+        // Later than any `now - WATCH_LAG` can underflow (an Instant may start at boot).
+        let now = Instant::now() + Duration::from_secs(3600);
         let targets = four_targets();
         // Every Node as the watch shows it: the old payload and, when the bundle is published, the old bundle;
         // none pointed yet.
@@ -1237,7 +1238,7 @@ mod tests {
             (
                 Published { bundle: None, payload: Some(PAYLOAD) },
                 Memory {
-                    just_pointed: Some((vec![BUNDLE.into(), PAYLOAD.into()], now - Duration::from_secs(5))),
+                    just_pointed: Some((vec![PAYLOAD.into()], now - Duration::from_secs(5))),
                     ..Memory::default()
                 },
             ),
@@ -1246,9 +1247,9 @@ mod tests {
             let plan = plan_for(&memories, published);
             assert_eq!(actions(&plan), [Action::Wait, Action::Wait, Action::Wait, Action::Pull], "{published:?}");
             assert!(plan.lines[0].why.contains("waiting for the wave: 1 node(s)"), "{}", plan.lines[0].why);
-            // Pointed at another reference than the one published, or longer ago than a watch lags (a Node that
-            // never shows the annotation, deleted and registered again, does not hold the wave for good): no place
-            // held by the memory; the Node as the watch shows it says.
+            // Pointed at another reference than the one published, or longer ago than a watch lags (a memory the
+            // Node never bears out does not hold the wave for good): no place held by the memory; the Node as the
+            // watch shows it says.
             let other =
                 vec!["registry.example.com/fleet/b@sha256:11".into(), "registry.example.com/fleet/p@sha256:11".into()];
             let long_ago = memory.just_pointed.clone().map(|(r, _)| (r, now - WATCH_LAG));

@@ -197,6 +197,14 @@ fn remove_files(sys: &mut dyn System, desired: Option<&Desired>, result: &mut Ap
     let parts_left = crate::pull::parts::remove_all(sys);
     let keep_pulled_state = !parts_left.is_empty();
     result.errors.extend(parts_left);
+    // Removed here, not with the bundle's files below: a run after one that failed may find no bundle to list them
+    // by, and a record left behind would give the node's next first contact an old rollback floor.
+    if !keep_pulled_state
+        && let Err(e) = std::fs::remove_file(sys.local(&NodePath::known(paths::PULLED_STATE)))
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        result.errors.push(format!("cannot remove {}: {e}", paths::PULLED_STATE));
+    }
     let Some(desired) = desired else { return };
     let mut files: BTreeSet<NodePath> = desired.manifest.files.iter().map(|f| f.path.clone()).collect();
     for s in &desired.services.services {
@@ -207,7 +215,6 @@ fn remove_files(sys: &mut dyn System, desired: Option<&Desired>, result: &mut Ap
         paths::TRUSTED_CA_BUNDLE,
         paths::LAST_PASS,
         paths::AGENT_RUNNING,
-        paths::PULLED_STATE,
         paths::SERVICES_JSON,
         paths::SETTINGS_JSON,
         paths::NODE_MANIFEST,
@@ -216,9 +223,6 @@ fn remove_files(sys: &mut dyn System, desired: Option<&Desired>, result: &mut Ap
         files.insert(NodePath::known(p));
     }
     files.remove(&NodePath::known(paths::AGENT_EXE));
-    if keep_pulled_state {
-        files.remove(&NodePath::known(paths::PULLED_STATE));
-    }
     files.remove(&NodePath::known(paths::APPLIED_STATE));
     // The bundle's own files last: until they go, a failed run can be repeated with the same list.
     let (last, first): (Vec<NodePath>, Vec<NodePath>) = files.into_iter().partition(|p| {

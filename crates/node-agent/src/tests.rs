@@ -1084,6 +1084,27 @@ fn deconfigure_reports_a_failed_hns_step_keeps_the_bundle_and_a_second_run_finis
 }
 
 #[test]
+fn deconfigure_keeps_the_pull_record_while_a_part_cannot_be_removed_and_a_later_run_removes_both() {
+    let mut node = Node::new().converged();
+    let program = r"C:\k\kubelet.exe";
+    crate::pull::parts::record(&node.sys, program).unwrap();
+    // A folder where the part would be: it cannot be removed as a file.
+    let part = node.sys.local(&np(program).with_suffix(wmrender_contract::PULLING_SUFFIX).unwrap());
+    std::fs::create_dir_all(&part).unwrap();
+    let state = node.sys.local(&np(paths::PULLED_STATE));
+    let r = crate::deconfigure::deconfigure(&mut node.sys, &node.timing);
+    assert_eq!(r.status, ApplyStatus::Failed, "{r:#?}");
+    assert!(r.errors.iter().any(|e| e.contains("cannot remove")), "{r:#?}");
+    assert!(state.exists(), "the record of the part that stays is kept");
+    // Whatever went with the first run (the bundle may be gone by now), the next removes the part and the record.
+    std::fs::remove_dir(&part).unwrap();
+    std::fs::write(&part, "MZ part").unwrap();
+    let r = crate::deconfigure::deconfigure(&mut node.sys, &node.timing);
+    assert!(r.errors.is_empty(), "{r:#?}");
+    assert!(!part.exists() && !state.exists(), "the part or the pull record outlived deconfigure");
+}
+
+#[test]
 fn only_the_agent_starts_at_boot_and_it_starts_the_others_in_order_after_its_every_boot_steps() {
     let mut node = Node::new();
     node.settings.steps.push(Step {

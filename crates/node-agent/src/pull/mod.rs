@@ -97,6 +97,17 @@ impl PulledPayload {
 }
 
 impl PulledState {
+    /// The record, or an error when there is one that cannot be read: what must not be written over (its rollback
+    /// floors), where [`PulledState::load`] would start again from nothing.
+    fn load_strict(sys: &dyn Files) -> Result<PulledState, String> {
+        match std::fs::read(sys.local(&NodePath::known(paths::PULLED_STATE))) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(PulledState::default()),
+            Err(e) => Err(format!("cannot read {}: {e}", paths::PULLED_STATE)),
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| format!("{} is not a pull record: {e}; remove it to start again", paths::PULLED_STATE)),
+        }
+    }
+
     pub fn load(sys: &dyn Files) -> PulledState {
         std::fs::read(sys.local(&NodePath::known(paths::PULLED_STATE)))
             .ok()

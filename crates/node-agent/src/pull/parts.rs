@@ -3,9 +3,9 @@
 //! while the Node names the payload it belongs to, so the pull records each program in `pulled.json` before it
 //! fetches it, and removes the parts no longer wanted: when the Node names a payload that does not stage that
 //! program, one refused as a whole, the payload the node runs, or none; deconfigure removes them all. Only files
-//! with the pull's own suffix are ever removed: no one else writes them. A record with nothing left in it is as
-//! it was before (`pulled.json` is not written for an empty one), so a refused pull leaves the node's files as
-//! they were.
+//! with the pull's own suffix are ever removed: no one else writes them. A program refused while it is fetched
+//! takes its part and its record with it (an empty record is no file), so such a refusal leaves `pulled.json` as
+//! it was; a record that cannot be read is never written over (it holds the rollback floors).
 
 use super::PulledState;
 use crate::system::Files;
@@ -15,7 +15,7 @@ use wmrender_contract::{NodePath, PULLING_SUFFIX};
 /// Removes the parts recorded of programs other than `wanted` (the programs this pull stages; paths compared
 /// without case, as Windows does). A part that cannot be removed stays recorded, for the next pull.
 pub fn forget_except(sys: &dyn Files, wanted: &BTreeSet<String>) -> Result<(), String> {
-    let mut record = PulledState::load(sys);
+    let mut record = PulledState::load_strict(sys)?;
     let unwanted: Vec<String> =
         record.payload_parts.iter().filter(|p| !wanted.iter().any(|w| w.eq_ignore_ascii_case(p))).cloned().collect();
     if unwanted.is_empty() {
@@ -28,22 +28,29 @@ pub fn forget_except(sys: &dyn Files, wanted: &BTreeSet<String>) -> Result<(), S
 
 /// Records `program` before it is fetched: a part of it may stay on the node.
 pub fn record(sys: &dyn Files, program: &str) -> Result<(), String> {
-    let mut record = PulledState::load(sys);
-    if record.payload_parts.insert(program.to_string()) { record.save(sys) } else { Ok(()) }
+    let mut record = PulledState::load_strict(sys)?;
+    if record.payload_parts.iter().any(|p| p.eq_ignore_ascii_case(program)) {
+        return Ok(());
+    }
+    record.payload_parts.insert(program.to_string());
+    record.save(sys)
 }
 
 /// Removes the parts of `programs` (refused: nothing of them is taken up) and their record.
 pub fn forget(sys: &dyn Files, programs: &[&str]) -> Result<(), String> {
     let left = remove(sys, programs.iter().copied());
-    let mut record = PulledState::load(sys);
+    let mut record = PulledState::load_strict(sys)?;
     let before = record.payload_parts.len();
-    record.payload_parts.retain(|p| !programs.contains(&p.as_str()) || left.iter().any(|(l, _)| l == p));
+    record.payload_parts.retain(|p| {
+        !programs.iter().any(|f| f.eq_ignore_ascii_case(p)) || left.iter().any(|(l, _)| l.eq_ignore_ascii_case(p))
+    });
     if record.payload_parts.len() == before { Ok(()) } else { record.save(sys) }
 }
 
 /// Removes every part recorded (deconfigure; `pulled.json` goes next): the errors of those that cannot be.
 pub fn remove_all(sys: &dyn Files) -> Vec<String> {
-    let record = PulledState::load(sys);
+    // A record that cannot be read names no part (deconfigure removes it with the rest).
+    let record = PulledState::load_strict(sys).unwrap_or_default();
     remove(sys, record.payload_parts.iter().map(String::as_str)).into_iter().map(|(_, why)| why).collect()
 }
 
@@ -146,6 +153,18 @@ mod tests {
         forget(&f, &[r"C:\k\a.exe"]).unwrap();
         assert_eq!(std::fs::read(&state).unwrap(), before);
         assert!(part(&f, r"C:\k\b.exe").exists());
+    }
+
+    #[test]
+    fn a_record_that_cannot_be_read_is_never_written_over() {
+        let (_dir, f) = node();
+        let state = f.local(&NodePath::known(paths::PULLED_STATE));
+        std::fs::write(&state, "{ not json").unwrap();
+        for e in [record(&f, r"C:\k\a.exe"), forget(&f, &[r"C:\k\a.exe"]), forget_except(&f, &BTreeSet::new())] {
+            assert!(e.is_err_and(|why| why.contains("not a pull record")));
+        }
+        assert_eq!(std::fs::read(&state).unwrap(), b"{ not json");
+        assert!(remove_all(&f).is_empty());
     }
 
     #[test]

@@ -193,17 +193,19 @@ fn pull_desired(
     // The record first: a pull cut off from here on is settled by the next ([`settle`]).
     let mut record = PulledState::load(sys);
     record.payload.staging = Some(Box::new(state.clone()));
-    if let Err(why) = record.save(sys) {
-        remove_fetched(&fetched);
-        return Err(retrying(why));
-    }
+    // Not put in place now (a sync changed the manifest meanwhile, the record cannot be written): what was fetched
+    // stays, recorded, for the next pull; only a refusal removes it.
+    record.save(sys).map_err(retrying)?;
     if let Err(e) = stage::commit_payload(sys, &plan, &fetched) {
-        remove_fetched(&fetched);
-        return Err(settle(sys).err().map(retrying).unwrap_or_else(|| stage_failure(e)));
+        let failure = settle(sys).err().map(retrying).unwrap_or_else(|| stage_failure(e));
+        if failure.0 == PullOutcome::Refused {
+            remove_fetched(&fetched);
+        }
+        return Err(failure);
     }
     record.payload = state.clone();
     // Each part became its staged program.
-    record.payload_parts.retain(|p| !wanted.contains(p));
+    record.payload_parts.retain(|p| !wanted.iter().any(|w| w.eq_ignore_ascii_case(p)));
     record.save(sys).map_err(retrying)?;
     let message = format!(
         "the payload {desired} (version {}{}, signed by {}) is staged: {} of {} programs fetched ({} bytes read), {} to \
