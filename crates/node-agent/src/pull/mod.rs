@@ -108,11 +108,9 @@ impl PulledState {
         }
     }
 
+    /// The record, or an empty one when there is none or it cannot be read.
     pub fn load(sys: &dyn Files) -> PulledState {
-        std::fs::read(sys.local(&NodePath::known(paths::PULLED_STATE)))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default()
+        PulledState::load_strict(sys).unwrap_or_default()
     }
 
     /// Writes the record; an empty one (nothing pulled, no part left) is no file, as before anything was pulled.

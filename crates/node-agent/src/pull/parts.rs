@@ -15,15 +15,14 @@ use wmrender_contract::{NodePath, PULLING_SUFFIX};
 /// Removes the parts recorded of programs other than `wanted` (the programs this pull stages; paths compared
 /// without case, as Windows does). A part that cannot be removed stays recorded, for the next pull.
 pub fn forget_except(sys: &dyn Files, wanted: &BTreeSet<String>) -> Result<(), String> {
-    let mut record = PulledState::load_strict(sys)?;
-    let unwanted: Vec<String> =
-        record.payload_parts.iter().filter(|p| !wanted.iter().any(|w| w.eq_ignore_ascii_case(p))).cloned().collect();
-    if unwanted.is_empty() {
-        return Ok(());
-    }
-    let left = remove(sys, unwanted.iter().map(String::as_str));
-    record.payload_parts.retain(|p| !unwanted.contains(p) || left.iter().any(|(l, _)| l == p));
-    record.save(sys)
+    let record = PulledState::load_strict(sys)?;
+    let unwanted: Vec<&str> = record
+        .payload_parts
+        .iter()
+        .filter(|p| !wanted.iter().any(|w| w.eq_ignore_ascii_case(p)))
+        .map(String::as_str)
+        .collect();
+    forget(sys, &unwanted)
 }
 
 /// Records `program` before it is fetched: a part of it may stay on the node.
@@ -36,7 +35,8 @@ pub fn record(sys: &dyn Files, program: &str) -> Result<(), String> {
     record.save(sys)
 }
 
-/// Removes the parts of `programs` (refused: nothing of them is taken up) and their record.
+/// Removes the parts of `programs` (refused, or no longer wanted) and their record; the record is written only
+/// when it changes.
 pub fn forget(sys: &dyn Files, programs: &[&str]) -> Result<(), String> {
     let left = remove(sys, programs.iter().copied());
     let mut record = PulledState::load_strict(sys)?;
