@@ -135,8 +135,10 @@ fn kubelet_after_reboot(rig: &Rig, deadline: Instant) -> Result<(), String> {
     std::fs::remove_file(root.join("reboot-pending")).ok();
     std::fs::remove_file(root.join("reboot-requested")).ok();
     std::fs::write(root.join("boot-id"), "boot-1").unwrap();
-    // kubelet starts once its service and files are there.
-    while !root.join("C/k/wmrender/manifest.json").exists() || !root.join("C/k/bootstrap-kubeconfig").exists() {
+    // kubelet starts once its service and files are there. Sync writes the manifest and the credentials before the
+    // agent swaps the staged files in, so the files kubelet reads are waited for themselves, not the manifest.
+    let reads = ["C/k/wmrender/manifest.json", "C/k/bootstrap-kubeconfig", "C/k/kubelet.conf"];
+    while !reads.iter().all(|f| root.join(f).exists()) {
         if Instant::now() > deadline {
             return Err("the bundle never arrived".into());
         }
