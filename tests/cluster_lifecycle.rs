@@ -135,8 +135,8 @@ fn kubelet_after_reboot(rig: &Rig, deadline: Instant) -> Result<(), String> {
     std::fs::remove_file(root.join("reboot-pending")).ok();
     std::fs::remove_file(root.join("reboot-requested")).ok();
     std::fs::write(root.join("boot-id"), "boot-1").unwrap();
-    // kubelet starts once its service and files are there. Sync writes the manifest and the credentials before the
-    // agent swaps the staged files in, so the files kubelet reads are waited for themselves, not the manifest.
+    // kubelet starts once its service and files are there. Sync writes the manifest (with its journal) before the
+    // files, one by one, so each file kubelet reads is waited for itself.
     let reads = ["C/k/wmrender/manifest.json", "C/k/bootstrap-kubeconfig", "C/k/kubelet.conf"];
     while !reads.iter().all(|f| root.join(f).exists()) {
         if Instant::now() > deadline {
