@@ -22,6 +22,7 @@ use support::netns::SshHost;
 use support::played::{Kubelet, Registration};
 use support::sshd::Sshd;
 use support::{code, stderr, wmrender};
+use wmrender::delivery::profile::REBOOT_DELAY;
 use wmrender_contract::node_status::{CONDITION_TYPE, TAINT_KEY};
 
 /// Without the operator; the BYOH host is the inventory's node (the inventory says how to reach its address, which
@@ -119,9 +120,10 @@ fn ours_tainted(node: &Value) -> bool {
     node["spec"]["taints"].as_array().is_some_and(|l| l.iter().any(|t| t["key"] == TAINT_KEY))
 }
 
-/// The host after its reboot: kubelet starts, bootstraps with the bootstrap kubeconfig sync delivered, and
-/// registers the Node with the taints of the kubelet configuration sync delivered.
-fn kubelet_after_reboot(rig: &Rig, deadline: Instant) -> Result<(), String> {
+/// The host's reboot, once sync asks for it: no sooner than Windows goes down after the reboot command
+/// (`REBOOT_DELAY`; cutting at once would cut the command's own session before it answers, which a real node never
+/// does), every SSH connection is cut, the pending flag goes, a new boot begins.
+fn reboot_when_asked(rig: &Rig, deadline: Instant) -> Result<(), String> {
     let root = rig.path("node-00");
     while !root.join("reboot-requested").exists() {
         if Instant::now() > deadline {
@@ -129,14 +131,21 @@ fn kubelet_after_reboot(rig: &Rig, deadline: Instant) -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    // The reboot: every SSH connection is cut, the pending flag goes, a new boot begins.
+    std::thread::sleep(REBOOT_DELAY);
     rig.sshd.drop_connections();
     std::thread::sleep(Duration::from_millis(500));
     std::fs::remove_file(root.join("reboot-pending")).ok();
     std::fs::remove_file(root.join("reboot-requested")).ok();
     std::fs::write(root.join("boot-id"), "boot-1").unwrap();
-    // kubelet starts once its service and files are there. Sync writes the manifest (with its journal) before the
-    // files, one by one, so each file kubelet reads is waited for itself.
+    Ok(())
+}
+
+/// The host's kubelet: starts once sync delivered its files, bootstraps with the bootstrap kubeconfig, and registers
+/// the Node with the taints of the kubelet configuration, in the host's current boot.
+fn kubelet_starts(rig: &Rig, deadline: Instant) -> Result<(), String> {
+    let root = rig.path("node-00");
+    // Sync writes the manifest (with its journal) before the files, one by one, so each file kubelet reads is
+    // waited for itself.
     let reads = ["C/k/wmrender/manifest.json", "C/k/bootstrap-kubeconfig", "C/k/kubelet.conf"];
     while !reads.iter().all(|f| root.join(f).exists()) {
         if Instant::now() > deadline {
@@ -154,7 +163,7 @@ fn kubelet_after_reboot(rig: &Rig, deadline: Instant) -> Result<(), String> {
         addresses: vec![("InternalIP".into(), rig.host.address().into()), ("Hostname".into(), "node-00".into())],
         taints,
         provider_id: None,
-        boot_id: "boot-1".into(),
+        boot_id: std::fs::read_to_string(root.join("boot-id")).unwrap(),
     };
     k.register(&reg, Duration::from_secs(60))
 }
@@ -166,7 +175,11 @@ fn a_fresh_node_is_rebooted_for_its_first_boot_joins_and_is_untainted_once_confi
     // The agent's first pass on a fresh host asks for a reboot (the Containers feature, on Windows).
     std::fs::write(rig.path("node-00/reboot-pending"), "").unwrap();
     let (rc, report, err) = std::thread::scope(|s| {
-        let host = s.spawn(|| kubelet_after_reboot(&rig, Instant::now() + Duration::from_secs(90)));
+        let host = s.spawn(|| {
+            let deadline = Instant::now() + Duration::from_secs(90);
+            reboot_when_asked(&rig, deadline)?;
+            kubelet_starts(&rig, deadline)
+        });
         let out = rig.sync();
         host.join().unwrap().unwrap();
         out
@@ -194,9 +207,8 @@ fn a_node_is_tainted_again_when_its_agent_fails_or_reports_failing_and_untainted
     let rig = Rig::new();
     let _controllers = ControllerManager::start(&rig.cp, &[CSR_SIGNING]);
     let (rc, report, err) = std::thread::scope(|s| {
-        // No reboot asked: kubelet starts at once (the player waits for the request, which a test makes here).
-        std::fs::write(rig.path("node-00/reboot-requested"), "").unwrap();
-        let host = s.spawn(|| kubelet_after_reboot(&rig, Instant::now() + Duration::from_secs(90)));
+        // No reboot asked: kubelet starts once its files are there.
+        let host = s.spawn(|| kubelet_starts(&rig, Instant::now() + Duration::from_secs(90)));
         let out = rig.sync();
         host.join().unwrap().unwrap();
         out

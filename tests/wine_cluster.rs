@@ -41,6 +41,7 @@ use support::sshd::Sshd;
 use support::wine::{Wine, rig};
 use support::wine_bundle::write_whole;
 use support::{code, stderr, wmrender};
+use wmrender::delivery::profile::REBOOT_DELAY;
 use wmrender_contract::node_status::{
     AGENT_ANNOTATION, BUNDLE_ANNOTATION, CONDITION_TYPE, DESIRED_BUNDLE_ANNOTATION, DESIRED_PAYLOAD_ANNOTATION,
     PAYLOAD_ANNOTATION, PAYLOAD_PULL_CONDITION_TYPE, PULL_CONDITION_TYPE, PULLED_BUNDLE_ANNOTATION,
@@ -110,6 +111,9 @@ fn host(
         Ok(())
     };
     wait("the first boot's reboot", &|| sshd_dir.join("reboot-requested").exists())?;
+    // Windows goes down `REBOOT_DELAY` after the command, which has answered by then: cutting at once would cut its
+    // own session first, which a real node never does.
+    std::thread::sleep(REBOOT_DELAY);
     std::fs::remove_file(sshd_dir.join("reboot-requested")).ok();
     sshd.drop_connections();
     wine.reboot();
@@ -423,9 +427,10 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
         .filter(|e| e.as_ref().unwrap().file_type().is_file())
         .count();
     let payload_ref = publish_payload(&next_payload, &["--sign-key", ci.to_str().unwrap(), "--bundle-version", "1"]);
-    let kubelet_starts =
-        || wine.service_events().iter().filter(|e| e.event == "start" && e.service == "kubelet").count();
-    let starts_before = kubelet_starts();
+    let starts = |events: &[support::wine::ServiceEvent]| {
+        events.iter().filter(|e| e.event == "start" && e.service == "kubelet").count()
+    };
+    let starts_before = starts(&wine.service_events());
     want_payload(&payload_ref);
     let result = payload_pass(&payload_ref);
     let pull = result.payload_pull.clone().unwrap();
@@ -434,7 +439,8 @@ fn a_machine_backed_windows_node_joins_without_the_operator_in_one_sync() {
     assert!(pull.message.contains(&format!("1 of {programs} programs fetched")), "{}", pull.message);
     assert_eq!(std::fs::read(wine.c(kubelet)).unwrap(), next_kubelet, "swapped in by the pass");
     assert!(!wine.c(r"C:\k\kubelet.exe.wmrender-staged").exists());
-    assert!(kubelet_starts() > starts_before, "the kubelet service was started again: {:?}", wine.service_events());
+    // The fake service reports running before it logs its start (the pass waits for the former only).
+    wine.wait_events("the kubelet service started again", Duration::from_secs(30), |e| starts(e) > starts_before);
     assert_eq!(wine.services(&["kubelet"])["kubelet"]["state"], "running");
     let node = cp.admin().get(&format!("/api/v1/nodes/{NODE}")).unwrap();
     let c = node["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == PAYLOAD_PULL_CONDITION_TYPE);

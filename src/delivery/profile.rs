@@ -2,8 +2,13 @@
 //! engine is shared between the two.
 
 use crate::render::node::powershell;
+use std::time::Duration;
 use wmrender_contract::NodePath;
 use wmrender_contract::paths::AGENT_EXE;
+
+/// How long a Windows node waits between the reboot command and going down: the command returns, and its SSH
+/// session ends cleanly, well before.
+pub const REBOOT_DELAY: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Profile {
@@ -58,12 +63,15 @@ impl Profile {
     }
 
     /// The command that restarts the node and returns before it goes down (so the SSH session ends cleanly): on
-    /// Windows `shutdown.exe` with a 5 s delay (planned, maintenance: what `Restart-Computer -Force` does, run by
-    /// cmd.exe, the SSH server's default shell). A posix host is never restarted: it stands in for a node, so it
-    /// only records the request in `<root>/reboot-requested` for whatever plays the node (a test) to act on.
+    /// Windows `shutdown.exe` with `REBOOT_DELAY` (planned, maintenance: what `Restart-Computer -Force` does, run
+    /// by cmd.exe, the SSH server's default shell). A posix host is never restarted: it stands in for a node, so it
+    /// only records the request in `<root>/reboot-requested` for whatever plays the node (a test) to act on, no
+    /// sooner than `REBOOT_DELAY` after.
     pub fn reboot_command(&self) -> String {
         match self {
-            Profile::Windows => r#"shutdown.exe /r /t 5 /d p:4:1 /c "wmrender: graceful reboot""#.to_string(),
+            Profile::Windows => {
+                format!(r#"shutdown.exe /r /t {} /d p:4:1 /c "wmrender: graceful reboot""#, REBOOT_DELAY.as_secs())
+            }
             Profile::Posix { root } => format!(
                 "sh -c 'date +%s > \"$1/reboot-requested\"' wmrender-reboot {}",
                 sh_quote(root.trim_end_matches('/'))
