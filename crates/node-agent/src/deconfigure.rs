@@ -199,11 +199,8 @@ fn remove_files(sys: &mut dyn System, desired: Option<&Desired>, result: &mut Ap
     result.errors.extend(parts_left);
     // Removed here, not with the bundle's files below: a run after one that failed may find no bundle to list them
     // by, and a record left behind would give the node's next first contact an old rollback floor.
-    if !keep_pulled_state
-        && let Err(e) = std::fs::remove_file(sys.local(&NodePath::known(paths::PULLED_STATE)))
-        && e.kind() != std::io::ErrorKind::NotFound
-    {
-        result.errors.push(format!("cannot remove {}: {e}", paths::PULLED_STATE));
+    if !keep_pulled_state && let Err(why) = sys.remove_if_there(&NodePath::known(paths::PULLED_STATE)) {
+        result.errors.push(why);
     }
     let Some(desired) = desired else { return };
     let mut files: BTreeSet<NodePath> = desired.manifest.files.iter().map(|f| f.path.clone()).collect();

@@ -79,6 +79,14 @@ pub trait Files {
         }
         p
     }
+
+    /// Removes the file at a node path; one that is not there counts as removed. The error names the file.
+    fn remove_if_there(&self, path: &NodePath) -> Result<(), String> {
+        match std::fs::remove_file(self.local(path)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("cannot remove {path}: {e}")),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// A folder that stands for `C:\`: a node's files without the rest of the system (tests, tools).

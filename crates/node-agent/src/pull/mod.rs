@@ -115,15 +115,10 @@ impl PulledState {
 
     /// Writes the record; an empty one (nothing pulled, no part left) is no file, as before anything was pulled.
     fn save(&self, sys: &dyn Files) -> Result<(), String> {
-        let path = sys.local(&NodePath::known(paths::PULLED_STATE));
         if *self == PulledState::default() {
-            return match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    Err(format!("cannot remove {}: {e}", paths::PULLED_STATE))
-                }
-                _ => Ok(()),
-            };
+            return sys.remove_if_there(&NodePath::known(paths::PULLED_STATE));
         }
+        let path = sys.local(&NodePath::known(paths::PULLED_STATE));
         let tmp = path.with_extension("json.tmp");
         let bytes = serde_json::to_vec_pretty(self).map_err(|e| e.to_string())?;
         std::fs::write(&tmp, bytes)

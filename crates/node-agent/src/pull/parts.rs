@@ -25,6 +25,12 @@ pub fn forget_except(sys: &dyn Files, wanted: &BTreeSet<String>) -> Result<(), S
     forget(sys, &unwanted)
 }
 
+/// Removes every part recorded: the Node names no payload, the payload on the node, or one refused as a whole, so
+/// no program is wanted.
+pub fn forget_all(sys: &dyn Files) -> Result<(), String> {
+    forget_except(sys, &BTreeSet::new())
+}
+
 /// Records `program` before it is fetched: a part of it may stay on the node.
 pub fn record(sys: &dyn Files, program: &str) -> Result<(), String> {
     let mut record = PulledState::load_strict(sys)?;
@@ -62,10 +68,8 @@ fn remove<'a>(sys: &dyn Files, programs: impl Iterator<Item = &'a str>) -> Vec<(
         let Some(part) = NodePath::parse(program).ok().and_then(|p| p.with_suffix(PULLING_SUFFIX).ok()) else {
             continue;
         };
-        if let Err(e) = std::fs::remove_file(sys.local(&part))
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            left.push((program.to_string(), format!("cannot remove {part}: {e}")));
+        if let Err(why) = sys.remove_if_there(&part) {
+            left.push((program.to_string(), why));
         }
     }
     left
@@ -132,7 +136,7 @@ mod tests {
         assert_eq!(std::fs::read(f.local(&NodePath::known(kubelet))).unwrap(), b"MZ running");
 
         // Nothing wanted (the payload is on the node, or the Node names none): nothing recorded.
-        forget_except(&f, &BTreeSet::new()).unwrap();
+        forget_all(&f).unwrap();
         assert!(PulledState::load(&f).payload_parts.is_empty());
     }
 
@@ -160,7 +164,7 @@ mod tests {
         let (_dir, f) = node();
         let state = f.local(&NodePath::known(paths::PULLED_STATE));
         std::fs::write(&state, "{ not json").unwrap();
-        for e in [record(&f, r"C:\k\a.exe"), forget(&f, &[r"C:\k\a.exe"]), forget_except(&f, &BTreeSet::new())] {
+        for e in [record(&f, r"C:\k\a.exe"), forget(&f, &[r"C:\k\a.exe"]), forget_all(&f)] {
             assert!(e.is_err_and(|why| why.contains("not a pull record")));
         }
         assert_eq!(std::fs::read(&state).unwrap(), b"{ not json");
@@ -174,7 +178,7 @@ mod tests {
         record(&f, kubelet).unwrap();
         // A folder where the part would be: remove_file fails on it.
         std::fs::create_dir_all(part(&f, kubelet)).unwrap();
-        forget_except(&f, &BTreeSet::new()).unwrap();
+        forget_all(&f).unwrap();
         forget(&f, &[kubelet]).unwrap();
         assert_eq!(PulledState::load(&f).payload_parts, set(&[kubelet]));
         let errors = remove_all(&f);

@@ -55,7 +55,7 @@ pub fn pull(sys: &dyn Files, cached: Option<&serde_json::Value>, puller: &Puller
     if let Ok(node) = &read
         && node["metadata"]["annotations"][DESIRED_PAYLOAD_ANNOTATION].as_str().is_none()
     {
-        let _ = parts::forget_except(sys, &BTreeSet::new());
+        let _ = parts::forget_all(sys);
     }
     let on_node = |p: &PulledPayload| {
         let manifest = stage::node_manifest(sys).unwrap_or_default();
@@ -83,7 +83,7 @@ fn pull_desired(
     // of another are not wanted.
     let forget_parts = |failure: &Failure| {
         if failure.0 == PullOutcome::Refused {
-            let _ = parts::forget_except(sys, &BTreeSet::new());
+            let _ = parts::forget_all(sys);
         }
     };
     let reference = Reference::parse(desired)
@@ -91,7 +91,7 @@ fn pull_desired(
         .inspect_err(forget_parts)?;
     if pulled.reference == desired {
         // Parts of another payload are not wanted (a failure to remove them is the next pull's to try again).
-        let _ = parts::forget_except(sys, &BTreeSet::new());
+        let _ = parts::forget_all(sys);
         return Ok((PullOutcome::Current, format!("the payload {desired} is on the node"), pulled.clone()));
     }
     let prepared = (|| -> Result<_, Failure> {

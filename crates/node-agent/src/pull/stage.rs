@@ -134,20 +134,12 @@ pub fn stage(sys: &dyn Files, files: Vec<(NodePath, Vec<u8>)>, own_journal: bool
     write_atomically(sys, &NodePath::known(paths::NODE_MANIFEST), &journal_manifest.to_json())?;
     // A one-file sync's update is over the manifest just replaced: its entries are in the one written now. It goes
     // before the manifest loses its journal (see `ManifestUpdate`).
-    match std::fs::remove_file(sys.local(&NodePath::known(paths::NODE_MANIFEST_UPDATE))) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(StageError::NotNow(format!("cannot remove {}: {e}", paths::NODE_MANIFEST_UPDATE))),
-    }
+    sys.remove_if_there(&NodePath::known(paths::NODE_MANIFEST_UPDATE)).map_err(StageError::NotNow)?;
     for (f, bytes) in &write {
         write_atomically(sys, &f.path, bytes)?;
     }
     for p in &remove {
-        match std::fs::remove_file(sys.local(p)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(StageError::NotNow(format!("cannot remove {p}: {e}"))),
-        }
+        sys.remove_if_there(p).map_err(StageError::NotNow)?;
     }
     let done = NodeManifest { wmrender: version, files: result, pending: None, applied: false };
     write_atomically(sys, &NodePath::known(paths::NODE_MANIFEST), &done.to_json())?;
@@ -270,11 +262,7 @@ pub fn commit_payload(sys: &dyn Files, plan: &PayloadPlan, fetched: &[(NodePath,
     unchanged()?;
     let journal = NodeManifest { pending: Some(Journal::default()), ..manifest.clone() };
     write_atomically(sys, &NodePath::known(paths::NODE_MANIFEST), &journal.to_json())?;
-    match std::fs::remove_file(sys.local(&NodePath::known(paths::NODE_MANIFEST_UPDATE))) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(StageError::NotNow(format!("cannot remove {}: {e}", paths::NODE_MANIFEST_UPDATE))),
-    }
+    sys.remove_if_there(&NodePath::known(paths::NODE_MANIFEST_UPDATE)).map_err(StageError::NotNow)?;
     write_atomically(sys, &NodePath::known(paths::NODE_MANIFEST), &manifest.to_json())
 }
 
@@ -286,11 +274,7 @@ pub fn finish_payload_journal(sys: &dyn Files) -> Result<bool, StageError> {
     if on_node.pending.as_ref().is_none_or(|j| !j.files.is_empty() || !j.remove.is_empty()) {
         return Ok(false);
     }
-    match std::fs::remove_file(sys.local(&NodePath::known(paths::NODE_MANIFEST_UPDATE))) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(StageError::NotNow(format!("cannot remove {}: {e}", paths::NODE_MANIFEST_UPDATE))),
-    }
+    sys.remove_if_there(&NodePath::known(paths::NODE_MANIFEST_UPDATE)).map_err(StageError::NotNow)?;
     let done = NodeManifest { pending: None, ..on_node };
     write_atomically(sys, &NodePath::known(paths::NODE_MANIFEST), &done.to_json())?;
     Ok(true)
